@@ -1,0 +1,40 @@
+# Levers9 Arena — `make run` serves the demo, `make test` runs the checks.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt | sha1sum | cut -c1-12)
+
+.PHONY: run test lint format setup demo bench clean-db
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@command -v $(PYTHON) >/dev/null || (echo "Levers9 Arena needs Python 3.11 ($(PYTHON) not found)"; exit 1)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) manage.py migrate_schemas --verbosity 0
+	$(PY) manage.py demo_setup
+
+run: demo
+	$(PY) manage.py serve
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: $(STAMP)
+	$(PY) -m bench.simulator_steps
+	$(PY) -m bench.tenancy_and_import
+
+clean-db:
+	-$(PY) manage.py embeddedpg stop
+	rm -rf var/pg

@@ -1,0 +1,53 @@
+"""`manage.py demo_setup` — the demo workspace `make run` serves. Safe to run again."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django_tenants.utils import schema_context
+
+from arena.services import calls_import, world_create
+from levers9.services import workspace_create
+
+DEMO_SLUG = "demo"
+DEMO_EMAIL = "admin@demo.localhost"
+REAL_CALLS_FILE = (
+    settings.BASE_DIR.parent / "shared" / "data" / "real-calls" / "persuasionforgood" / "calls.jsonl"
+)
+
+
+class Command(BaseCommand):
+    help = "Create (or reuse) the demo workspace with a simulated world and a real-calls world."
+
+    def handle(self, *args, **options) -> None:
+        password = os.environ.get("LEVERS9_DEMO_PASSWORD", "levers9-demo")
+        result = workspace_create(
+            slug=DEMO_SLUG, admin_email=DEMO_EMAIL, password=password, name="Demo lettings"
+        )
+        with schema_context(result.workspace.schema_name):
+            world = world_create(
+                slug="persuasion",
+                name="Persuasion for Good (real calls)",
+                description="1,017 real recorded persuasion chats with their real outcome "
+                "(won = the persuadee donated). Wang et al., ACL 2019, Apache-2.0.",
+            )
+            calls_file = Path(os.environ.get("LEVERS9_DEMO_CALLS", REAL_CALLS_FILE))
+            if calls_file.is_file():
+                report = calls_import(
+                    world=world, text=calls_file.read_text(encoding="utf-8"), source=calls_file.name
+                )
+                self.stdout.write(
+                    f"Real calls: {report.created} imported, {report.unchanged} already there."
+                )
+            else:
+                self.stdout.write(f"No real-call file at {calls_file}; the world stays empty.")
+        state = "created" if result.created else "reused"
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"\nDemo workspace {state}: http://{result.domain}:8000/\n"
+                f"  sign in as {DEMO_EMAIL} / {password}\n"
+            )
+        )

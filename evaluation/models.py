@@ -1,0 +1,1 @@
+"""Workspace-schema models of evaluation (filled by its issue)."""

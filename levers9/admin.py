@@ -1,0 +1,77 @@
+"""Public admin: workspaces and their host names (platform operators, superusers only)."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+
+from levers9.models import Domain, Workspace
+from levers9.services import workspace_create
+
+
+class DomainInline(admin.TabularInline):
+    model = Domain
+    extra = 0
+
+
+class WorkspaceCreationForm(forms.ModelForm):
+    admin_email = forms.EmailField(help_text="The owner's login in the new workspace.")
+    password = forms.CharField(widget=forms.PasswordInput, help_text="The owner's password.")
+
+    class Meta:
+        model = Workspace
+        fields = ["slug", "name"]
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "schema_name", "primary_domain", "created_at"]
+    search_fields = ["slug", "name", "domains__domain"]
+    readonly_fields = ["schema_name", "created_at"]
+    inlines = [DomainInline]
+
+    @admin.display(description="Address")
+    def primary_domain(self, workspace: Workspace) -> str:
+        domain = workspace.domains.filter(is_primary=True).first()
+        return domain.domain if domain else "—"
+
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = WorkspaceCreationForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj else []
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*self.readonly_fields, "slug"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        try:
+            result = workspace_create(
+                slug=form.cleaned_data["slug"],
+                name=form.cleaned_data["name"],
+                admin_email=form.cleaned_data["admin_email"],
+                password=form.cleaned_data["password"],
+            )
+        except ValidationError as error:
+            messages.error(request, " ".join(error.messages))
+            raise
+        obj.pk = result.workspace.pk
+        obj.schema_name = result.workspace.schema_name
+        messages.success(request, f"Workspace created at http://{result.domain}:8000/")
+        return None
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # Deleting drops a whole schema: never from a list page by accident.
+        return obj is not None and not obj.is_public and request.user.is_superuser
+
+
+@admin.register(Domain)
+class DomainAdmin(admin.ModelAdmin):
+    list_display = ["domain", "tenant", "is_primary"]
+    list_filter = ["is_primary"]
+    search_fields = ["domain", "tenant__slug"]

@@ -1,0 +1,48 @@
+"""Events pushed to a workspace's browsers over the websocket.
+
+One channel-layer group per workspace and topic. Workers (separate processes) and web
+processes call `workspace_event_send`; every consumer of that workspace subscribed to the
+topic relays it to its browser.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import connection, transaction
+
+logger = logging.getLogger(__name__)
+
+TOPICS = ("jobs",)
+
+
+def workspace_group(schema_name: str, topic: str = "jobs") -> str:
+    # Group names allow only ASCII letters, digits, hyphens, underscores and periods.
+    return f"{topic}.{schema_name}"
+
+
+def workspace_event_send(
+    payload: dict[str, Any], *, topic: str = "jobs", schema_name: str | None = None
+) -> None:
+    """Send `payload` to every browser of the workspace watching `topic`.
+
+    Delivery is best effort: progress is also kept in the database, so a lost event only
+    means a browser shows it on its next update.
+    """
+    schema_name = schema_name or connection.schema_name
+    layer = get_channel_layer()
+    if layer is None:
+        logger.warning("No channel layer configured; event dropped: %s", payload.get("type"))
+        return
+    message = {"type": "workspace.event", "topic": topic, "payload": payload}
+    async_to_sync(layer.group_send)(workspace_group(schema_name, topic), message)
+
+
+def workspace_event_send_on_commit(payload: dict[str, Any], *, topic: str = "jobs") -> None:
+    schema_name = connection.schema_name
+    transaction.on_commit(
+        lambda: workspace_event_send(payload, topic=topic, schema_name=schema_name)
+    )

@@ -1,0 +1,267 @@
+"""Levers9 Arena settings: one module, driven by environment variables.
+
+Variables (all optional for local use):
+  DATABASE_URL          a PostgreSQL server of your own; unset, the embedded server is used
+  REDIS_URL             switches the task broker and the channel layer to Redis
+  SECRET_KEY            unset, a key is generated once into var/secret_key
+  DEBUG                 "1" to show tracebacks (default off)
+  ALLOWED_HOSTS         comma separated (default: .localhost, localhost, 127.0.0.1)
+  LEVERS9_DATASETS_DIR  the datasets volume (default var/datasets)
+  LEVERS9_MODELS_DIR    the models volume (default var/models)
+  LEVERS9_Q_CLUSTER     the task-queue cluster this process serves (default "local-cpu")
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("LEVERS9_VAR_DIR", BASE_DIR / "var"))
+
+
+def _flag(name: str, default: str = "0") -> bool:
+    return os.environ.get(name, default).strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _local_secret_key() -> str:
+    """A per-checkout key for local use, so nobody ships a well-known default key."""
+    key_file = VAR_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.parent.mkdir(parents=True, exist_ok=True)
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = os.environ.get("SECRET_KEY") or _local_secret_key()
+DEBUG = _flag("DEBUG")
+ALLOWED_HOSTS = [
+    host.strip()
+    for host in os.environ.get("ALLOWED_HOSTS", ".localhost,localhost,127.0.0.1").split(",")
+    if host.strip()
+]
+CSRF_TRUSTED_ORIGINS = [
+    origin.strip()
+    for origin in os.environ.get(
+        "CSRF_TRUSTED_ORIGINS", "http://*.localhost:8000,http://localhost:8000"
+    ).split(",")
+    if origin.strip()
+]
+
+DATASETS_DIR = Path(os.environ.get("LEVERS9_DATASETS_DIR", VAR_DIR / "datasets"))
+MODELS_DIR = Path(os.environ.get("LEVERS9_MODELS_DIR", VAR_DIR / "models"))
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+# --- apps: public schema (shared) and one schema per workspace (tenant) -------------------
+
+SHARED_APPS = [
+    "django_tenants",
+    "daphne",
+    "levers9",
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "levers9.admin_site.Levers9AdminConfig",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_q",
+    "channels",
+    "channels_postgres",
+    "django_htmx",
+]
+# Each workspace keeps its own users, sessions, tokens and everything the arena makes.
+TENANT_APPS = [
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "django.contrib.sessions",
+    "levers9.admin_site.Levers9AdminConfig",
+    "django.contrib.messages",
+    "rest_framework.authtoken",
+    "arena",
+    "policies",
+    "training",
+    "evaluation",
+]
+INSTALLED_APPS = SHARED_APPS + [app for app in TENANT_APPS if app not in SHARED_APPS]
+
+TENANT_MODEL = "levers9.Workspace"
+TENANT_DOMAIN_MODEL = "levers9.Domain"
+PUBLIC_SCHEMA_NAME = "public"
+PUBLIC_SCHEMA_URLCONF = "levers9.urls_public"
+ROOT_URLCONF = "levers9.urls"
+SHOW_PUBLIC_IF_NO_TENANT_FOUND = False
+# The host of the public site (platform operators' admin).
+LEVERS9_PUBLIC_DOMAIN = os.environ.get("LEVERS9_PUBLIC_DOMAIN", "localhost")
+LEVERS9_WORKSPACE_DOMAIN_SUFFIX = os.environ.get("LEVERS9_WORKSPACE_DOMAIN_SUFFIX", "localhost")
+
+MIDDLEWARE = [
+    "django_tenants.middleware.main.TenantMainMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "levers9.context_processors.workspace",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "levers9.wsgi.application"
+ASGI_APPLICATION = "levers9.asgi.application"
+
+# --- database --------------------------------------------------------------------------
+
+
+def _database_url() -> str:
+    if os.environ.get("DATABASE_URL"):
+        return os.environ["DATABASE_URL"]
+    from levers9 import embedded_pg
+
+    state = embedded_pg.read_state()
+    # Settings never start a server: manage.py and the test configuration do that first.
+    # Without a record yet, point at a closed port so the error names the database.
+    return state.url if state else f"postgres://postgres@127.0.0.1:1/{embedded_pg.DATABASE_NAME}"
+
+
+_database = dj_database_url.parse(_database_url(), conn_max_age=0)
+DATABASES = {
+    "default": {**_database, "ENGINE": "django_tenants.postgresql_backend"},
+    # channels_postgres talks to the same database through its own pool.
+    "channels_postgres": {
+        **_database,
+        "ENGINE": "django.db.backends.postgresql",
+        "TEST": {"MIRROR": "default"},
+    },
+}
+DATABASE_ROUTERS = ("django_tenants.routers.TenantSyncRouter",)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- auth ------------------------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = 50 * 1024 * 1024  # a real-call file is a few MB
+
+# --- API -------------------------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "levers9.api.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Levers9 Arena API",
+    "DESCRIPTION": "Worlds, real calls, preferences, training jobs, evaluations and policy "
+    "versions of one workspace. Reach a workspace at <slug>.localhost (or send a Host "
+    "header); authenticate with a session or `Authorization: Token <token>`.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    # The interactive docs' assets are served from our own static files (no CDN here).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- workers (django-q2) ---------------------------------------------------------------
+
+# A failing task is not retried (max_attempts 1) and `retry` outlasts `timeout`, else a long
+# training job would be handed to a second worker while the first still runs it.
+_TASK_TIMEOUT = int(os.environ.get("LEVERS9_TASK_TIMEOUT", 6 * 3600))
+Q_CLUSTER = {
+    "name": os.environ.get("LEVERS9_Q_CLUSTER", "local-cpu"),
+    "workers": int(os.environ.get("LEVERS9_Q_WORKERS", 2)),
+    "timeout": _TASK_TIMEOUT,
+    "retry": _TASK_TIMEOUT + 600,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "catch_up": False,
+    "save_limit": 5000,
+    "label": "Task queue",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# --- websockets (Channels) -------------------------------------------------------------
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_postgres.core.PostgresChannelLayer",
+            # channels_postgres silently gives no layer without TIME_ZONE, and opens four
+            # connections per process unless the pool starts at one.
+            "CONFIG": {
+                **DATABASES["channels_postgres"],
+                "TIME_ZONE": TIME_ZONE,
+                "PSYCOPG_OPTIONS": {"min_size": 1, "max_size": 4},
+            },
+        }
+    }
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
+    },
+}

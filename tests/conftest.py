@@ -1,0 +1,84 @@
+"""Test set-up: a real PostgreSQL (embedded unless DATABASE_URL is set) and two workspaces.
+
+The two workspaces are created once per test run: `workspace` is the one under test and
+`other_workspace` the one that must always be refused. Tests run inside a transaction per
+test as usual; schema switches happen with `schema_context`.
+"""
+
+from __future__ import annotations
+
+import os
+
+if not os.environ.get("DATABASE_URL"):
+    from levers9 import embedded_pg
+
+    embedded_pg.start()
+
+import pytest  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django_tenants.utils import get_public_schema_name, schema_context  # noqa: E402
+
+PASSWORD = "correct-horse-battery"
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    from levers9.services import workspace_create
+
+    with django_db_blocker.unblock():
+        workspace_create(slug="acme", admin_email="owner@acme.test", password=PASSWORD)
+        workspace_create(slug="rival", admin_email="owner@rival.test", password=PASSWORD)
+    yield
+
+
+@pytest.fixture
+def workspace(db):
+    from levers9.models import Workspace
+
+    return Workspace.objects.get(slug="acme")
+
+
+@pytest.fixture
+def other_workspace(db):
+    from levers9.models import Workspace
+
+    return Workspace.objects.get(slug="rival")
+
+
+@pytest.fixture
+def in_workspace(workspace):
+    """Run the test body inside the workspace's schema."""
+    with schema_context(workspace.schema_name):
+        yield workspace
+    connection.set_schema(get_public_schema_name())
+
+
+def make_user(workspace, email: str, role: str):
+    from levers9.services import workspace_user_create
+
+    with schema_context(workspace.schema_name):
+        return workspace_user_create(email=email, password=PASSWORD, role=role)
+
+
+def client_for(workspace, email: str | None = None) -> Client:
+    """A test client on the workspace's host, signed in as `email` when given."""
+    client = Client(HTTP_HOST=f"{workspace.slug}.localhost")
+    if email:
+        # Through the login page, so the workspace's own schema authenticates the user.
+        response = client.post("/login/", {"username": email, "password": PASSWORD})
+        assert response.status_code == 302, f"{email} could not sign in to {workspace.slug}"
+    return client
+
+
+@pytest.fixture
+def owner_client(workspace):
+    return client_for(workspace, "owner@acme.test")
+
+
+@pytest.fixture
+def outsider_client(workspace, other_workspace):
+    """Signed in to the rival workspace, then pointed at ours with the same cookies."""
+    rival = client_for(other_workspace, "owner@rival.test")
+    rival.defaults["HTTP_HOST"] = f"{workspace.slug}.localhost"
+    return rival

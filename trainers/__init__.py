@@ -1,0 +1,1 @@
+"""Pure-Python trainers and the simulator; never imports Django."""

@@ -1,0 +1,1 @@
+"""Workspace-schema models of training (filled by its issue)."""
