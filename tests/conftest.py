@@ -29,7 +29,25 @@ def django_db_setup(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():
         workspace_create(slug="acme", admin_email="owner@acme.test", password=PASSWORD)
         workspace_create(slug="rival", admin_email="owner@rival.test", password=PASSWORD)
+    _point_channel_layer_at_test_database()
     yield
+
+
+def _point_channel_layer_at_test_database() -> None:
+    """channels_postgres read its database name at import; the tests use the test database."""
+    from channels.layers import channel_layers
+    from django.conf import settings
+
+    config = settings.CHANNEL_LAYERS["default"].get("CONFIG", {})
+    if "NAME" in config:
+        config["NAME"] = connection.settings_dict["NAME"]
+    channel_layers.backends = {}
+
+
+def test_database_url() -> str:
+    """The URL a worker process needs to reach this test run's database."""
+    db = connection.settings_dict
+    return f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
 @pytest.fixture

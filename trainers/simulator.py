@@ -94,9 +94,7 @@ class Persona:
                 )
         # bool is checked by type: "yes" or 1 would silently be truthy otherwise.
         if not isinstance(self.family, bool):
-            raise ValueError(
-                f"Persona.family must be one of True, False; got {self.family!r}"
-            )
+            raise ValueError(f"Persona.family must be one of True, False; got {self.family!r}")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Persona:
@@ -267,7 +265,10 @@ def state_index(
     trust: int = 0,
     turn: int = 0,
 ) -> int:
-    """Encode an observable state; stage 'won' or 'lost' gives the terminal states."""
+    """Encode an observable state; stage 'won' or 'lost' gives the terminal states.
+
+    Indices do not depend on max_turns: a world with max_turns T holds the indices
+    below n_states_for(T)."""
     if stage == "won":
         return WON_STATE
     if stage == "lost":
@@ -275,9 +276,7 @@ def state_index(
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {', '.join((*STAGES, 'won', 'lost'))}")
     if objection_status not in OBJECTION_STATUSES:
-        raise ValueError(
-            f"objection_status must be one of {', '.join(OBJECTION_STATUSES)}"
-        )
+        raise ValueError(f"objection_status must be one of {', '.join(OBJECTION_STATUSES)}")
     if not (0 <= interest < LEVELS and 0 <= trust < LEVELS):
         raise ValueError("interest and trust must be 0, 1 or 2")
     stage_i = STAGES.index(stage)
@@ -285,9 +284,7 @@ def state_index(
     if stage_i == OPENING or turn == 0:
         # The call opens exactly once: turn 0 is the opening and the opening is turn 0.
         if stage_i != OPENING or turn != 0 or objection_i != NOT_RAISED:
-            raise ValueError(
-                "the opening is turn 0 only, with no objection raised yet"
-            )
+            raise ValueError("the opening is turn 0 only, with no objection raised yet")
         return _OPENING_BASE + interest * LEVELS + trust
     if turn < 0:
         raise ValueError("turn must be >= 0")
@@ -657,9 +654,7 @@ def _effect(
             success *= dyn.viewing_urgent_factor
         success = min(success, 1.0)
         agreed = [(success, replace(call, stage=VIEWING))]
-        refused = _chance(
-            [(1.0 - success, call)], dyn.viewing_fail_interest_loss, _lose_interest
-        )
+        refused = _chance([(1.0 - success, call)], dyn.viewing_fail_interest_loss, _lose_interest)
         return agreed + refused
 
     if action == OFFER_SLOT:
@@ -674,10 +669,9 @@ def _effect(
 
     if action == CLOSE:
         if call.stage != CLOSING:
+            # Too early: usually the lead is lost; at best the customer cools.
             lost = dyn.early_close_lost
-            out: _Tree = [(lost, "lost")]
-            out += _chance([(1.0 - lost, call)], 1.0, _lose_interest)
-            return out
+            return [(lost, "lost"), (1.0 - lost, _lose_interest(call))]
         won = dyn.close_keen if call.interest >= 1 else dyn.close_lukewarm
         if objection_open:
             won *= dyn.close_open_objection_factor
@@ -704,9 +698,9 @@ def _build_world(
     """Build the dense model and the sparse sampling tables once per persona."""
     n_states = n_states_for(max_turns)
     transitions = np.zeros((n_states, N_ACTIONS, n_states), dtype=np.float64)
-    rewards = np.zeros((n_states, N_ACTIONS), dtype=np.float64)
-    # Reward of each sampled transition: the (s, a) part plus the win bonus on s' = won.
-    transition_rewards = np.zeros_like(transitions)
+    # The (s, a) part of the reward: turn cost and pushy penalty. The win bonus is paid
+    # on the transition into the won state.
+    base_rewards = np.zeros((n_states, N_ACTIONS), dtype=np.float64)
     register_match = 1.0 if agent_dialect == persona.dialect else dyn.mismatch_factor
     formal = persona.dialect == "formal"
 
@@ -719,7 +713,7 @@ def _build_world(
         call = _Call(stage, objection, interest, trust)
         for action in range(N_ACTIONS):
             pushy = _is_pushy(call, action)
-            base_reward = -dyn.turn_cost - (dyn.pushy_penalty if pushy else 0.0)
+            base_rewards[index, action] = -dyn.turn_cost - (dyn.pushy_penalty if pushy else 0.0)
             row = transitions[index, action]
             for weight, outcome in _move_tree(persona, call, action, register_match, dyn):
                 if weight <= 0.0:
@@ -751,13 +745,13 @@ def _build_world(
                         outcome.trust,
                     )
                     row[next_index] += weight * (1.0 - hang_up)
-            rewards[index, action] = base_reward + dyn.won_reward * row[WON_STATE]
-            transition_rewards[index, action, :] = base_reward
-            transition_rewards[index, action, WON_STATE] += dyn.won_reward
 
     # Float sums of the probability tree drift by ~1e-16; renormalise so rows are exact
     # enough for the tests and for cumulative sampling.
     transitions /= transitions.sum(axis=2, keepdims=True)
+    # Expected immediate reward; terminal rows stay 0 (they never win again).
+    rewards = base_rewards + dyn.won_reward * transitions[:, :, WON_STATE]
+    rewards[[WON_STATE, LOST_STATE]] = 0.0
 
     # --- sparse tables for sampling: the nonzero successors of each (s, a) ---
     nonzero_counts = (transitions > 0.0).sum(axis=2)
@@ -774,17 +768,14 @@ def _build_world(
             next_states[index, action, :count] = successors
             next_states[index, action, count:] = successors[-1]
             next_cdf[index, action, :count] = cumulative
-            next_rewards[index, action, :count] = transition_rewards[
-                index, action, successors
-            ]
-    # Terminal rows pay nothing (transition_rewards was never written for them).
+            next_rewards[index, action, :count] = base_rewards[index, action] + np.where(
+                (successors == WON_STATE) & (index != WON_STATE), dyn.won_reward, 0.0
+            )
 
     terminal_mask = np.zeros(n_states, dtype=bool)
     terminal_mask[[WON_STATE, LOST_STATE]] = True
     initial_interest = (
-        dyn.initial_interest_urgent
-        if persona.urgency == "high"
-        else dyn.initial_interest_relaxed
+        dyn.initial_interest_urgent if persona.urgency == "high" else dyn.initial_interest_relaxed
     )
     initial_state = _encode(0, OPENING, NOT_RAISED, initial_interest, 0)
 
@@ -861,6 +852,8 @@ class LettingsWorld:
         )
 
     def describe_state(self, index: int) -> dict[str, Any]:
+        if not 0 <= int(index) < self.n_states:
+            raise ValueError(f"state index must be 0..{self.n_states - 1}; got {index}")
         return describe_state(index, self.persona)
 
     def reset(self) -> int:
@@ -1025,16 +1018,14 @@ _AGENT_LINES: dict[tuple[str, str], str] = {
         "and we will be with you at every step."
     ),
     ("reassure", "casual"): (
-        "Honestly, you'd be in good hands — the landlord's great and we'll help with "
-        "everything."
+        "Honestly, you'd be in good hands — the landlord's great and we'll help with everything."
     ),
     ("propose_viewing", "formal"): (
         "Would you like to arrange a viewing, so that you can see the property in person?"
     ),
     ("propose_viewing", "casual"): "Fancy popping round to have a look at it?",
     ("offer_slot", "formal"): (
-        "I have availability on Thursday at 6 pm or Saturday at 11 am. Would either suit "
-        "you?"
+        "I have availability on Thursday at 6 pm or Saturday at 11 am. Would either suit you?"
     ),
     ("offer_slot", "casual"): "I can do Thursday at 6 or Saturday at 11 — which works?",
     ("close", "formal"): (
@@ -1082,12 +1073,10 @@ def scripted_reply(move: str, dialect: str, state: Mapping[str, Any] | None = No
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}; got {dialect!r}")
     objection = (state or {}).get("objection")
-    if move in ("handle_objection", "reassure") and (objection, dialect) in (
-        _OBJECTION_ANSWERS
-    ):
-        # Reassurance answers a family worry in the same words a rebuttal would.
-        if move == "handle_objection" or objection == "family":
-            return _OBJECTION_ANSWERS[(objection, dialect)]
+    # Reassurance answers a family worry in the same words a rebuttal would.
+    answers_objection = move == "handle_objection" or (move == "reassure" and objection == "family")
+    if answers_objection and (objection, dialect) in _OBJECTION_ANSWERS:
+        return _OBJECTION_ANSWERS[(objection, dialect)]
     return _AGENT_LINES[(move, dialect)]
 
 
@@ -1185,9 +1174,7 @@ def scripted_customer_line(
     return line
 
 
-def episode_dialogue(
-    world: LettingsWorld, episode: Episode, seed: int
-) -> list[dict[str, str]]:
+def episode_dialogue(world: LettingsWorld, episode: Episode, seed: int) -> list[dict[str, str]]:
     """An episode as alternating customer/agent lines (plain dicts for pages and JSON)."""
     rng = np.random.default_rng(seed)
     persona = world.persona

@@ -43,9 +43,7 @@ def _check_model(transitions: np.ndarray, rewards: np.ndarray, discount: float) 
     if transitions.ndim != 3 or transitions.shape[0] != transitions.shape[2]:
         raise ValueError(f"transitions must have shape (S, A, S); got {transitions.shape}")
     if rewards.shape != transitions.shape[:2]:
-        raise ValueError(
-            f"rewards must have shape {transitions.shape[:2]}; got {rewards.shape}"
-        )
+        raise ValueError(f"rewards must have shape {transitions.shape[:2]}; got {rewards.shape}")
     if not 0.0 < discount <= 1.0:
         raise ValueError(f"discount must be in (0, 1]; got {discount}")
 

@@ -134,7 +134,6 @@ Verdict = tuple[float, str]
 
 # --- patterns (compiled once: the judge must manage thousands of replies a second) ----
 
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "`": "'"})
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 # Words that carry no topic: used to tell whether a reply takes up what was asked.
@@ -156,7 +155,8 @@ _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _CASUAL_TEXT = """
     hi hey hiya yeah yea yep yup nope nah gonna wanna gotta kinda sorta lol lmao omg btw
     ok okay cool awesome cheers thanks thx dude mate guys stuff ugh wow cuz ya haha
-    hahaha hehe im dont cant didnt isnt ive youre thats whats doesnt wasnt
+    hahaha hehe im dont cant didnt isnt ive youre thats whats doesnt wasnt tbh fancy
+    brilliant totally gotcha sorted ta yay super
     it's that's what's there's here's he's she's who's let's
 """
 _FORMAL_TEXT = """
@@ -172,7 +172,7 @@ _CASUAL_WORDS = frozenset(_CASUAL_TEXT.split())
 _CONTRACTION_ENDINGS = ("n't", "'m", "'re", "'ll", "'ve", "'d")
 _FORMAL_WORDS = frozenset(_FORMAL_TEXT.split())
 _FORMAL_PAIRS = frozenset(tuple(pair.split("_")) for pair in _FORMAL_PAIRS_TEXT.split())
-_LOWERCASE_I = re.compile(r"(?<![A-Za-z'])i(?![A-Za-z])")
+_LOWERCASE_I = re.compile(r"i(?<![A-Za-z']i)(?![A-Za-z])")
 _EMOTICON = re.compile(r"[:;]-?[)(DPp]|\u263a|[\U0001F600-\U0001F64F]")
 
 # Respect. "whatever" counts only on its own ("Whatever."), not in "I'll match whatever
@@ -230,13 +230,29 @@ _ANSWER_OPENER = re.compile(
 # Progress: a concrete next step in either world (a viewing or a slot for lettings, a
 # donation for persuasion) or an offer phrased as one.
 _NEXT_STEP = re.compile(
-    r"\b(?:viewing|view(?:ing)? it|come (?:and |to )?see|visit|slot|appointment"
+    r"\b(?:viewing|view(?:ing)? it|com(?:e|ing) (?:and |to )?see|have a look|visit|slot"
+    r"|appointment"
     r"|book(?:ing)?|arrange|schedule|donat(?:e|ion|ing)|contribut(?:e|ion)|pledge"
     r"|sign(?:ing)? up|register|shall i|shall we|would you like"
     r"|would you be (?:willing|interested)|can i (?:book|put)|how about|let's"
     r"|i can (?:book|send|arrange|hold|put)"
     r"|(?:on|this|next) (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-    r"|weekend))\b"
+    r"|weekend)|(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday) at"
+    r"|\d{1,2}(?::\d{2})?\s*(?:am|pm))\b"
+)
+# An objection or worry in the customer's last turn (price, doubt, trust, timing), and
+# the wording of a reply that takes it up rather than talking past it.
+_OBJECTION = re.compile(
+    r"\b(?:expensive|pricey|too much|bit much|over (?:my|our|what)|budget|afford"
+    r"|not sure|unsure|worried|worry|concern(?:ed|s)?|hesitant|don't know|doubt"
+    r"|scam|trust|need the money|can't really|rather not|not interested|too far"
+    r"|too small)\b"
+)
+_TAKES_UP_OBJECTION = re.compile(
+    r"\b(?:understand|get that|fair|hear you|makes sense|no worries|don't worry"
+    r"|completely|totally|reassur[a-z]*|flexib[a-z]*|negotiat[a-z]*|options?"
+    r"|alternatives?|instead|even (?:a|just)|any amount|no pressure|that's fine"
+    r"|of course)\b"
 )
 _SMALL_TALK = re.compile(
     r"\b(?:weather|weekend|sunny|rain(?:y|ing)?|hot today|how are you"
@@ -247,13 +263,13 @@ _SMALL_TALK = re.compile(
 # about (schools, a nursery). "Save the Children" alone is not the customer's family.
 _FAMILY_NOUNS = (
     r"(?:kids?|children|child|sons?|daughters?|bab(?:y|ies)|toddlers?|family|partner"
-    r"|wife|husband|boyfriend|girlfriend|fianc[eé]e?|little ones|twins|grandkids"
+    r"|wife|husband|boyfriend|girlfriend|fianc[eé]e?|little ones?|twins|grandkids"
     r"|grandchildren|girls?|boys?)"
 )
 _CUSTOMER_FAMILY = re.compile(
     r"\b(?:my|our|i have|i've got|we have|we've got"
-    r"|with (?:my|our|a|two|three|four|\d+))\s+(?:[a-z]+\s+)?" + _FAMILY_NOUNS + r"\b"
-    r"|\b(?:pregnant|expecting a baby|school run|schools?|nursery|catchment)\b"
+    r"|with (?:my|our|a|two|three|four|\d+))\s+(?:[a-z]+\s+){0,2}" + _FAMILY_NOUNS + r"\b"
+    r"|\b(?:pregnant|expecting a baby|on the way|school run|schools?|nursery|catchment)\b"
 )
 _REPLY_FAMILY = re.compile(r"\b" + _FAMILY_NOUNS + r"\b|\bfamil(?:y|ies)\b")
 _REPLY_FAMILY_CARE = re.compile(
@@ -324,13 +340,17 @@ class _Call:
     agent_turn_count: int
     # (signal, evidence) of all the customer's turns; see _register.
     customer_register: tuple[float, float]
-    # The customer spoke of their own family, of schools or of a pregnancy.
+    # The customer spoke of their own family, of schools or of a pregnancy; and whether
+    # the agent has yet to acknowledge it (no agent turn since spoke to it).
     family_raised: bool
+    family_pending: bool
     # The customer sounded in a hurry in either of their last two turns.
     urgent: bool
     # The customer's last turn asked something, and its topic words.
     asked: bool
     question_words: frozenset[str]
+    # The customer's last turn raised an objection or a worry.
+    objected: bool
     # Earlier agent turns, as word sets and as normalised strings, to catch repeats.
     agent_word_sets: tuple[frozenset[str], ...]
     agent_texts: frozenset[str]
@@ -347,7 +367,7 @@ class _Reply:
 
 def _normalise(text: str) -> str:
     # Some exported chats escape apostrophes (don\'t); undo that too.
-    return text.translate(_APOSTROPHES).replace("\\'", "'")
+    return text.replace("\u2019", "'").replace("\u2018", "'").replace("`", "'").replace("\\'", "'")
 
 
 def _words(lowered: str) -> list[str]:
@@ -384,19 +404,34 @@ def _analyse_turns(turns: tuple[Turn, ...]) -> _Call:
     customer_lowered = [text.lower() for text in customer_original]
     customer_text = "\n".join(customer_lowered)
     last = customer_lowered[-1] if customer_lowered else ""
+    family_raised = bool(_CUSTOMER_FAMILY.search(customer_text))
     return _Call(
         agent_turn_count=len(agent_word_sets),
         customer_register=_register("\n".join(customer_original), _words(customer_text)),
-        family_raised=bool(_CUSTOMER_FAMILY.search(customer_text)),
+        family_raised=family_raised,
+        family_pending=family_raised and _family_pending(turns),
         urgent=bool(_URGENCY.search("\n".join(customer_lowered[-2:]))),
         asked=_asked_question(last),
         question_words=_content_words(_words(last)),
+        objected=bool(_OBJECTION.search(last)),
         agent_word_sets=tuple(agent_word_sets),
         agent_texts=frozenset(agent_texts),
         numbers=frozenset(
             _plain_number(number) for turn in turns for number in _BARE_NUMBER.findall(turn.text)
         ),
     )
+
+
+def _family_pending(turns: Sequence[Turn]) -> bool:
+    """Did the customer raise family after the agent's last turn that spoke to it?"""
+    pending = False
+    for turn in turns:
+        lowered = _normalise(turn.text).lower()
+        if turn.speaker == "customer":
+            pending = pending or bool(_CUSTOMER_FAMILY.search(lowered))
+        elif _REPLY_FAMILY.search(lowered) or _REPLY_FAMILY_CARE.search(lowered):
+            pending = False
+    return pending
 
 
 def _analyse_reply(reply: str) -> _Reply:
@@ -581,7 +616,9 @@ def rule_progress(call: _Call, reply: _Reply) -> Verdict:
 
     Starts at 0.45. A concrete next step (a viewing, a slot, a donation, "shall I",
     "would you like") adds 0.3; asking a question adds 0.15; answering the customer's
-    last question adds 0.15 and ignoring it costs 0.15. An empty reply costs 0.45, and
+    last question adds 0.15 and ignoring it costs 0.15; taking up an objection or worry
+    the customer just raised ("I understand", options, reassurance, or the objection's
+    own words) adds 0.15 and passing over it costs 0.1. An empty reply costs 0.45, and
     two words or fewer with no question or step cost 0.25. Repeating an earlier agent
     turn costs 0.3; small talk from the fourth agent turn on, with no question or step,
     costs 0.15.
@@ -603,6 +640,11 @@ def rule_progress(call: _Call, reply: _Reply) -> Verdict:
             adjustments.append((0.15, "Answers the customer's question"))
         else:
             adjustments.append((-0.15, "Leaves the customer's question unanswered"))
+    if call.objected:
+        if _TAKES_UP_OBJECTION.search(reply.lowered) or _answers(call, reply):
+            adjustments.append((0.15, "Takes up the concern the customer raised"))
+        else:
+            adjustments.append((-0.1, "Passes over the concern the customer raised"))
     if reply.words and _repeats(call, reply):
         adjustments.append((-0.3, "Repeats an earlier agent turn"))
     late = call.agent_turn_count >= 3
@@ -615,9 +657,11 @@ def rule_family(call: _Call, reply: _Reply) -> Verdict:
     """Acknowledge the customer's family when they raised it; never turn families away.
 
     Family counts as raised when the customer spoke of their own people ("my kids", "we
-    have a baby", "with my partner") or of schools, a nursery or a pregnancy. Then a
-    reply naming the family and what matters to it (schools, safety, space, a garden)
-    scores 0.95, one of the two 0.8, neither 0.35. Saying children or families are not
+    have a baby", "with my partner") or of schools, a nursery or a pregnancy. While no
+    agent turn has spoken to it yet, a reply naming the family and what matters to it
+    (schools, safety, space, a garden) scores 0.95, one of the two 0.8, neither 0.35.
+    Once an earlier agent turn has acknowledged it, a reply may move on: 0.8 without a
+    mention, the same scores as above with one. Saying children or families are not
     welcome scores 0.05 whatever was said. If family never came up the score is a
     neutral-high 0.85: silence about it is not a fault.
     """
@@ -633,6 +677,8 @@ def rule_family(call: _Call, reply: _Reply) -> Verdict:
         return 0.8, "Acknowledges the customer's family"
     if care:
         return 0.8, f"Speaks to what a family needs ({care.group(0)})"
+    if not call.family_pending:
+        return 0.8, "The family was acknowledged earlier in the call"
     return 0.35, "Ignores the family the customer mentioned"
 
 

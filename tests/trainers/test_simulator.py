@@ -119,12 +119,8 @@ def test_it_penalises_pushy_moves() -> None:
     dyn = world.dynamics
     discovery = state_index("discovery", interest=2, trust=0, turn=2)
     booked = state_index("closing", interest=2, trust=2, turn=4)
-    assert world.rewards[discovery, CLOSE] == pytest.approx(
-        -dyn.turn_cost - dyn.pushy_penalty
-    )
-    assert world.rewards[discovery, OFFER_SLOT] == pytest.approx(
-        -dyn.turn_cost - dyn.pushy_penalty
-    )
+    assert world.rewards[discovery, CLOSE] == pytest.approx(-dyn.turn_cost - dyn.pushy_penalty)
+    assert world.rewards[discovery, OFFER_SLOT] == pytest.approx(-dyn.turn_cost - dyn.pushy_penalty)
     assert world.rewards[discovery, PROPOSE_VIEWING] == pytest.approx(
         -dyn.turn_cost - dyn.pushy_penalty
     )
@@ -250,9 +246,7 @@ def test_it_samples_wins_with_their_reward() -> None:
     won = next_states == WON_STATE
     assert won.any()
     assert dones[won].all()
-    np.testing.assert_allclose(
-        rewards[won], world.dynamics.won_reward - world.dynamics.turn_cost
-    )
+    np.testing.assert_allclose(rewards[won], world.dynamics.won_reward - world.dynamics.turn_cost)
 
 
 def test_it_draws_step_and_step_batch_from_the_same_stream() -> None:
@@ -278,7 +272,9 @@ def test_it_speaks_both_registers() -> None:
     for move in MOVES:
         formal = scripted_reply(move, "formal")
         casual = scripted_reply(move, "casual")
-        assert formal and casual and formal != casual
+        assert formal
+        assert casual
+        assert formal != casual
     assert "Levers9 Lettings" in scripted_reply("greet", "formal")
     price = scripted_reply("handle_objection", "formal", {"objection": "price"})
     assert "rent" in price
@@ -305,7 +301,5 @@ def test_it_never_imports_django() -> None:
         "import sys, trainers.simulator, trainers.value_iteration; "
         "sys.exit(1 if any(m.split('.')[0] == 'django' for m in sys.modules) else 0)"
     )
-    result = subprocess.run(  # noqa: S603 - fixed arguments, our own interpreter
-        [sys.executable, "-c", code], capture_output=True, check=False
-    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
     assert result.returncode == 0, result.stderr.decode()
