@@ -78,7 +78,9 @@ class WorldAdmin(RoleAdminMixin, admin.ModelAdmin):
                     f"{report.created} calls imported ({report.turns_created} turns); "
                     f"{report.unchanged} were already there.",
                 )
-                return redirect(reverse("admin:arena_call_changelist") + f"?world__id__exact={world.pk}")
+                return redirect(
+                    reverse("admin:arena_call_changelist") + f"?world__id__exact={world.pk}"
+                )
         context = {
             **self.admin_site.each_context(request),
             "title": f"Import real calls into {world}",

@@ -157,4 +157,3 @@ class CallViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     )
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
-

@@ -1,4 +1,5 @@
-"""Workspace-schema models of the arena: worlds, scenarios, real calls, moments, replies, judgements.
+"""Workspace-schema models of the arena: worlds, scenarios, real calls, moments, replies,
+judgements.
 
 A world (also called a pack) is where an agent is measured: its moves, the seven rubric
 dimensions, its scenarios (simulated customers) and its real recorded calls.

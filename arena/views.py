@@ -10,13 +10,25 @@ from levers9.roles import MANAGER, OWNER, REVIEWER, role_required
 
 PAGES = {
     "duel": ("Duel", REVIEWER, "Compare two replies at one moment and pick the better one."),
-    "train": ("Train", MANAGER, "Make the next numbered version: move strategy, wording, benchmark."),
-    "evaluate": ("Evaluate", MANAGER, "Two versions on the same calls: win rate, radar, regressions."),
+    "train": (
+        "Train",
+        MANAGER,
+        "Make the next numbered version: move strategy, wording, benchmark.",
+    ),
+    "evaluate": (
+        "Evaluate",
+        MANAGER,
+        "Two versions on the same calls: win rate, radar, regressions.",
+    ),
     "policies": ("Policies", REVIEWER, "Every version with its lineage, provider and results."),
     "environment": ("Environment", MANAGER, "The world's judge and its rubric."),
     "engines": ("Engines", MANAGER, "Run a learning algorithm with knobs and measure it."),
     "endpoints": ("Endpoints", OWNER, "Where versions are served, and the cards they hold."),
-    "release": ("Release", OWNER, "Canary: share live calls between the live version and a candidate."),
+    "release": (
+        "Release",
+        OWNER,
+        "Canary: share live calls between the live version and a candidate.",
+    ),
 }
 
 

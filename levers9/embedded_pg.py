@@ -88,11 +88,9 @@ def _system_account() -> pwd.struct_passwd | None:
     try:
         return pwd.getpwnam(SYSTEM_USER)
     except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", SYSTEM_USER],
-            check=True,
-            capture_output=True,
-        )
+        command = ["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin"]
+        # Fixed command from the system PATH, fixed arguments.
+        subprocess.run([*command, SYSTEM_USER], check=True, capture_output=True)  # noqa: S603,S607
         return pwd.getpwnam(SYSTEM_USER)
 
 
@@ -115,7 +113,22 @@ def _placement_root() -> Path:
     if not _running_as_root() or _traversable_by_others(home.parent):
         return home
     digest = hashlib.sha256(str(home).encode()).hexdigest()[:12]
-    return Path("/var/tmp") / f"levers9-pg-{digest}"
+    return _private_folder(f"levers9-pg-{digest}")
+
+
+def _private_folder(name: str) -> Path:
+    """A folder of ours under /var/tmp, refused if someone else made (or linked) it first."""
+    folder = Path("/var/tmp") / name  # noqa: S108 - checked below: a real folder we own
+    folder.mkdir(mode=0o755, exist_ok=True)
+    info = folder.lstat()
+    account = _system_account()
+    owners = {os.geteuid(), account.pw_uid if account else os.geteuid()}
+    if stat.S_ISLNK(info.st_mode) or info.st_uid not in owners:
+        raise EmbeddedPostgresError(
+            f"{folder} exists but is not ours (a link, or owned by uid {info.st_uid}). "
+            "Remove it, or set LEVERS9_VAR_DIR to a folder the postgres account can reach."
+        )
+    return folder
 
 
 def _binaries() -> Path:
@@ -135,7 +148,7 @@ def _binaries() -> Path:
         return bin_dir
     install = bin_dir.parent
     digest = hashlib.sha256(str(install).encode()).hexdigest()[:12]
-    copy = Path("/var/tmp") / f"levers9-pg-install-{digest}"
+    copy = _private_folder(f"levers9-pg-install-{digest}")
     if not (copy / "bin" / "postgres").exists():
         shutil.copytree(install, copy, dirs_exist_ok=True)
         copy.chmod(0o755)

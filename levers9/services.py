@@ -54,9 +54,7 @@ def _run_setup_steps() -> None:
         getattr(importlib.import_module(module_name), name)()
 
 
-def workspace_user_create(
-    *, email: str, password: str, role: str, superuser: bool = False
-):
+def workspace_user_create(*, email: str, password: str, role: str, superuser: bool = False):
     """A user of the current workspace with one role; staff so the admin can check the role."""
     User = get_user_model()
     email = email.strip().lower()

@@ -110,9 +110,7 @@ def plain_value_from_column(raw: str) -> PlainValue:
 def task_result_read(task_id: str) -> tuple[bool, PlainValue]:
     """(success, result) of a finished task, read from the raw column in the public schema."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT success, result FROM public.django_q_task WHERE id = %s", [task_id]
-        )
+        cursor.execute("SELECT success, result FROM public.django_q_task WHERE id = %s", [task_id])
         row = cursor.fetchone()
     if row is None:
         raise TaskResultMissing(f"No finished task with id {task_id}.")

@@ -60,3 +60,23 @@ def enqueue_in_workspace(
         q_options=options,
         **kwargs,
     )
+
+
+def workspace_ping(note: str = "") -> dict[str, Any]:
+    """A no-op task: proves a worker serves this workspace and that its events reach browsers.
+
+    Returns plain values (the schema it ran in and its user count) and announces itself on
+    the workspace's `jobs` topic.
+    """
+    from django.contrib.auth import get_user_model
+
+    from levers9.events import workspace_event_send
+
+    answer = {
+        "type": "ping",
+        "schema": connection.schema_name,
+        "users": get_user_model().objects.count(),
+        "note": note,
+    }
+    workspace_event_send(answer)
+    return answer

@@ -27,9 +27,7 @@ class PolicyVersion(models.Model):
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
     description = models.TextField(blank=True)
-    provider = models.CharField(
-        max_length=20, choices=Provider.choices, default=Provider.SIMULATOR
-    )
+    provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.SIMULATOR)
     # Only names and addresses: keys stay in the environment of the pod.
     provider_model = models.CharField(max_length=200, blank=True)
     endpoint_url = models.URLField(blank=True)

@@ -31,6 +31,18 @@ def django_db_setup(django_db_setup, django_db_blocker):
         workspace_create(slug="rival", admin_email="owner@rival.test", password=PASSWORD)
     _point_channel_layer_at_test_database()
     yield
+    with django_db_blocker.unblock():
+        _close_channel_layer_pool()
+
+
+def _close_channel_layer_pool() -> None:
+    """channels_postgres keeps pooled connections (bound to event loops long gone); the test
+    database cannot be dropped under them, so end them from the server side."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 def _point_channel_layer_at_test_database() -> None:
@@ -44,7 +56,7 @@ def _point_channel_layer_at_test_database() -> None:
     channel_layers.backends = {}
 
 
-def test_database_url() -> str:
+def database_url_for_workers() -> str:
     """The URL a worker process needs to reach this test run's database."""
     db = connection.settings_dict
     return f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}"

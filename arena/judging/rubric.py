@@ -61,11 +61,9 @@ DIMENSION_HELP: dict[str, str] = {
     "respect": "Whether the reply is courteous, never dismissive, pushy or insulting.",
     "accuracy": "Whether the reply claims only what the call supports, without absolute promises.",
     "progress": "Whether the reply moves the call forward with a question or a concrete next step.",
-    "family": "Whether the reply acknowledges the children, partner or family the "
-    "customer mentioned.",
+    "family": "Whether the reply acknowledges the family (children, partner) the customer raised.",
     "timing": "Whether the reply's move suits the point in the call and the customer's urgency.",
-    "compliance": "Whether the reply avoids pressure tactics, discrimination and "
-    "asking for payment details.",
+    "compliance": "Whether the reply avoids pressure, discrimination and asking for card details.",
 }
 
 # Compliance and respect weigh more: a reply that breaks the rules or insults the
@@ -553,7 +551,7 @@ def rule_respect(call: _Call, reply: _Reply) -> Verdict:
 
     Starts at 0.8. Each dismissive or pushy phrase ("obviously", "you need to", "calm
     down", a bare "Whatever.", "cheap", insults) costs 0.25; shouting (three all-caps
-    words in a row) costs 0.25 and "!!" 0.1. Courtesy ("please", "thank you",
+    words in a row) costs 0.25 and "!!" 0.05. Courtesy ("please", "thank you",
     "understand", "appreciate", "sorry") adds 0.04 each, at most 0.12; more than five
     courtesy markers read as fawning and cost 0.05 instead.
     """
@@ -566,7 +564,7 @@ def rule_respect(call: _Call, reply: _Reply) -> Verdict:
     if _SHOUTING.search(reply.original):
         adjustments.append((-0.25, "Shouts in capital letters"))
     if _MULTI_BANG.search(reply.original):
-        adjustments.append((-0.1, "Stacked exclamation marks read as aggressive"))
+        adjustments.append((-0.05, "Stacked exclamation marks read as shouting"))
     courtesy = len(_COURTESY.findall(reply.lowered))
     if courtesy > 5:
         adjustments.append((-0.05, "Over-apologetic to the point of fawning"))

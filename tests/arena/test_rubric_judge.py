@@ -246,6 +246,14 @@ def test_it_prefers_proposing_a_viewing_over_ok_on_progress(judge):
     assert viewing.scores["progress"] > ok.scores["progress"]
 
 
+def test_it_rewards_taking_up_an_objection_on_progress(judge):
+    objection = (*NO_FAMILY_CALL, Turn("customer", "Hmm, that is a bit over my budget."))
+    taken_up = judge.score(objection, "I understand. There is a cheaper studio nearby too.")
+    passed_over = judge.score(objection, "The kitchen was refitted last year.")
+
+    assert taken_up.scores["progress"] > passed_over.scores["progress"]
+
+
 def test_it_penalises_repeating_an_earlier_turn_on_progress(judge):
     earlier = LETTINGS_CALL[2].text
     repeated = judge.score(LETTINGS_CALL, earlier)
@@ -266,6 +274,20 @@ def test_it_prefers_addressing_the_kids_on_family(judge):
 
     assert addressed.scores["family"] > ignored.scores["family"]
     assert "Ignores" in ignored.reasons["family"]
+
+
+def test_it_lets_the_agent_move_on_once_the_family_was_acknowledged(judge):
+    acknowledged = (
+        *LETTINGS_CALL,
+        Turn("agent", "It would suit your family well: there is a school just round the corner."),
+        Turn("customer", "Lovely."),
+    )
+    reply = "Would you like to view it on Saturday at 11am?"
+
+    moved_on = judge.score(acknowledged, reply)
+    never_acknowledged = judge.score(LETTINGS_CALL, reply)
+
+    assert moved_on.scores["family"] > never_acknowledged.scores["family"]
 
 
 def test_it_does_not_punish_silence_when_family_never_came_up(judge):

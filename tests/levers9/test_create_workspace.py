@@ -18,7 +18,11 @@ def _schema_exists(name: str) -> bool:
 
 def test_it_creates_everything_a_workspace_needs(db, capsys):
     call_command(
-        "create_workspace", "north-lets", "--admin-email", "Boss@North.test", "--password",
+        "create_workspace",
+        "north-lets",
+        "--admin-email",
+        "Boss@North.test",
+        "--password",
         "a-long-enough-password",
     )
     workspace = Workspace.objects.get(slug="north-lets")
@@ -42,7 +46,9 @@ def test_it_creates_everything_a_workspace_needs(db, capsys):
 
 
 def test_it_changes_nothing_when_run_twice(workspace, capsys):
-    call_command("create_workspace", "acme", "--admin-email", "x@y.test", "--password", "zzzzzzzzzz")
+    call_command(
+        "create_workspace", "acme", "--admin-email", "x@y.test", "--password", "zzzzzzzzzz"
+    )
     assert "already exists" in capsys.readouterr().out
     with schema_context(workspace.schema_name):
         from django.contrib.auth import get_user_model

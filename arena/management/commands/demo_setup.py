@@ -15,7 +15,12 @@ from levers9.services import workspace_create
 DEMO_SLUG = "demo"
 DEMO_EMAIL = "admin@demo.localhost"
 REAL_CALLS_FILE = (
-    settings.BASE_DIR.parent / "shared" / "data" / "real-calls" / "persuasionforgood" / "calls.jsonl"
+    settings.BASE_DIR.parent
+    / "shared"
+    / "data"
+    / "real-calls"
+    / "persuasionforgood"
+    / "calls.jsonl"
 )
 
 

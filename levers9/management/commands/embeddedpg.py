@@ -10,7 +10,9 @@ from levers9 import embedded_pg
 
 
 class Command(BaseCommand):
-    help = "Start, stop or inspect the embedded PostgreSQL server (used when DATABASE_URL is unset)."
+    help = (
+        "Start, stop or inspect the embedded PostgreSQL server (used when DATABASE_URL is unset)."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("action", choices=["start", "stop", "status", "url"])

@@ -1,0 +1,142 @@
+"""Websockets: an event from a real worker process reaches a signed-in browser of the same
+workspace, and a user of another workspace cannot subscribe.
+
+These tests need committed rows (the socket's middleware reads the session on another
+thread, and the worker is another process), so they write outside the test transaction and
+clean up after themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from django.contrib.sessions.backends.db import SessionStore
+from django_tenants.utils import schema_context
+
+from levers9.models import Workspace
+from tests.conftest import database_url_for_workers
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
+
+
+def _session_cookie(slug: str, username: str) -> str:
+    workspace = Workspace.objects.get(slug=slug)
+    with schema_context(workspace.schema_name):
+        user = get_user_model().objects.get(username=username)
+        session = SessionStore()
+        session[SESSION_KEY] = str(user.pk)
+        session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[0]
+        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+        session.create()
+        return session.session_key
+
+
+def _forget_session(slug: str, key: str) -> None:
+    with schema_context(Workspace.objects.get(slug=slug).schema_name):
+        SessionStore(session_key=key).delete()
+
+
+def _socket(host: str, session_key: str | None, topic: str = "jobs") -> WebsocketCommunicator:
+    from levers9.asgi import application
+
+    headers = [(b"host", host.encode()), (b"origin", f"http://{host}".encode())]
+    if session_key:
+        headers.append((b"cookie", f"{settings.SESSION_COOKIE_NAME}={session_key}".encode()))
+    return WebsocketCommunicator(application, f"/ws/events/{topic}/", headers=headers)
+
+
+@pytest.fixture
+def committed(django_db_setup, django_db_blocker):
+    with django_db_blocker.unblock():
+        yield
+
+
+@pytest.fixture
+def acme_session(committed):
+    key = _session_cookie("acme", "owner@acme.test")
+    yield key
+    _forget_session("acme", key)
+
+
+@pytest.fixture
+def rival_session(committed):
+    key = _session_cookie("rival", "owner@rival.test")
+    yield key
+    _forget_session("rival", key)
+
+
+@pytest.fixture
+def worker(committed):
+    """A real django-q2 cluster in its own process, on this test run's database."""
+    env = {**os.environ, "DATABASE_URL": database_url_for_workers(), "LEVERS9_Q_WORKERS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    yield process
+    # SIGTERM to the cluster's main process only; signalling its group hangs it.
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+async def test_it_relays_an_event_from_a_worker_process(acme_session, worker):
+    from levers9.tasks import enqueue_in_workspace
+
+    socket = _socket("acme.localhost", acme_session)
+    connected, _ = await socket.connect()
+    assert connected
+    await sync_to_async(enqueue_in_workspace)(
+        "levers9.tasks.workspace_ping", "from the worker", schema_name="ws_acme"
+    )
+    event = await socket.receive_json_from(timeout=60)
+    assert event == {
+        "topic": "jobs",
+        "type": "ping",
+        "schema": "ws_acme",
+        "users": 1,
+        "note": "from the worker",
+    }
+    await socket.disconnect()
+
+
+async def test_it_refuses_a_user_of_another_workspace(rival_session):
+    socket = _socket("acme.localhost", rival_session)
+    connected, code = await socket.connect()
+    assert not connected
+    assert code == 4403
+
+
+async def test_it_refuses_an_anonymous_socket_and_unknown_topics(acme_session):
+    anonymous = _socket("acme.localhost", None)
+    assert (await anonymous.connect()) == (False, 4403)
+    wrong_topic = _socket("acme.localhost", acme_session, topic="secrets")
+    assert (await wrong_topic.connect()) == (False, 4403)
+
+
+async def test_it_does_not_leak_events_across_workspaces(acme_session, rival_session):
+    from levers9.events import workspace_event_send
+
+    acme = _socket("acme.localhost", acme_session)
+    rival = _socket("rival.localhost", rival_session)
+    assert (await acme.connect())[0]
+    assert (await rival.connect())[0]
+    await sync_to_async(workspace_event_send)({"type": "secret"}, schema_name="ws_acme")
+    assert (await acme.receive_json_from(timeout=20))["type"] == "secret"
+    assert await rival.receive_nothing(timeout=1.0)
+    await asyncio.gather(acme.disconnect(), rival.disconnect())

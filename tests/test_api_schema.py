@@ -1,0 +1,25 @@
+"""The OpenAPI schema is served and validates without warnings; the docs page loads offline."""
+
+from __future__ import annotations
+
+from django.core.management import call_command
+
+
+def test_it_validates_the_schema_without_warnings(db, tmp_path):
+    # Exits non-zero (SystemExit) on any warning or validation error.
+    call_command(
+        "spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "schema.yml")
+    )
+    text = (tmp_path / "schema.yml").read_text()
+    assert "/api/rl/packs/{pack}/calls/import/" in text
+    assert "/api/rl/calls/" in text
+
+
+def test_it_serves_the_schema_and_the_docs_to_a_signed_in_user(owner_client):
+    schema = owner_client.get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert schema.status_code == 200
+    assert "Levers9 Arena API" in schema.content.decode()
+    docs = owner_client.get("/api/docs/")
+    assert docs.status_code == 200
+    assert b"swagger-ui" in docs.content
+    assert b"cdn.jsdelivr" not in docs.content

@@ -1,0 +1,73 @@
+"""Pages: login per workspace, the missions home, the world badge, the calls pages."""
+
+from __future__ import annotations
+
+import json
+
+from django_tenants.utils import schema_context
+
+from arena.models import World
+from arena.services import calls_import, world_create
+from tests.conftest import PASSWORD, client_for
+
+
+def test_it_signs_in_on_the_workspace_and_shows_the_missions(workspace):
+    client = client_for(workspace)
+    page = client.get("/login/")
+    assert page.status_code == 200
+    assert b"Sign in to Acme" in page.content
+    wrong = client.post("/login/", {"username": "owner@acme.test", "password": "nope"})
+    assert wrong.status_code == 200
+    assert b"correct" in wrong.content  # Django's "Please enter a correct ..." message
+    client.post("/login/", {"username": "owner@acme.test", "password": PASSWORD})
+    home = client.get("/").content.decode()
+    for mission in ("Duel", "Level up", "Boss fight", "Crown the champion"):
+        assert mission in home
+    for step in ("Environment", "Engines", "Endpoints", "Release"):
+        assert step in home
+    assert "v1 · baseline" in home
+
+
+def test_it_names_customer_agent_and_judge_in_the_badge(owner_client, workspace):
+    with schema_context(workspace.schema_name):
+        world = world_create(slug="real", name="Real calls")
+        call = {"id": "c1", "outcome": "won", "turns": [{"speaker": "agent", "text": "Hi"}]}
+        calls_import(world=world, text=json.dumps(call))
+        assert World.objects.count() == 2
+    simulated = owner_client.get("/?world=lettings").content.decode()
+    assert "simulated customers" in simulated
+    assert "v1 · baseline on Simulator" in simulated
+    assert "rubric judge" in simulated
+    real = owner_client.get("/?world=real").content.decode()
+    assert "real recorded calls" in real
+    # The choice is remembered for the next page.
+    assert "real recorded calls" in owner_client.get("/duel/").content.decode()
+
+
+def test_it_lists_and_shows_real_calls(owner_client, workspace):
+    with schema_context(workspace.schema_name):
+        world = world_create(slug="real", name="Real calls")
+        turns = [
+            {"speaker": "agent", "text": "Would you consider a donation?"},
+            {"speaker": "customer", "text": "Maybe a small one."},
+        ]
+        calls_import(world=world, text=json.dumps({"id": "c9", "outcome": "lost", "turns": turns}))
+    listing = owner_client.get("/calls/?outcome=lost").content.decode()
+    assert "c9" in listing
+    assert "c9" not in owner_client.get("/calls/?outcome=won").content.decode()
+    with schema_context(workspace.schema_name):
+        from arena.models import Call
+
+        call_id = Call.objects.get(external_id="c9").pk
+    detail = owner_client.get(f"/calls/{call_id}/").content.decode()
+    assert "Maybe a small one." in detail
+    assert owner_client.get("/calls/999999/").status_code == 404
+
+
+def test_it_shows_the_public_index_with_workspace_addresses(db):
+    from django.test import Client
+
+    page = Client(HTTP_HOST="localhost").get("/")
+    assert page.status_code == 200
+    assert b"acme.localhost" in page.content
+    assert Client(HTTP_HOST="nobody.localhost").get("/").status_code == 404
