@@ -180,6 +180,8 @@ def _run(bin_dir: Path, command: str, *args: str, timeout: float = 60) -> str:
 
 def _port_is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As postgres binds: a port our own stopped server left in TIME_WAIT is still ours.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
@@ -207,22 +209,31 @@ def _postmaster_pid(pgdata: Path) -> int | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
+def _postmaster_alive(pid: int, pgdata: Path) -> bool:
+    """True only when `pid` is a postgres running on `pgdata`.
+
+    After a machine or container restart a leftover postmaster.pid may name a pid that now
+    belongs to another program; signalling it would hit that program.
+    """
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
         return False
-    except PermissionError:
-        return True
-    return True
+    arguments = [part.decode(errors="replace") for part in command_line if part]
+    return (
+        bool(arguments)
+        and Path(arguments[0]).name == "postgres"
+        and any(Path(argument) == pgdata for argument in arguments[1:])
+    )
 
 
 def is_running(state: ServerState | None = None) -> bool:
     state = state or read_state()
     if state is None:
         return False
-    pid = _postmaster_pid(Path(state.pgdata))
-    return pid is not None and _pid_alive(pid) and _accepts_connections(state.port)
+    pgdata = Path(state.pgdata)
+    pid = _postmaster_pid(pgdata)
+    return pid is not None and _postmaster_alive(pid, pgdata) and _accepts_connections(state.port)
 
 
 def _init_cluster(bin_dir: Path, pgdata: Path) -> None:
@@ -258,8 +269,31 @@ def _ensure_database(port: int) -> None:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
 
 
+@contextlib.contextmanager
+def _lifecycle_lock():
+    """One start or stop at a time: a web process and a worker may start together."""
+    import fcntl
+
+    lock_path = var_dir() / "pg" / ".lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
 def start(*, say=lambda message: None) -> ServerState:
     """Start the server, or find the one already running. Safe to call any number of times."""
+    state = read_state()
+    if state and is_running(state):
+        return state
+    with _lifecycle_lock():
+        return _start_locked(say)
+
+
+def _start_locked(say) -> ServerState:
     state = read_state()
     if state and is_running(state):
         return state
@@ -278,8 +312,8 @@ def start(*, say=lambda message: None) -> ServerState:
         _init_cluster(bin_dir, pgdata)
 
     stale_pid = _postmaster_pid(pgdata)
-    if stale_pid is not None and not _pid_alive(stale_pid):
-        say(f"Removing a stale postmaster.pid (process {stale_pid} is gone).")
+    if stale_pid is not None and not _postmaster_alive(stale_pid, pgdata):
+        say(f"Removing a stale postmaster.pid (process {stale_pid} is not our server).")
         (pgdata / "postmaster.pid").unlink(missing_ok=True)
     elif stale_pid is not None:
         # A server is running on this data but not where our state says: stop it first.
@@ -325,15 +359,19 @@ def start(*, say=lambda message: None) -> ServerState:
 
 def stop() -> bool:
     """Stop the server. Returns False when there was nothing to stop."""
-    state = read_state()
-    if state is None or _postmaster_pid(Path(state.pgdata)) is None:
-        return False
-    pid = _postmaster_pid(Path(state.pgdata))
-    if pid is not None and not _pid_alive(pid):
-        (Path(state.pgdata) / "postmaster.pid").unlink(missing_ok=True)
-        return False
-    _run(Path(state.bin_dir), "pg_ctl", "-D", state.pgdata, "-m", "fast", "-w", "stop")
-    return True
+    with _lifecycle_lock():
+        state = read_state()
+        if state is None:
+            return False
+        pgdata = Path(state.pgdata)
+        pid = _postmaster_pid(pgdata)
+        if pid is None:
+            return False
+        if not _postmaster_alive(pid, pgdata):
+            (pgdata / "postmaster.pid").unlink(missing_ok=True)
+            return False
+        _run(Path(state.bin_dir), "pg_ctl", "-D", state.pgdata, "-m", "fast", "-w", "stop")
+        return True
 
 
 def database_url() -> str:

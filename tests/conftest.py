@@ -62,6 +62,13 @@ def database_url_for_workers() -> str:
     return f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
 
+@pytest.fixture(autouse=True)
+def _back_to_public_schema():
+    """django-tenants leaves the connection in the last request's schema; start clean."""
+    yield
+    connection.set_schema_to_public()
+
+
 @pytest.fixture
 def workspace(db):
     from levers9.models import Workspace

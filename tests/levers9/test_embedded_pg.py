@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import socket
+import struct
 import tempfile
 from collections.abc import Iterator
 from io import StringIO
@@ -134,6 +135,33 @@ def test_it_keeps_the_data_across_a_restart(server):
     assert rows == [("still here",)]
 
 
+def test_it_keeps_its_port_across_a_restart(server):
+    with socket.create_connection(("127.0.0.1", server.port)) as client:
+        # A protocol version no server speaks: postgres answers and hangs up first, which
+        # leaves its end of the connection in TIME_WAIT (as any failed login does).
+        client.sendall(struct.pack("!ii", 8, 0))
+        while client.recv(4096):
+            pass
+    assert embedded_pg.stop() is True
+    messages: list[str] = []
+
+    restarted = embedded_pg.start(say=messages.append)
+
+    assert restarted.port == server.port, messages
+
+
+def test_it_treats_a_pid_file_naming_another_program_as_stale(server):
+    """After a reboot the pid in postmaster.pid may belong to something else (here: pid 1)."""
+    assert embedded_pg.stop() is True
+    (Path(server.pgdata) / "postmaster.pid").write_text("1\n")
+    messages: list[str] = []
+
+    restarted = embedded_pg.start(say=messages.append)
+
+    assert embedded_pg.is_running(restarted)
+    assert any("stale" in message for message in messages), messages
+
+
 def test_it_recovers_from_a_stale_postmaster_pid(server):
     assert embedded_pg.stop() is True
     gone = _pid_that_does_not_exist()
@@ -183,8 +211,10 @@ def test_it_reports_status_and_url_through_manage_py(server):
     assert _manage_py("status") == "stopped"
     assert not embedded_pg.is_running()
 
-    assert "started at " + server.url in _manage_py("start")
+    # The port may change on the way (see test_it_keeps_its_port_across_a_restart).
+    started = _manage_py("start")
     assert embedded_pg.is_running()
+    assert started.endswith(f"started at {embedded_pg.read_state().url}")
 
 
 def test_it_places_the_data_under_var_tmp_when_the_var_dir_is_private(scratch_folder):
