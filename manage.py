@@ -7,13 +7,15 @@ import os
 import sys
 
 # Commands that must not start the embedded server on their own.
-_NO_DATABASE_COMMANDS = {"embeddedpg", "help", "--help", "-h", "version", "--version", "check"}
+_NO_DATABASE_COMMANDS = {"embeddedpg", "help", "--help", "-h", "version", "--version"}
 
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "levers9.settings")
     command = sys.argv[1] if len(sys.argv) > 1 else "help"
-    if not os.environ.get("DATABASE_URL") and command not in _NO_DATABASE_COMMANDS:
+    if command in _NO_DATABASE_COMMANDS:
+        os.environ["LEVERS9_EMBEDDED_PG_MANUAL"] = "1"
+    elif not os.environ.get("DATABASE_URL"):
         from levers9 import embedded_pg
 
         try:

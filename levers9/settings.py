@@ -2,6 +2,7 @@
 
 Variables (all optional for local use):
   DATABASE_URL          a PostgreSQL server of your own; unset, the embedded server is used
+                        (started on first use: see levers9/embedded_pg.py)
   REDIS_URL             switches the task broker and the channel layer to Redis
   SECRET_KEY            unset, a key is generated once into var/secret_key
   DEBUG                 "1" to show tracebacks (default off)
@@ -142,10 +143,13 @@ def _database_url() -> str:
         return os.environ["DATABASE_URL"]
     from levers9 import embedded_pg
 
-    state = embedded_pg.read_state()
-    # Settings never start a server: manage.py and the test configuration do that first.
-    # Without a record yet, point at a closed port so the error names the database.
-    return state.url if state else f"postgres://postgres@127.0.0.1:1/{embedded_pg.DATABASE_NAME}"
+    if os.environ.get("LEVERS9_EMBEDDED_PG_MANUAL"):
+        # `manage.py embeddedpg ...` manages the server itself: never start it from here.
+        state = embedded_pg.read_state()
+        return state.url if state else f"postgres://127.0.0.1:1/{embedded_pg.DATABASE_NAME}"
+    # Every process (web, worker, tests) finds the running server, or starts it: a check of
+    # a pid and a port when it runs, serialised by a lock when it must start.
+    return embedded_pg.database_url()
 
 
 _database = dj_database_url.parse(_database_url(), conn_max_age=0)

@@ -1,4 +1,6 @@
-"""Test set-up: a real PostgreSQL (embedded unless DATABASE_URL is set) and two workspaces.
+"""Test set-up: a real PostgreSQL and two workspaces.
+
+The database is the embedded server (the settings start it) unless DATABASE_URL is set.
 
 The two workspaces are created once per test run: `workspace` is the one under test and
 `other_workspace` the one that must always be refused. Tests run inside a transaction per
@@ -7,17 +9,10 @@ test as usual; schema switches happen with `schema_context`.
 
 from __future__ import annotations
 
-import os
-
-if not os.environ.get("DATABASE_URL"):
-    from levers9 import embedded_pg
-
-    embedded_pg.start()
-
-import pytest  # noqa: E402
-from django.db import connection  # noqa: E402
-from django.test import Client  # noqa: E402
-from django_tenants.utils import get_public_schema_name, schema_context  # noqa: E402
+import pytest
+from django.db import connection
+from django.test import Client
+from django_tenants.utils import get_public_schema_name, schema_context
 
 PASSWORD = "correct-horse-battery"
 
