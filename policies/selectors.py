@@ -15,3 +15,10 @@ def policy_agent_label(version: PolicyVersion | None) -> str:
     if version is None:
         return "no version yet"
     return f"{version.label} on {version.get_provider_display()}"
+
+
+def policies_answering() -> list[PolicyVersion]:
+    """Versions that can answer, newest first: what the Duel, Train and Evaluate pick from."""
+    return list(
+        PolicyVersion.objects.filter(status=PolicyVersion.Status.ANSWERING).order_by("-number")
+    )
