@@ -20,6 +20,12 @@ websocket_urlpatterns = [
     path("ws/events/<str:topic>/", WorkspaceEventsConsumer.as_asgi()),
 ]
 
+if os.environ.get("LEVERS9_JOB_WATCHER") == "1":
+    # The dashboard follows jobs from the web process (see training/watcher.py).
+    from training.watcher import start_in_background  # noqa: E402
+
+    start_in_background()
+
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,

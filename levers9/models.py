@@ -53,3 +53,61 @@ class Domain(DomainMixin):
 
     def __str__(self) -> str:
         return self.domain
+
+
+class GpuPool(models.Model):
+    """A pool of cards (or CPU slots) with its own task-queue cluster.
+
+    Workers on a pool's node run `qcluster` with LEVERS9_Q_CLUSTER=<cluster_name>, so they take
+    only that pool's jobs. A job or a served version holds cards while it runs; requests that
+    cannot be placed wait in order.
+    """
+
+    name = models.SlugField(max_length=60, unique=True)
+    card_type = models.CharField(max_length=100, help_text='e.g. "RTX PRO 6000" or "cpu"')
+    card_count = models.PositiveSmallIntegerField(default=4)
+    cluster_name = models.CharField(max_length=100, unique=True)
+    enabled = models.BooleanField(
+        default=True, help_text="Offered on the Train page; a disabled pool takes no new jobs."
+    )
+    position = models.PositiveSmallIntegerField(
+        default=10, help_text="Order on the Train page; the first enabled GPU pool is default."
+    )
+
+    class Meta:
+        ordering = ["position", "name"]
+        verbose_name = "GPU pool"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.card_count} × {self.card_type})"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.card_type.lower() == "cpu"
+
+
+class CardAllocation(models.Model):
+    """Cards requested by (then held by) a job or a served version of some workspace."""
+
+    class State(models.TextChoices):
+        WAITING = "waiting", "Waiting"
+        HELD = "held", "Held"
+        RELEASED = "released", "Released"
+
+    pool = models.ForeignKey(GpuPool, on_delete=models.PROTECT, related_name="allocations")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE)
+    holder_kind = models.CharField(max_length=20, help_text="job or endpoint")
+    holder_id = models.PositiveIntegerField()
+    holder_label = models.CharField(max_length=200, blank=True)
+    card_count = models.PositiveSmallIntegerField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.WAITING)
+    requested_at = models.DateTimeField(auto_now_add=True)
+    granted_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["pool", "id"]
+        indexes = [models.Index(fields=["pool", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.card_count} card(s) of {self.pool.name} for {self.holder_label}"

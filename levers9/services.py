@@ -34,7 +34,13 @@ class WorkspaceCreated:
 
 
 def public_workspace_ensure() -> Workspace:
-    """The public schema's own row, which routes the operators' admin at the public host."""
+    """The public schema's own row, which routes the operators' admin at the public host.
+
+    Also the platform's other defaults: the GPU pools.
+    """
+    from levers9.pools import pools_ensure_defaults
+
+    pools_ensure_defaults()
     public, _created = Workspace.objects.get_or_create(
         schema_name=get_public_schema_name(), defaults={"slug": "public", "name": "Platform"}
     )

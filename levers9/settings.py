@@ -56,6 +56,10 @@ CSRF_TRUSTED_ORIGINS = [
 DATASETS_DIR = Path(os.environ.get("LEVERS9_DATASETS_DIR", VAR_DIR / "datasets"))
 MODELS_DIR = Path(os.environ.get("LEVERS9_MODELS_DIR", VAR_DIR / "models"))
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# An attached four-card GPU node whose workers serve the "gpu-rtx-pro-6000" cluster.
+LEVERS9_GPU_POOL_ATTACHED = _flag("LEVERS9_GPU_POOL")
+# How many CPU jobs may run at once on the local pool.
+LEVERS9_CPU_POOL_SLOTS = int(os.environ.get("LEVERS9_CPU_POOL_SLOTS", 1))
 
 # --- apps: public schema (shared) and one schema per workspace (tenant) -------------------
 

@@ -1,1 +1,117 @@
-"""Workspace-schema models of training (filled by its issue)."""
+"""Workspace-schema models of training: jobs on the platform and their lifecycle.
+
+packing → submitted(task_id) → running → finishing → done | failed, plus interrupted (the
+dashboard lost sight of a running task; it carries on as `task_id`) and cancelled.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Job(models.Model):
+    class Kind(models.TextChoices):
+        TRAIN = "train", "Train card"
+        ENGINES = "engines", "Engines run"
+        EVALUATE = "evaluate", "Evaluation"
+        SERVE = "serve", "Serve request"
+
+    class State(models.TextChoices):
+        PACKING = "packing", "Packing"
+        SUBMITTED = "submitted", "Submitted"
+        RUNNING = "running", "Running"
+        FINISHING = "finishing", "Finishing"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+        INTERRUPTED = "interrupted", "Interrupted"
+        CANCELLED = "cancelled", "Cancelled"
+
+    ACTIVE_STATES = (State.PACKING, State.SUBMITTED, State.RUNNING, State.FINISHING)
+    ENDED_STATES = (State.DONE, State.FAILED, State.CANCELLED)
+
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    trainer = models.CharField(max_length=60, help_text="e.g. q-learning-online, rlhf, dpo")
+    title = models.CharField(max_length=200, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PACKING)
+    spec_path = models.CharField(max_length=500, blank=True)
+    task_id = models.CharField(max_length=64, blank=True, db_index=True)
+    # Denormalised on purpose: the task is always read as this workspace, whoever resumes.
+    workspace_schema = models.CharField(max_length=63)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    world = models.ForeignKey(
+        "arena.World", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    parent_version = models.ForeignKey(
+        "policies.PolicyVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="child_jobs",
+    )
+    produced_version = models.ForeignKey(
+        "policies.PolicyVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="produced_by_jobs",
+    )
+    preference_version = models.PositiveIntegerField(null=True, blank=True)
+    base_model = models.CharField(max_length=200, blank=True)
+    pool_name = models.CharField(max_length=60)
+    card_type = models.CharField(max_length=100)
+    card_count = models.PositiveSmallIntegerField(default=1)
+    card_allocation_id = models.PositiveIntegerField(null=True, blank=True)
+    progress_step = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    metrics = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    # What happened to the job along the way, one line each (adoptions, resumes, ...).
+    notes = models.TextField(blank=True)
+    # What the finish needs (e.g. promote to a version, which parent, which knobs).
+    finish_needs = models.JSONField(default=dict, blank=True)
+    # Who follows the job for the dashboard ("host:pid"), and when it last looked.
+    watcher = models.CharField(max_length=100, blank=True)
+    watched_at = models.DateTimeField(null=True, blank=True)
+    # Where the task runs ("host:pid" of the worker and of the trainer process).
+    worker = models.CharField(max_length=100, blank=True)
+    trainer_pid = models.PositiveIntegerField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    finish_claimed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["state"])]
+
+    def __str__(self) -> str:
+        return f"Job {self.pk} · {self.trainer} · {self.state}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+    @property
+    def progress_fraction(self) -> float:
+        if self.state == self.State.DONE:
+            return 1.0
+        if not self.progress_total:
+            return 0.0
+        return min(1.0, self.progress_step / self.progress_total)
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Linear estimate from the steps so far; None before there is anything to go on."""
+        if self.state != self.State.RUNNING or not self.started_at or not self.progress_step:
+            return None
+        from django.utils import timezone
+
+        elapsed = (timezone.now() - self.started_at).total_seconds()
+        remaining = max(self.progress_total - self.progress_step, 0)
+        return elapsed / self.progress_step * remaining

@@ -32,6 +32,7 @@ class Command(BaseCommand):
         children: list[subprocess.Popen] = [
             subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
                 [python, "-m", "daphne", "-b", host, "-p", str(port), "levers9.asgi:application"],
+                env={**os.environ, "LEVERS9_JOB_WATCHER": "1"},
                 # Own sessions: the terminal's Ctrl+C reaches only us, and we stop them in order.
                 start_new_session=True,
             )

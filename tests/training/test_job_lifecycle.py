@@ -1,0 +1,207 @@
+"""The job lifecycle without processes: packing, finish exactly once, resume's checks,
+refused results, cancel — each against rows as the platform writes them."""
+
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from django_q.models import Task
+
+from levers9.models import CardAllocation
+from levers9.pools import pool_default
+from policies.models import PolicyVersion
+from trainers.move_strategy import SCRIPTED, strategy_table
+from training.models import Job
+from training.services import (
+    JOB_TASK,
+    JobError,
+    job_cancel,
+    job_finish,
+    job_resume,
+    job_start,
+    jobs_follow,
+)
+
+
+def _learned_result() -> dict:
+    table = strategy_table(SCRIPTED, scenario=None, max_turns=8)
+    return {
+        "algorithm": "q-learning-online",
+        "strategy": {"kind": "table", "default": table, "tables": {}},
+        "knobs": {"episodes": 10},
+        "seed": 3,
+        "per_scenario": [{"slug": "x", "optimal_return": 2.0, "learned_return": 1.9}],
+    }
+
+
+@pytest.fixture
+def job(in_workspace, django_capture_on_commit_callbacks):
+    parent = PolicyVersion.objects.get(number=1)
+    with django_capture_on_commit_callbacks(execute=False):
+        return job_start(
+            kind=Job.Kind.TRAIN,
+            trainer="q-learning-online",
+            spec={"algorithm": "q-learning-online"},
+            pool=pool_default(gpu=False),
+            parent_version=parent,
+        )
+
+
+def _task(job: Job, *, result, schema=None, trainer=None, started=None, success=True) -> str:
+    task_id = uuid.uuid4().hex
+    Task.objects.create(
+        id=task_id,
+        name=f"job-{job.pk}",
+        func="levers9.tasks.run_in_workspace",
+        args=(schema or job.workspace_schema, JOB_TASK, job.pk, trainer or job.trainer),
+        kwargs={},
+        result=result,
+        started=started or timezone.now(),
+        stopped=timezone.now(),
+        success=success,
+        group=schema or job.workspace_schema,
+    )
+    return task_id
+
+
+def test_it_packs_the_spec_and_asks_for_cards(job):
+    assert job.state == Job.State.PACKING
+    with open(job.spec_path) as spec:
+        assert '"job":' in spec.read()
+    allocation = CardAllocation.objects.get(pk=job.card_allocation_id)
+    assert (allocation.state, allocation.card_count, allocation.holder_id) == ("waiting", 1, job.pk)
+
+
+def test_it_finishes_exactly_once_and_makes_one_version(job):
+    task_id = _task(job, result=_learned_result())
+    Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING, task_id=task_id)
+    assert job_finish(job_id=job.pk) is True
+    assert job_finish(job_id=job.pk) is False
+    assert jobs_follow(watcher="test:1") == []
+    job.refresh_from_db()
+    assert job.state == Job.State.DONE
+    assert job.produced_version.label == "v2 · trained"
+    assert job.produced_version.parent.number == 1
+    assert job.produced_version.learned_from["seed"] == 3
+    assert PolicyVersion.objects.count() == 2
+    assert CardAllocation.objects.get(pk=job.card_allocation_id).state == "released"
+
+
+def test_it_fails_a_job_whose_trainer_failed(job):
+    task_id = _task(job, result="RuntimeError: out of memory", success=False)
+    Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING, task_id=task_id)
+    job_finish(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.state == Job.State.FAILED
+    assert "out of memory" in job.error
+    assert PolicyVersion.objects.count() == 1
+
+
+class _Evil:
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_it_refuses_a_tampered_result_and_says_so(job, tmp_path):
+    marker = tmp_path / "ran"
+    task_id = _task(job, result={"fine": 1})
+    payload = base64.b64encode(pickle.dumps(_Evil(str(marker)))).decode()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE public.django_q_task SET result = %s WHERE id = %s", [payload, task_id]
+        )
+    Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING, task_id=task_id)
+    job_finish(job_id=job.pk)
+    job.refresh_from_db()
+    assert job.state == Job.State.FAILED
+    assert "refused" in job.error
+    assert not marker.exists()
+    assert PolicyVersion.objects.count() == 1
+
+
+def test_it_says_a_job_interrupted_while_packing_must_start_again(job):
+    Job.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(minutes=5))
+    jobs_follow(watcher="test:1")
+    job.refresh_from_db()
+    assert job.state == Job.State.INTERRUPTED
+    assert "start it again from Train" in job.error
+    with pytest.raises(JobError, match="start it again from Train"):
+        job_resume(job=job)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"trainer": "dpo"}, "not this job's"),
+        ({"schema": "ws_rival"}, "another workspace"),
+        ({"started": timezone.now() - timedelta(days=1)}, "started before this job"),
+    ],
+)
+def test_it_refuses_to_resume_with_a_task_that_is_not_this_jobs(job, change, reason):
+    Job.objects.filter(pk=job.pk).update(state=Job.State.INTERRUPTED, task_id="")
+    job.refresh_from_db()
+    wrong = _task(job, result=_learned_result(), **change)
+    with pytest.raises(JobError, match=reason):
+        job_resume(job=job, task_id=wrong)
+    job.refresh_from_db()
+    assert (job.state, job.task_id) == (Job.State.INTERRUPTED, "")
+    assert PolicyVersion.objects.count() == 1
+
+
+def test_it_resumes_with_the_task_the_launcher_never_found(job):
+    Job.objects.filter(pk=job.pk).update(state=Job.State.INTERRUPTED, task_id="")
+    job.refresh_from_db()
+    found = _task(job, result=_learned_result())
+    resumed = job_resume(job=job, task_id=found)
+    assert resumed.state == Job.State.DONE
+    assert resumed.task_id == found
+    assert "Resumed by hand" in resumed.notes
+    assert PolicyVersion.objects.count() == 2
+
+
+def test_it_adopts_a_job_whose_dashboard_went_away_and_finishes_it(job):
+    task_id = _task(job, result=_learned_result())
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.RUNNING,
+        task_id=task_id,
+        watcher="elsewhere:1",
+        watched_at=timezone.now() - timedelta(minutes=5),
+    )
+    assert jobs_follow(watcher="test:2") == [job.pk]
+    job.refresh_from_db()
+    assert job.state == Job.State.DONE
+    assert "went away" in job.notes
+    assert "Adopted by the dashboard test:2" in job.notes
+
+
+def test_it_leaves_a_job_another_live_dashboard_follows(job):
+    task_id = _task(job, result=_learned_result())
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.RUNNING, task_id=task_id, watcher="elsewhere:1", watched_at=timezone.now()
+    )
+    assert jobs_follow(watcher="test:2") == []
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING
+
+
+def test_it_cancels_and_frees_the_cards(job):
+    cancelled = job_cancel(job=job)
+    assert cancelled.state == Job.State.CANCELLED
+    assert CardAllocation.objects.get(pk=job.card_allocation_id).state == "released"
+    with pytest.raises(JobError, match="only a job that has not ended"):
+        job_cancel(job=cancelled)
+
+
+def test_it_refuses_an_unknown_trainer(in_workspace):
+    with pytest.raises(JobError, match="Unknown trainer"):
+        job_start(kind="train", trainer="magic", spec={}, pool=pool_default(gpu=False))

@@ -1,0 +1,81 @@
+"""Workspace admin of training: jobs with their progress, cancel and resume as actions."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.utils.html import format_html
+
+from levers9.roles import MANAGER, RoleAdminMixin
+from training.models import Job
+from training.progress import job_payload
+from training.selectors import job_log_tail
+from training.services import JobError, job_cancel, job_resume
+
+
+@admin.register(Job)
+class JobAdmin(RoleAdminMixin, admin.ModelAdmin):
+    change_role = MANAGER
+    list_display = [
+        "id",
+        "title",
+        "trainer",
+        "state",
+        "progress_bar",
+        "produced_version",
+        "created_at",
+    ]
+    list_filter = ["state", "kind", "trainer", "pool_name"]
+    search_fields = ["title", "trainer", "task_id", "error"]
+    list_select_related = ["produced_version"]
+    actions = ["cancel_jobs", "resume_jobs"]
+    change_form_template = "admin/training/job/change_form.html"
+    readonly_fields = [f.name for f in Job._meta.fields] + ["progress_bar", "log"]
+
+    class Media:
+        css = {"all": ["progress.css"]}
+        js = ["jobs.js"]
+
+    def has_add_permission(self, request, *args) -> bool:
+        return False  # jobs start from Train, Engines, Evaluate and Endpoints
+
+    @admin.display(description="Progress")
+    def progress_bar(self, job: Job) -> str:
+        return format_html(
+            '<div data-job="{}"><span data-field="state">{}</span>'
+            '<div class="bar" style="width:180px">'
+            '<div class="bar-fill" data-field="bar" style="width:{}%"></div>'
+            '</div><small data-field="detail">{} / {}</small>'
+            '<span data-field="version"></span></div>',
+            job.pk,
+            job.get_state_display(),
+            round(job.progress_fraction * 100),
+            job.progress_step,
+            job.progress_total,
+        )
+
+    @admin.display(description="Log (tail)")
+    def log(self, job: Job) -> str:
+        return format_html(
+            "<pre style='max-height:300px;overflow:auto'>{}</pre>", job_log_tail(job)
+        )
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        job = self.get_object(request, object_id)
+        extra_context = {**(extra_context or {}), "job_payload": job_payload(job) if job else None}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.action(description="Cancel the selected jobs")
+    def cancel_jobs(self, request, queryset) -> None:
+        self._each(request, queryset, lambda job: job_cancel(job=job), "cancelled")
+
+    @admin.action(description="Resume the selected interrupted jobs")
+    def resume_jobs(self, request, queryset) -> None:
+        self._each(request, queryset, lambda job: job_resume(job=job), "resumed")
+
+    def _each(self, request, queryset, handler, verb: str) -> None:
+        for job in queryset:
+            try:
+                handler(job)
+                self.message_user(request, f"Job {job.pk} {verb}.")
+            except JobError as error:
+                self.message_user(request, str(error), level=messages.ERROR)

@@ -1,0 +1,64 @@
+"""The Train step's cards: each one packs a spec and starts a job that ends in a version."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from arena.models import World
+from levers9.pools import pool_default
+from policies.models import PolicyVersion
+from trainers.move_strategy import SCRIPTED
+from trainers.simulator import DEFAULT_MAX_TURNS
+from training.models import Job
+from training.services import job_start
+
+MOVE_STRATEGY_ALGORITHM = "q-learning-online"
+
+
+def world_scenarios_spec(world: World) -> list[dict[str, Any]]:
+    """The world's scenarios as the simulator takes them (plain values)."""
+    return [
+        {
+            "slug": scenario.slug,
+            "name": scenario.name,
+            "persona": scenario.persona_dict(),
+            "seed": scenario.seed,
+        }
+        for scenario in world.scenarios.all()
+    ]
+
+
+def train_move_strategy(
+    *, world: World, parent: PolicyVersion, seed: int = 0, started_by=None
+) -> Job:
+    """The "Move strategy" card: Q-learning on the simulator with default knobs, on the CPU."""
+    from trainers.engines import validate_knobs
+
+    scenarios = world_scenarios_spec(world)
+    if not scenarios:
+        raise ValueError(
+            f"{world.name} has no simulated scenarios to learn on; choose the lettings world."
+        )
+    knobs = dataclasses.asdict(validate_knobs(MOVE_STRATEGY_ALGORITHM, {}))
+    spec = {
+        "algorithm": MOVE_STRATEGY_ALGORITHM,
+        "knobs": knobs,
+        "scenarios": scenarios,
+        "max_turns": DEFAULT_MAX_TURNS,
+        "seed": seed,
+        "parent_strategy": parent.move_strategy or SCRIPTED,
+        "pack": world.slug,
+        "parent_version": parent.number,
+    }
+    return job_start(
+        kind=Job.Kind.TRAIN,
+        trainer=MOVE_STRATEGY_ALGORITHM,
+        spec=spec,
+        pool=pool_default(gpu=False),
+        title=f"Move strategy from {parent.label}",
+        started_by=started_by,
+        world=world,
+        parent_version=parent,
+        finish_needs={"version": "move-strategy", "parent": parent.number},
+    )

@@ -1,0 +1,32 @@
+"""What browsers see of a job, pushed over the websocket on every change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from levers9.events import workspace_event_send
+from training.models import Job
+
+
+def job_payload(job: Job) -> dict[str, Any]:
+    eta = job.eta_seconds
+    return {
+        "id": job.pk,
+        "title": job.title or job.trainer,
+        "trainer": job.trainer,
+        "state": job.state,
+        "state_label": job.get_state_display(),
+        "step": job.progress_step,
+        "total": job.progress_total,
+        "fraction": round(job.progress_fraction, 4),
+        "eta_seconds": None if eta is None else round(eta, 1),
+        "metrics": job.metrics,
+        "error": job.error,
+        "produced_version": job.produced_version.label if job.produced_version_id else None,
+    }
+
+
+def job_event_send(job_id: int) -> None:
+    job = Job.objects.select_related("produced_version").filter(pk=job_id).first()
+    if job is not None:
+        workspace_event_send({"type": "job", "job": job_payload(job)})

@@ -1,0 +1,182 @@
+"""The worker side of a job: wait for cards, run the trainer process, stream its progress.
+
+Runs inside the job's workspace (levers9.tasks.run_in_workspace). It never finishes the job:
+the dashboard does that (training.watcher), so a job keeps running headless while the
+dashboard restarts, and is adopted afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from levers9.pools import cards_queue_position, cards_release, cards_try_grant
+from trainers.runtime import parse_progress_line
+from training.models import Job
+from training.progress import job_event_send
+
+logger = logging.getLogger(__name__)
+
+# Trainer name → the module run as `python -m <module> --spec ... --out ...`.
+TRAINER_MODULES: dict[str, str] = {
+    "q-learning-online": "trainers.q_learning",
+    "ppo": "trainers.move_ppo",
+    "reward-model": "trainers.move_reward_model",
+    "rlhf": "trainers.rlhf",
+    "dpo": "trainers.dpo",
+}
+PROGRESS_WRITE_INTERVAL = 0.5  # seconds between progress writes to the job row
+HEARTBEAT_INTERVAL = 2.0
+
+
+def this_process() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class JobCancelled(Exception):
+    pass
+
+
+def _trainer_command(job: Job, spec_path: Path, out_path: Path) -> list[str]:
+    module = TRAINER_MODULES.get(job.trainer)
+    if module is None:
+        raise ValueError(f"Unknown trainer '{job.trainer}'.")
+    arguments = ["-m", module, "--spec", str(spec_path), "--out", str(out_path)]
+    if job.card_count > 1 and job.card_type.lower() != "cpu":
+        # Data parallel across the cards: one process per card (torchrun; see ARCHITECTURE).
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={job.card_count}",
+            *arguments,
+        ]
+    return [sys.executable, *arguments]
+
+
+def _state(job_id: int) -> str:
+    return Job.objects.filter(pk=job_id).values_list("state", flat=True).first() or ""
+
+
+def _wait_for_cards(job: Job) -> None:
+    announced = None
+    while not cards_try_grant(allocation_id=job.card_allocation_id):
+        if _state(job.pk) == Job.State.CANCELLED:
+            raise JobCancelled
+        ahead = cards_queue_position(allocation_id=job.card_allocation_id)
+        if ahead != announced:
+            announced = ahead
+            waiting = {"waiting_for_cards": ahead}
+            Job.objects.filter(pk=job.pk).update(metrics=waiting, heartbeat_at=timezone.now())
+            job_event_send(job.pk)
+        time.sleep(0.5)
+
+
+def job_run(job_id: int, trainer: str) -> dict[str, Any]:
+    """The task: returns the trainer's plain-value result (or raises with the reason)."""
+    job = Job.objects.get(pk=job_id)
+    if job.trainer != trainer:
+        raise ValueError(f"Job {job_id} runs {job.trainer}, not {trainer}.")
+    if job.state in (*Job.ENDED_STATES, Job.State.FINISHING):
+        return {"skipped": f"job was already {job.state}"}
+    Job.objects.filter(pk=job_id).update(worker=this_process(), heartbeat_at=timezone.now())
+    try:
+        _wait_for_cards(job)
+        started = Job.objects.filter(
+            pk=job_id, state__in=[Job.State.SUBMITTED, Job.State.INTERRUPTED]
+        ).update(state=Job.State.RUNNING, started_at=timezone.now(), metrics={})
+        if not started and _state(job_id) != Job.State.RUNNING:
+            raise JobCancelled
+        job_event_send(job_id)
+        return _run_trainer(job)
+    except JobCancelled:
+        return {"cancelled": True}
+    finally:
+        cards_release(allocation_id=job.card_allocation_id)
+
+
+def _run_trainer(job: Job) -> dict[str, Any]:
+    folder = Path(job.spec_path).parent
+    out_path = folder / "result.json"
+    log_path = folder / "log.txt"
+    out_path.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(settings.BASE_DIR)}
+    process = subprocess.Popen(  # noqa: S603 - our interpreter, our module, our files
+        _trainer_command(job, Path(job.spec_path), out_path),
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+    )
+    Job.objects.filter(pk=job.pk).update(trainer_pid=process.pid)
+    last_write = last_heartbeat = 0.0
+    pending: dict[str, Any] | None = None
+    with log_path.open("a") as log:
+        while True:
+            ready, _, _ = select.select([process.stdout], [], [], 0.5)
+            if ready:
+                line = process.stdout.readline()
+                if line == "":  # end of output: the trainer has exited
+                    break
+                record = parse_progress_line(line)
+                if record and record["levers9"] == "progress":
+                    pending = record
+                elif not record:
+                    log.write(line)
+                    log.flush()
+            now = time.monotonic()
+            if pending and now - last_write >= PROGRESS_WRITE_INTERVAL:
+                _write_progress(job.pk, pending)
+                pending, last_write, last_heartbeat = None, now, now
+            if now - last_heartbeat >= HEARTBEAT_INTERVAL:
+                last_heartbeat = now
+                Job.objects.filter(pk=job.pk).update(heartbeat_at=timezone.now())
+                if _state(job.pk) == Job.State.CANCELLED:
+                    _stop(process)
+                    raise JobCancelled
+    process.wait()
+    if pending:
+        _write_progress(job.pk, pending)
+    if process.returncode != 0:
+        tail = log_path.read_text()[-2000:]
+        raise RuntimeError(f"The trainer exited with code {process.returncode}.\n{tail}")
+    return json.loads(out_path.read_text())
+
+
+def _write_progress(job_id: int, record: dict[str, Any]) -> None:
+    Job.objects.filter(pk=job_id).update(
+        progress_step=record["step"],
+        progress_total=record["total"],
+        metrics=record.get("metrics") or {},
+        heartbeat_at=timezone.now(),
+    )
+    job_event_send(job_id)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop the trainer and anything it started (torchrun's ranks share its session)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

@@ -1,0 +1,29 @@
+"""Reads of training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.db.models import QuerySet
+
+from training.models import Job
+
+LOG_TAIL_BYTES = 20_000
+
+
+def job_list_recent(limit: int = 30) -> QuerySet[Job]:
+    return Job.objects.select_related("parent_version", "produced_version", "started_by")[:limit]
+
+
+def job_log_tail(job: Job, *, max_bytes: int = LOG_TAIL_BYTES) -> str:
+    """The end of the trainer's log (all of it for small logs)."""
+    if not job.spec_path:
+        return ""
+    path = Path(job.spec_path).parent / "log.txt"
+    if not path.exists():
+        return ""
+    with path.open("rb") as log:
+        log.seek(0, 2)
+        size = log.tell()
+        log.seek(max(size - max_bytes, 0))
+        return log.read().decode("utf-8", errors="replace")

@@ -1,0 +1,381 @@
+"""The job lifecycle on the platform: start, follow, finish exactly once, cancel, resume.
+
+packing → submitted(task_id) → running → finishing → done | failed, plus interrupted and
+cancelled. The worker runs the trainer (training.runner); the dashboard follows the job and
+finishes it (training.watcher) — so a dashboard restart never stops a training, and the finish
+(register, serve, checkpoint) is claimed with a conditional update and runs once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F, Q, Value
+from django.db.models.functions import Concat
+from django.utils import timezone
+
+from levers9.models import GpuPool
+from levers9.pools import cards_release, cards_request
+from levers9.task_results import (
+    TaskResultMissing,
+    UnsafeTaskResult,
+    plain_value_from_column,
+    task_result_read,
+)
+from levers9.tasks import enqueue_in_workspace
+from training.models import Job
+from training.progress import job_event_send
+from training.runner import TRAINER_MODULES, this_process
+
+JOB_TASK = "training.runner.job_run"
+# A dashboard that has not looked at its jobs for this long is gone; another adopts them.
+WATCHER_TIMEOUT = timedelta(seconds=30)
+# A worker that has not beaten for this long (and is not on this host to ask) is gone.
+WORKER_TIMEOUT = timedelta(minutes=3)
+
+
+def _note(job_id: int, line: str) -> None:
+    stamp = timezone.now().strftime("%Y-%m-%d %H:%M:%S")
+    Job.objects.filter(pk=job_id).update(notes=Concat(F("notes"), Value(f"{stamp} {line}\n")))
+
+
+class JobError(ValueError):
+    """A request about a job that cannot be honoured; the message says why."""
+
+
+def job_folder(job: Job) -> Path:
+    return Path(settings.DATASETS_DIR) / job.workspace_schema / "jobs" / str(job.pk)
+
+
+# --- start -------------------------------------------------------------------------------
+
+
+def job_start(
+    *,
+    kind: str,
+    trainer: str,
+    spec: dict[str, Any],
+    pool: GpuPool,
+    card_count: int = 1,
+    title: str = "",
+    started_by=None,
+    world=None,
+    parent_version=None,
+    preference_version: int | None = None,
+    base_model: str = "",
+    finish_needs: dict[str, Any] | None = None,
+) -> Job:
+    """Pack the spec onto the datasets volume, ask for cards, and queue one task on the pool."""
+    if trainer not in TRAINER_MODULES:
+        raise JobError(f"Unknown trainer '{trainer}': choose one of {', '.join(TRAINER_MODULES)}.")
+    job = Job.objects.create(
+        kind=kind,
+        trainer=trainer,
+        title=title[:200],
+        workspace_schema=connection.schema_name,
+        started_by=started_by,
+        world=world,
+        parent_version=parent_version,
+        preference_version=preference_version,
+        base_model=base_model,
+        pool_name=pool.name,
+        card_type=pool.card_type,
+        card_count=card_count,
+        finish_needs=finish_needs or {},
+        watcher="",
+    )
+    folder = job_folder(job)
+    folder.mkdir(parents=True, exist_ok=True)
+    spec_path = folder / "spec.json"
+    spec_path.write_text(json.dumps({**spec, "job": job.pk}, indent=2, sort_keys=True))
+    allocation = cards_request(
+        pool=pool,
+        holder_kind="job",
+        holder_id=job.pk,
+        card_count=card_count,
+        label=f"{connection.schema_name} job {job.pk} ({trainer})",
+    )
+    Job.objects.filter(pk=job.pk).update(spec_path=str(spec_path), card_allocation_id=allocation.pk)
+
+    def submit() -> None:
+        task_id = enqueue_in_workspace(
+            JOB_TASK, job.pk, trainer, cluster=pool.cluster_name, task_name=f"job-{job.pk}"
+        )
+        Job.objects.filter(pk=job.pk, state=Job.State.PACKING).update(
+            state=Job.State.SUBMITTED, task_id=task_id, submitted_at=timezone.now()
+        )
+        job_event_send(job.pk)
+
+    transaction.on_commit(submit)
+    job.refresh_from_db()
+    return job
+
+
+# --- finish, exactly once --------------------------------------------------------------
+
+
+def job_finish(*, job_id: int) -> bool:
+    """Read the task's result and finish the job. Runs once, however often it is called."""
+    claimed = Job.objects.filter(
+        pk=job_id,
+        finish_claimed_at=None,
+        state__in=[Job.State.SUBMITTED, Job.State.RUNNING, Job.State.INTERRUPTED],
+    ).update(state=Job.State.FINISHING, finish_claimed_at=timezone.now())
+    if claimed != 1:
+        return False
+    job = Job.objects.get(pk=job_id)
+    try:
+        success, result = task_result_read(job.task_id)
+    except UnsafeTaskResult as error:
+        return _job_end(job, Job.State.FAILED, error=f"The task's result was refused: {error}.")
+    if not success:
+        return _job_end(job, Job.State.FAILED, error=f"The trainer failed: {result}")
+    if isinstance(result, dict) and result.get("cancelled"):
+        return _job_end(job, Job.State.CANCELLED)
+    from training.finish import finish_for_kind
+
+    try:
+        with transaction.atomic():
+            produced = finish_for_kind(job, result)
+    except Exception as error:  # the finish's own failure is the job's, said in words
+        return _job_end(job, Job.State.FAILED, error=f"The finish failed: {error}", result=result)
+    return _job_end(job, Job.State.DONE, result=result, produced_version=produced)
+
+
+def _job_end(job: Job, state: str, *, error: str = "", result=None, produced_version=None) -> bool:
+    Job.objects.filter(pk=job.pk).update(
+        state=state,
+        error=error,
+        result=result,
+        produced_version=produced_version,
+        finished_at=timezone.now(),
+    )
+    cards_release(allocation_id=job.card_allocation_id)
+    job_event_send(job.pk)
+    return state == Job.State.DONE
+
+
+# --- cancel ----------------------------------------------------------------------------
+
+
+def job_cancel(*, job: Job) -> Job:
+    cancelled = Job.objects.filter(
+        pk=job.pk,
+        state__in=[
+            Job.State.PACKING,
+            Job.State.SUBMITTED,
+            Job.State.RUNNING,
+            Job.State.INTERRUPTED,
+        ],
+    ).update(state=Job.State.CANCELLED, finished_at=timezone.now(), error="Cancelled.")
+    if not cancelled:
+        raise JobError(
+            f"Job {job.pk} is {job.state}; only a job that has not ended can be cancelled."
+        )
+    # The worker sees the state within seconds and stops the trainer; free the cards now.
+    cards_release(allocation_id=job.card_allocation_id)
+    _kill_local_trainer(job)
+    job_event_send(job.pk)
+    job.refresh_from_db()
+    return job
+
+
+def _kill_local_trainer(job: Job) -> None:
+    """If the trainer runs on this host and its worker is gone, nobody else will stop it."""
+    host, _, pid = job.worker.partition(":")
+    if not job.trainer_pid or host != socket.gethostname() or _pid_alive(int(pid or 0)):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(job.trainer_pid, signal.SIGKILL)
+
+
+# --- follow (the dashboard's side) -----------------------------------------------------
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _process_alive(process_id: str, seen_at, timeout: timedelta) -> bool:
+    """A "host:pid" we can ask directly on this host; elsewhere we go by its last sign of life."""
+    host, _, pid = process_id.partition(":")
+    if not process_id:
+        return False
+    if host == socket.gethostname():
+        return _pid_alive(int(pid.split(":")[0] or 0))
+    return seen_at is not None and timezone.now() - seen_at < timeout
+
+
+def _task_finished(task_id: str) -> bool:
+    if not task_id:
+        return False
+    try:
+        task_result_read(task_id)
+    except TaskResultMissing:
+        return False
+    except UnsafeTaskResult:
+        return True  # finished, and job_finish will say the result was refused
+    return True
+
+
+def jobs_follow(*, watcher: str | None = None) -> list[int]:
+    """One look at this workspace's unfinished jobs, as the dashboard `watcher`.
+
+    Adopts jobs nobody follows any more (marking them interrupted first, with the task they
+    carry on as), finishes the ones whose task has ended, and fails the ones whose worker
+    died. Returns the ids it finished.
+    """
+    watcher = watcher or this_process()
+    now = timezone.now()
+    finished: list[int] = []
+    for job in Job.objects.filter(state__in=[*Job.ACTIVE_STATES, Job.State.INTERRUPTED]).exclude(
+        state=Job.State.FINISHING
+    ):
+        if job.watcher != watcher and not _process_alive(
+            job.watcher, job.watched_at, WATCHER_TIMEOUT
+        ):
+            job = _adopt(job, watcher)
+            if job is None:
+                continue
+        if job.watcher != watcher:
+            continue  # another live dashboard follows it
+        Job.objects.filter(pk=job.pk).update(watched_at=now)
+        if _task_finished(job.task_id):
+            if job_finish(job_id=job.pk):
+                finished.append(job.pk)
+            continue
+        if (
+            job.state in (Job.State.RUNNING, Job.State.INTERRUPTED)
+            and job.worker
+            and not _process_alive(job.worker, job.heartbeat_at, WORKER_TIMEOUT)
+        ):
+            _fail_lost_worker(job)
+    return finished
+
+
+def _adopt(job: Job, watcher: str) -> Job | None:
+    """Take over a job whose dashboard is gone. Packing jobs cannot be: say so."""
+    if job.state == Job.State.PACKING:
+        if job.created_at < timezone.now() - WATCHER_TIMEOUT or job.watcher:
+            Job.objects.filter(pk=job.pk, state=Job.State.PACKING).update(
+                state=Job.State.INTERRUPTED,
+                error="Interrupted while packing, before it reached the platform: "
+                "start it again from Train.",
+            )
+            job_event_send(job.pk)
+        return None
+    if job.state == Job.State.INTERRUPTED and not job.task_id:
+        return None  # only Resume with a task id can help this one
+    taken = Job.objects.filter(pk=job.pk, watcher=job.watcher, state=job.state).update(
+        watcher=watcher, watched_at=timezone.now()
+    )
+    if not taken:
+        return None
+    if job.watcher and job.state != Job.State.INTERRUPTED:
+        # The dashboard that followed it restarted (or died): the record says so.
+        Job.objects.filter(pk=job.pk).update(state=Job.State.INTERRUPTED)
+        _note(
+            job.pk,
+            f"Interrupted: the dashboard following it ({job.watcher}) went away; it carries "
+            f"on as task {job.task_id}.",
+        )
+        job_event_send(job.pk)
+    if job.watcher or job.state == Job.State.INTERRUPTED:
+        _note(job.pk, f"Adopted by the dashboard {watcher}.")
+    return Job.objects.get(pk=job.pk)
+
+
+def _fail_lost_worker(job: Job) -> None:
+    if _task_finished(job.task_id):
+        return
+    failed = Job.objects.filter(
+        pk=job.pk, state__in=[Job.State.RUNNING, Job.State.INTERRUPTED], finish_claimed_at=None
+    ).update(
+        state=Job.State.FAILED,
+        finished_at=timezone.now(),
+        error=f"The worker running this job ({job.worker}) stopped before the trainer "
+        "finished; its cards were freed. Start it again from Train.",
+    )
+    if failed:
+        cards_release(allocation_id=job.card_allocation_id)
+        _kill_local_trainer(job)
+        job_event_send(job.pk)
+
+
+# --- resume (by hand) -------------------------------------------------------------------
+
+
+def job_resume(*, job: Job, task_id: str = "") -> Job:
+    """Adopt an interrupted job by hand, optionally naming the task it carries on as."""
+    if job.state != Job.State.INTERRUPTED:
+        raise JobError(
+            f"Job {job.pk} is {job.get_state_display().lower()}; only an "
+            "interrupted job can be resumed."
+        )
+    if not job.task_id and not task_id:
+        raise JobError(
+            "This job was interrupted while packing, before it reached the "
+            "platform: start it again from Train."
+        )
+    if task_id and task_id != job.task_id:
+        _check_task_belongs(job, task_id)
+        Job.objects.filter(pk=job.pk).update(task_id=task_id)
+    _note(job.pk, f"Resumed by hand as task {task_id or job.task_id}.")
+    Job.objects.filter(pk=job.pk, state=Job.State.INTERRUPTED).update(
+        state=Job.State.RUNNING, watcher=this_process(), watched_at=timezone.now(), error=""
+    )
+    job.refresh_from_db()
+    if _task_finished(job.task_id):
+        job_finish(job_id=job.pk)
+    else:
+        # A dashboard's watcher (or the next Resume) finishes it when the task ends.
+        Job.objects.filter(pk=job.pk).update(watcher="")
+    job.refresh_from_db()
+    job_event_send(job.pk)
+    return job
+
+
+def _check_task_belongs(job: Job, task_id: str) -> None:
+    """A named task must be this trainer's, in this job's workspace, started after the job."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT func, args, started FROM public.django_q_task WHERE id = %s OR name = %s",
+            [task_id, task_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise JobError(f"No finished task '{task_id}' exists; resume once it has finished.")
+    func, raw_args, started = row
+    try:
+        arguments = plain_value_from_column(raw_args) if raw_args else []
+    except UnsafeTaskResult as error:
+        raise JobError(f"Task '{task_id}' cannot be read safely ({error}).") from error
+    if func != "levers9.tasks.run_in_workspace" or len(arguments) < 4 or arguments[1] != JOB_TASK:
+        raise JobError(f"Task '{task_id}' is not a training task.")
+    if arguments[0] != job.workspace_schema:
+        raise JobError(f"Task '{task_id}' belongs to another workspace.")
+    if arguments[3] != job.trainer:
+        raise JobError(f"Task '{task_id}' ran {arguments[3]}, not this job's {job.trainer}.")
+    if started is None or started < job.created_at:
+        raise JobError(f"Task '{task_id}' started before this job was created.")
+
+
+def jobs_active_filter() -> Q:
+    return Q(state__in=[*Job.ACTIVE_STATES, Job.State.INTERRUPTED])
