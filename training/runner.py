@@ -1,4 +1,7 @@
-"""The worker side of a job: wait for cards, run the trainer process, stream its progress.
+"""The worker side of a job: run the trainer process and stream its progress.
+
+The task is queued only once the job holds its cards (training.services.job_place), so a
+worker never sits blocked waiting for cards while jobs behind it could run.
 
 Runs inside the job's workspace (levers9.tasks.run_in_workspace). It never finishes the job:
 the dashboard does that (training.watcher), so a job keeps running headless while the
@@ -23,7 +26,8 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from levers9.pools import cards_queue_position, cards_release, cards_try_grant
+from levers9.models import CardAllocation
+from levers9.pools import cards_release
 from trainers.runtime import parse_progress_line
 from training.models import Job
 from training.progress import job_event_send
@@ -72,20 +76,6 @@ def _state(job_id: int) -> str:
     return Job.objects.filter(pk=job_id).values_list("state", flat=True).first() or ""
 
 
-def _wait_for_cards(job: Job) -> None:
-    announced = None
-    while not cards_try_grant(allocation_id=job.card_allocation_id):
-        if _state(job.pk) == Job.State.CANCELLED:
-            raise JobCancelled
-        ahead = cards_queue_position(allocation_id=job.card_allocation_id)
-        if ahead != announced:
-            announced = ahead
-            waiting = {"waiting_for_cards": ahead}
-            Job.objects.filter(pk=job.pk).update(metrics=waiting, heartbeat_at=timezone.now())
-            job_event_send(job.pk)
-        time.sleep(0.5)
-
-
 def job_run(job_id: int, trainer: str) -> dict[str, Any]:
     """The task: returns the trainer's plain-value result (or raises with the reason)."""
     job = Job.objects.get(pk=job_id)
@@ -95,7 +85,9 @@ def job_run(job_id: int, trainer: str) -> dict[str, Any]:
         return {"skipped": f"job was already {job.state}"}
     Job.objects.filter(pk=job_id).update(worker=this_process(), heartbeat_at=timezone.now())
     try:
-        _wait_for_cards(job)
+        # The dashboard queued this task only once the job's cards were granted.
+        if not CardAllocation.objects.filter(pk=job.card_allocation_id, state="held").exists():
+            raise JobCancelled
         started = Job.objects.filter(
             pk=job_id, state__in=[Job.State.SUBMITTED, Job.State.INTERRUPTED]
         ).update(state=Job.State.RUNNING, started_at=timezone.now(), metrics={})

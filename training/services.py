@@ -24,7 +24,7 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from levers9.models import GpuPool
-from levers9.pools import cards_release, cards_request
+from levers9.pools import cards_queue_position, cards_release, cards_request, cards_try_grant
 from levers9.task_results import (
     TaskResultMissing,
     UnsafeTaskResult,
@@ -105,19 +105,32 @@ def job_start(
         label=f"{connection.schema_name} job {job.pk} ({trainer})",
     )
     Job.objects.filter(pk=job.pk).update(spec_path=str(spec_path), card_allocation_id=allocation.pk)
-
-    def submit() -> None:
-        task_id = enqueue_in_workspace(
-            JOB_TASK, job.pk, trainer, cluster=pool.cluster_name, task_name=f"job-{job.pk}"
-        )
-        Job.objects.filter(pk=job.pk, state=Job.State.PACKING).update(
-            state=Job.State.SUBMITTED, task_id=task_id, submitted_at=timezone.now()
-        )
-        job_event_send(job.pk)
-
-    transaction.on_commit(submit)
+    transaction.on_commit(lambda: job_place(job_id=job.pk))
     job.refresh_from_db()
     return job
+
+
+def job_place(*, job_id: int) -> bool:
+    """Queue the job's task once its cards are granted; until then it waits in line and says
+    how many requests are ahead. True once submitted."""
+    job = Job.objects.get(pk=job_id)
+    if job.state != Job.State.PACKING or job.card_allocation_id is None:
+        return job.state != Job.State.PACKING
+    if not cards_try_grant(allocation_id=job.card_allocation_id):
+        ahead = cards_queue_position(allocation_id=job.card_allocation_id)
+        if job.metrics.get("waiting_for_cards") != ahead:
+            Job.objects.filter(pk=job.pk).update(metrics={"waiting_for_cards": ahead})
+            job_event_send(job.pk)
+        return False
+    pool = GpuPool.objects.get(name=job.pool_name)
+    task_id = enqueue_in_workspace(
+        JOB_TASK, job.pk, job.trainer, cluster=pool.cluster_name, task_name=f"job-{job.pk}"
+    )
+    Job.objects.filter(pk=job.pk, state=Job.State.PACKING).update(
+        state=Job.State.SUBMITTED, task_id=task_id, submitted_at=timezone.now(), metrics={}
+    )
+    job_event_send(job.pk)
+    return True
 
 
 # --- finish, exactly once --------------------------------------------------------------
@@ -257,6 +270,9 @@ def jobs_follow(*, watcher: str | None = None) -> list[int]:
         if job.watcher != watcher:
             continue  # another live dashboard follows it
         Job.objects.filter(pk=job.pk).update(watched_at=now)
+        if job.state == Job.State.PACKING:
+            job_place(job_id=job.pk)
+            continue
         if _task_finished(job.task_id):
             if job_finish(job_id=job.pk):
                 finished.append(job.pk)
@@ -271,8 +287,11 @@ def jobs_follow(*, watcher: str | None = None) -> list[int]:
 
 
 def _adopt(job: Job, watcher: str) -> Job | None:
-    """Take over a job whose dashboard is gone. Packing jobs cannot be: say so."""
-    if job.state == Job.State.PACKING:
+    """Take over a job whose dashboard is gone (or that nobody followed yet)."""
+    packed = job.card_allocation_id is not None
+    if job.state == Job.State.PACKING and not packed:
+        # It died before its spec and card request were in place: it never reached the
+        # platform, so there is nothing to adopt.
         if job.created_at < timezone.now() - WATCHER_TIMEOUT or job.watcher:
             Job.objects.filter(pk=job.pk, state=Job.State.PACKING).update(
                 state=Job.State.INTERRUPTED,
@@ -288,7 +307,7 @@ def _adopt(job: Job, watcher: str) -> Job | None:
     )
     if not taken:
         return None
-    if job.watcher and job.state != Job.State.INTERRUPTED:
+    if job.watcher and job.state in (Job.State.SUBMITTED, Job.State.RUNNING):
         # The dashboard that followed it restarted (or died): the record says so.
         Job.objects.filter(pk=job.pk).update(state=Job.State.INTERRUPTED)
         _note(

@@ -24,6 +24,7 @@ from training.services import (
     JobError,
     job_cancel,
     job_finish,
+    job_place,
     job_resume,
     job_start,
     jobs_follow,
@@ -130,7 +131,10 @@ def test_it_refuses_a_tampered_result_and_says_so(job, tmp_path):
 
 
 def test_it_says_a_job_interrupted_while_packing_must_start_again(job):
-    Job.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(minutes=5))
+    # It died before its card request was in place.
+    Job.objects.filter(pk=job.pk).update(
+        created_at=timezone.now() - timedelta(minutes=5), card_allocation_id=None
+    )
     jobs_follow(watcher="test:1")
     job.refresh_from_db()
     assert job.state == Job.State.INTERRUPTED
@@ -200,6 +204,31 @@ def test_it_cancels_and_frees_the_cards(job):
     assert CardAllocation.objects.get(pk=job.card_allocation_id).state == "released"
     with pytest.raises(JobError, match="only a job that has not ended"):
         job_cancel(job=cancelled)
+
+
+def test_it_queues_the_task_only_once_the_cards_are_granted(job, monkeypatch):
+    queued: list[tuple] = []
+    monkeypatch.setattr(
+        "training.services.enqueue_in_workspace",
+        lambda *args, **kwargs: queued.append(args) or "task-1",
+    )
+    blocker = CardAllocation.objects.get(pk=job.card_allocation_id)
+    blocker.pk = None  # another job holding the CPU pool's only slot, requested earlier
+    blocker.id = None
+    blocker.state = "held"
+    blocker.holder_id = 999
+    blocker.save()
+    CardAllocation.objects.filter(pk=blocker.pk).update(id=0)
+    assert job_place(job_id=job.pk) is False
+    job.refresh_from_db()
+    assert job.state == Job.State.PACKING
+    assert job.metrics == {"waiting_for_cards": 0}
+    assert queued == []
+    CardAllocation.objects.filter(pk=0).update(state="released")
+    assert job_place(job_id=job.pk) is True
+    job.refresh_from_db()
+    assert (job.state, job.task_id) == (Job.State.SUBMITTED, "task-1")
+    assert queued[0][:3] == (JOB_TASK, job.pk, "q-learning-online")
 
 
 def test_it_refuses_an_unknown_trainer(in_workspace):
