@@ -186,7 +186,17 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+
+
+def _plotly_js_folder() -> Path:
+    """plotly.min.js ships inside the `plotly` package: serve it from there (no CDN here)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("plotly")
+    return Path(spec.origin).parent / "package_data" if spec and spec.origin else BASE_DIR
+
+
+STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", _plotly_js_folder())]
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 

@@ -9,6 +9,8 @@ test as usual; schema switches happen with `schema_context`.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.db import connection
 from django.test import Client
@@ -18,16 +20,35 @@ PASSWORD = "correct-horse-battery"
 
 
 @pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """A test database per run (test_levers9_<pid>): two suites on one server, a developer's
+    and a helper's, never drop each other's database."""
+    from pytest_django.fixtures import _set_suffix_to_test_databases
+
+    _set_suffix_to_test_databases(suffix=str(os.getpid()))
+
+
+@pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
+    from django.test.utils import setup_databases, teardown_databases
+
     from levers9.services import workspace_create
 
+    created = None
     with django_db_blocker.unblock():
+        if not connection.settings_dict["NAME"].startswith("test_"):
+            # pytest-django sets a test database up only when a collected test is marked for
+            # one; tests that use real processes work on committed rows and are not. Never
+            # let them reach the real database.
+            created = setup_databases(verbosity=0, interactive=False, aliases={"default"})
         workspace_create(slug="acme", admin_email="owner@acme.test", password=PASSWORD)
         workspace_create(slug="rival", admin_email="owner@rival.test", password=PASSWORD)
     _point_channel_layer_at_test_database()
     yield
     with django_db_blocker.unblock():
         _close_channel_layer_pool()
+        if created is not None:
+            teardown_databases(created, verbosity=0)
 
 
 def _close_channel_layer_pool() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from arena.models import World
@@ -33,17 +32,14 @@ def train_move_strategy(
     *, world: World, parent: PolicyVersion, seed: int = 0, started_by=None
 ) -> Job:
     """The "Move strategy" card: Q-learning on the simulator with default knobs, on the CPU."""
-    from trainers.engines import validate_knobs
-
     scenarios = world_scenarios_spec(world)
     if not scenarios:
         raise ValueError(
             f"{world.name} has no simulated scenarios to learn on; choose the lettings world."
         )
-    knobs = dataclasses.asdict(validate_knobs(MOVE_STRATEGY_ALGORITHM, {}))
     spec = {
         "algorithm": MOVE_STRATEGY_ALGORITHM,
-        "knobs": knobs,
+        "knobs": {},  # the card runs the defaults; the result records every knob it used
         "scenarios": scenarios,
         "max_turns": DEFAULT_MAX_TURNS,
         "seed": seed,

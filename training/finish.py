@@ -11,31 +11,31 @@ from policies.models import PolicyVersion
 from policies.services import version_register
 from training.models import Job
 
-# Only these keys of a move-strategy result are kept on the version (the rest stays on the job).
-_LINEAGE_KEYS = ("algorithm", "knobs", "seed", "scenarios", "seconds")
+# What a version keeps of a move-strategy result (the full result stays on the job).
+_RETURN_KEYS = (
+    "slug",
+    "optimal_return",
+    "learned_return",
+    "parent_return",
+    "fraction_of_optimum",
+    "gap_to_optimum",
+)
 
 
 def _lineage(job: Job, result: dict[str, Any]) -> dict[str, Any]:
-    lineage = {key: result[key] for key in _LINEAGE_KEYS if key in result}
-    lineage["job"] = job.pk
-    lineage["trainer"] = job.trainer
-    lineage["kind"] = job.kind
-    per_scenario = result.get("per_scenario") or result.get("scenario_results") or []
-    if per_scenario:
-        lineage["returns"] = [
-            {
-                key: row.get(key)
-                for key in (
-                    "slug",
-                    "optimal_return",
-                    "learned_return",
-                    "parent_return",
-                    "fraction_of_optimum",
-                )
-            }
-            for row in per_scenario
-        ]
-    return lineage
+    reports = [row for row in result.get("scenarios") or [] if isinstance(row, dict)]
+    return {
+        "job": job.pk,
+        "kind": job.kind,
+        "algorithm": result.get("algorithm", job.trainer),
+        "knobs": result.get("knobs", {}),
+        "seed": result.get("seed"),
+        "max_turns": result.get("max_turns"),
+        "pack": job.world.slug if job.world_id else None,
+        "scenarios": [row.get("slug") for row in reports],
+        "returns": [{key: row.get(key) for key in _RETURN_KEYS} for row in reports],
+        "summary": result.get("summary", {}),
+    }
 
 
 def version_from_move_strategy(

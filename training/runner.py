@@ -98,7 +98,12 @@ def job_run(job_id: int, trainer: str) -> dict[str, Any]:
     except JobCancelled:
         return {"cancelled": True}
     finally:
-        cards_release(allocation_id=job.card_allocation_id)
+        # Free the cards the moment the trainer ends and hand them to the next in line,
+        # rather than waiting for the dashboard's next look.
+        if cards_release(allocation_id=job.card_allocation_id):
+            from training.services import pool_place_next
+
+            pool_place_next(pool_id=CardAllocation.objects.get(pk=job.card_allocation_id).pool_id)
 
 
 def _run_trainer(job: Job) -> dict[str, Any]:

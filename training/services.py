@@ -133,6 +133,24 @@ def job_place(*, job_id: int) -> bool:
     return True
 
 
+def pool_place_next(*, pool_id: int) -> None:
+    """Place whatever waits first in a pool's line, in whichever workspace it is."""
+    from django_tenants.utils import schema_context
+
+    from levers9.models import CardAllocation
+
+    waiting = (
+        CardAllocation.objects.filter(pool_id=pool_id, state="waiting", holder_kind="job")
+        .select_related("workspace")
+        .order_by("id")
+        .first()
+    )
+    if waiting is not None:
+        with schema_context(waiting.workspace.schema_name):
+            if Job.objects.filter(pk=waiting.holder_id, state=Job.State.PACKING).exists():
+                job_place(job_id=waiting.holder_id)
+
+
 # --- finish, exactly once --------------------------------------------------------------
 
 
@@ -258,9 +276,11 @@ def jobs_follow(*, watcher: str | None = None) -> list[int]:
     watcher = watcher or this_process()
     now = timezone.now()
     finished: list[int] = []
-    for job in Job.objects.filter(state__in=[*Job.ACTIVE_STATES, Job.State.INTERRUPTED]).exclude(
+    jobs = Job.objects.filter(state__in=[*Job.ACTIVE_STATES, Job.State.INTERRUPTED]).exclude(
         state=Job.State.FINISHING
-    ):
+    )
+    # Oldest first: a job finished in this look frees cards for the ones queued after it.
+    for job in jobs.order_by("id"):
         if job.watcher != watcher and not _process_alive(
             job.watcher, job.watched_at, WATCHER_TIMEOUT
         ):

@@ -38,7 +38,7 @@ def _learned_result() -> dict:
         "strategy": {"kind": "table", "default": table, "tables": {}},
         "knobs": {"episodes": 10},
         "seed": 3,
-        "per_scenario": [{"slug": "x", "optimal_return": 2.0, "learned_return": 1.9}],
+        "scenarios": [{"slug": "x", "optimal_return": 2.0, "learned_return": 1.9}],
     }
 
 

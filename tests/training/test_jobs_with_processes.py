@@ -133,3 +133,50 @@ def _alive(pid: int) -> bool:
             return stat.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_it_runs_fifty_jobs_on_a_one_card_pool_one_at_a_time_in_order(live_workspace):
+    from levers9.models import GpuPool
+    from training.services import job_start
+
+    schema = live_workspace.schema_name
+    cluster = f"one-card-{uuid.uuid4().hex[:6]}"
+    pool = GpuPool.objects.create(
+        name=cluster, card_type="L4", card_count=1, cluster_name=cluster, position=50
+    )
+    worker = start_worker(cluster=cluster, workers=2)
+    web = start_web(free_port())
+    spec = {
+        "algorithm": "q-learning-online",
+        "knobs": {"episodes": 256, "batch_episodes": 64, "time_budget_s": 0},
+        "scenarios": ["young-professional-price"],
+    }
+    try:
+        with schema_context(schema):
+            job_ids = [
+                job_start(
+                    kind=Job.Kind.ENGINES, trainer="q-learning-online", spec=spec, pool=pool
+                ).pk
+                for _ in range(50)
+            ]
+        wait_until(
+            lambda: all(_job(schema, job_id).state in Job.ENDED_STATES for job_id in job_ids),
+            timeout=600,
+            every=1.0,
+            what="fifty jobs to finish",
+        )
+        with schema_context(schema):
+            jobs = list(Job.objects.filter(pk__in=job_ids).order_by("id"))
+        assert [job.state for job in jobs] == [Job.State.DONE] * 50
+        assert [job.pk for job in sorted(jobs, key=lambda job: job.started_at)] == job_ids
+        held = sorted(
+            CardAllocation.objects.filter(pool=pool), key=lambda allocation: allocation.granted_at
+        )
+        assert [allocation.holder_id for allocation in held] == job_ids
+        for earlier, later in zip(held, held[1:], strict=False):
+            assert later.granted_at >= earlier.released_at, "a card was double-booked"
+    finally:
+        stop(web)
+        stop(worker)
+        CardAllocation.objects.filter(pool=pool).delete()
+        pool.delete()
