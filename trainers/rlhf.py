@@ -1,0 +1,443 @@
+"""RLHF on the wording: the route the Arena ships.
+
+Two fits on the same base:
+  1. the reward model (`trainers.reward_model`): a LoRA and a scalar head, from the Duel's picks
+     (Bradley-Terry) or from the real calls' outcome labels (logistic), measured on held-out
+     pairs or calls;
+  2. the policy, a second LoRA: it samples replies to the pairs' real-call openings, the reward
+     model scores them, and PPO's clipped per-token update moves it toward higher scores with a
+     KL penalty to the base (the reference is the base with the adapter disabled, no second
+     copy). Advantages are normalised within each batch in place of a learned value head.
+Then the policy LoRA is merged into the base and saved on the models volume, the reward adapter
+beside it.
+
+TRL 1.16 has no PPOTrainer: the policy update is TRL's `GRPOTrainer` with `beta > 0` (the KL),
+`num_iterations > 1` (several updates per batch of samples, so the ratio moves and the clip
+bites) and one small subclass for batch-level advantages.
+
+    python -m trainers.rlhf --spec spec.json --out result.json
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trainers.models import (
+    CHAT_TEMPLATE_KWARGS,
+    LORA_TARGETS,
+    conversation_ids,
+    device_arguments,
+    load_base,
+    make_readable,
+    quiet_deprecations,
+    quiet_transformers,
+    save_merged,
+    train_quietly,
+)
+from trainers.reward_model import (
+    RewardModelConfig,
+    RewardModelFit,
+    fit_reward_model,
+    reward_model_config,
+    score,
+)
+from trainers.runtime import Progress, silent_progress, trainer_main
+from trainers.wording_spec import (
+    Message,
+    Pair,
+    StageProgress,
+    WordingSpec,
+    config_with,
+    curve,
+    held_out_split,
+    last_value,
+    pair_groups,
+    parse_wording_spec,
+    planned_steps,
+    trim_prompt,
+    version_record,
+)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    learning_rate: float = 2e-5
+    """AdamW step size on the policy LoRA."""
+    beta: float = 0.04
+    """KL penalty to the base: how hard the policy is held near it (must be above 0)."""
+    clip_epsilon: float = 0.2
+    """PPO clip: a token's probability ratio counts only within 1 ± epsilon."""
+    updates_per_batch: int = 2
+    """Optimizer passes over each batch of sampled replies (PPO epochs); above 1, or the
+    ratio stays 1 and the clip never bites."""
+    replies_per_prompt: int = 4
+    """Replies sampled per opening (TRL samples in groups; the advantage ignores them)."""
+    batch_size: int = 8
+    """Replies per card per optimizer step."""
+    gradient_accumulation_steps: int = 1
+    """Steps whose gradients are summed before one optimizer update."""
+    max_prompt_length: int = 768
+    """Tokens of opening; the oldest turns of a longer call are dropped."""
+    max_reply_tokens: int = 96
+    """Longest reply sampled."""
+    temperature: float = 1.0
+    """Sampling temperature of the replies."""
+    epochs: float = 1.0
+    """Passes over the openings (the spec's epochs)."""
+    max_steps: int | None = None
+    """Stop after this many optimizer steps (tests, benchmarks); None runs the epochs."""
+    lora_r: int = 16
+    """LoRA rank of the policy adapter."""
+    lora_alpha: int = 32
+    """LoRA scale (alpha / r multiplies the update)."""
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA input."""
+    seed: int = 0
+    """Seeds sampling and the data order."""
+
+    def __post_init__(self) -> None:
+        if self.beta <= 0:
+            raise ValueError(
+                "The policy's KL penalty (beta) must be above 0: it holds the policy near the base."
+            )
+        if self.batch_size % self.replies_per_prompt:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must be a multiple of replies_per_prompt "
+                f"({self.replies_per_prompt}): replies are sampled in whole groups."
+            )
+        if self.updates_per_batch < 2:
+            raise ValueError(
+                "updates_per_batch must be 2 or more: with one update per batch "
+                "the PPO ratio is always 1 and the clip never acts."
+            )
+
+
+def policy_lora_config(config: PolicyConfig) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(
+        task_type="CAUSAL_LM",
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=list(LORA_TARGETS),
+    )
+
+
+# --- the policy update ----------------------------------------------------------------------
+
+
+def batch_normalised(rewards: Any) -> Any:
+    """PPO-style advantages: (reward - batch mean) / batch spread, one per reply."""
+    return (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+
+
+def policy_trainer_class() -> type:
+    """TRL's GRPOTrainer with batch-normalised advantages (built lazily: TRL imports slowly)."""
+    from trl import GRPOTrainer
+
+    class BatchNormalisedGRPOTrainer(GRPOTrainer):
+        """Why a subclass: the description asks for advantages normalised within each batch in
+        place of a learned value head, and GRPO always subtracts the mean of the replies to
+        the same prompt (`scale_rewards="batch"` changes only the divisor). Sampling, the
+        clipped per-token ratio and the KL to the adapter-disabled base stay TRL's own."""
+
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            # TRL returns the rewards of the whole batch, gathered from every process.
+            self._batch_rewards = super()._calculate_rewards(
+                inputs, prompts, completions, completion_ids_list
+            )
+            return self._batch_rewards
+
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            weights = self.reward_weights.to(self._batch_rewards.device)
+            rewards = (self._batch_rewards * weights.unsqueeze(0)).nansum(dim=1)
+            advantages = batch_normalised(rewards)
+            local = len(output["advantages"])
+            start = self.accelerator.process_index * local
+            output["advantages"] = advantages[start : start + local].to(output["advantages"])
+            mode = "train" if self.model.training else "eval"
+            self._metrics[mode]["advantages/mean"].append(advantages.mean().item())
+            self._metrics[mode]["advantages/std"].append(advantages.std().item())
+            return output
+
+    BatchNormalisedGRPOTrainer.__module__ = __name__
+    return BatchNormalisedGRPOTrainer
+
+
+class RewardModelScore:
+    """The reward function GRPO calls: the fitted reward model's score of prompt + reply."""
+
+    __name__ = "reward_model"
+
+    def __init__(self, fit: RewardModelFit, *, batch_size: int):
+        self.fit = fit
+        self.batch_size = batch_size
+
+    def __call__(
+        self,
+        prompts: Sequence[Sequence[Message]],
+        completions: Sequence[Sequence[Message]],
+        **_: Any,
+    ) -> list[float]:
+        conversations = [
+            [*prompt, *completion] for prompt, completion in zip(prompts, completions, strict=True)
+        ]
+        return score(self.fit.model, self.fit.tokenizer, conversations, batch_size=self.batch_size)
+
+
+def policy_config(spec: WordingSpec) -> PolicyConfig:
+    defaults = PolicyConfig(epochs=spec.epochs, max_steps=spec.max_steps, seed=spec.seed)
+    return config_with(defaults, spec.section("policy"), where="the policy")
+
+
+def openings(pairs: Sequence[Pair], tokenizer: Any, *, max_tokens: int) -> list[list[Message]]:
+    """The pairs' real-call openings, once each, trimmed to fit: what the policy answers."""
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    prompts = []
+    for pair in pairs:
+        key = _opening_key(pair.prompt)
+        if key in seen:
+            continue
+        seen.add(key)
+        prompts.append(
+            trim_prompt(
+                lambda messages: len(conversation_ids(tokenizer, messages)),
+                pair.prompt,
+                ("",),
+                max_tokens=max_tokens,
+            )
+        )
+    return prompts
+
+
+def _opening_key(prompt: Sequence[Message]) -> tuple[tuple[str, str], ...]:
+    return tuple((message["role"], message["content"]) for message in prompt)
+
+
+def train_policy(
+    spec: WordingSpec,
+    fit: RewardModelFit,
+    pairs: Sequence[Pair],
+    *,
+    config: PolicyConfig,
+    stages: StageProgress,
+    score_batch_size: int = 16,
+) -> tuple[Any, Any, Any, list[dict[str, float]]]:
+    """(trainer, policy PeftModel, tokenizer, logged history) after the PPO-style update."""
+    import tempfile
+
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    model, tokenizer = load_base(spec.base, models_dir=spec.models_dir)
+    prompts = openings(pairs, tokenizer, max_tokens=config.max_prompt_length)
+    callback = stages.callback("policy")
+    scratch = tempfile.TemporaryDirectory(dir=spec.output_dir)
+    arguments = GRPOConfig(
+        output_dir=scratch.name,
+        per_device_train_batch_size=config.batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps or -1,
+        learning_rate=config.learning_rate,
+        beta=config.beta,
+        epsilon=config.clip_epsilon,
+        num_iterations=config.updates_per_batch,
+        num_generations=config.replies_per_prompt,
+        max_completion_length=config.max_reply_tokens,
+        temperature=config.temperature,
+        chat_template_kwargs=CHAT_TEMPLATE_KWARGS,
+        loss_type="grpo",  # per-reply token mean, then the batch mean: PPO's per-token objective
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=config.seed,
+        **device_arguments(),
+    )
+    with quiet_deprecations():
+        trainer = policy_trainer_class()(
+            model=model,
+            reward_funcs=[RewardModelScore(fit, batch_size=score_batch_size)],
+            args=arguments,
+            train_dataset=Dataset.from_list([{"prompt": prompt} for prompt in prompts]),
+            processing_class=tokenizer,
+            peft_config=policy_lora_config(config),
+            callbacks=[callback],
+        )
+    with scratch:
+        train_quietly(trainer)
+    policy = trainer.accelerator.unwrap_model(trainer.model)
+    return trainer, policy, tokenizer, callback.history
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def check_spec(spec: Mapping[str, Any]) -> tuple[WordingSpec, RewardModelConfig, PolicyConfig]:
+    """The spec and both configs, or ValueError saying what is wrong; loads no model (the
+    Train step can call it before starting a job)."""
+    wording = parse_wording_spec(spec, trainer="rlhf")
+    return wording, reward_model_config(wording), policy_config(wording)
+
+
+def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[str, Any]:
+    """Fit the reward model, then the policy; merge and save; the version's plain record."""
+    from transformers import set_seed
+
+    started = time.perf_counter()
+    wording, reward_config, config = check_spec(spec)
+    quiet_transformers()
+    set_seed(wording.seed)
+    wording.output_dir.mkdir(parents=True, exist_ok=True)
+
+    # The held-out tenth of the pairs (the same split DPO holds out) stays unseen by both fits.
+    pairs_train, pairs_held = held_out_split(
+        pair_groups(wording.pairs),
+        fraction=reward_config.held_out_fraction,
+        seed=reward_config.seed,
+    )
+    policy_pairs = [wording.pairs[index] for index in pairs_train]
+
+    # The bar's plan; each stage's Trainer corrects its own count when it starts.
+    reward_rows = (
+        len(wording.outcome_examples) if wording.reward_source == "outcomes" else len(pairs_train)
+    )
+    openings_count = len({_opening_key(pair.prompt) for pair in policy_pairs})
+    stages = StageProgress(
+        progress,
+        {
+            "reward_model": reward_config.max_steps
+            or _planned(reward_rows, reward_config.batch_size, reward_config),
+            "policy": config.max_steps
+            or _planned(
+                # GRPO repeats each opening per reply and each batch per update.
+                openings_count * config.replies_per_prompt * config.updates_per_batch,
+                config.batch_size,
+                config,
+            ),
+        },
+    )
+
+    # --- 1. the reward model ---
+    fit = fit_reward_model(wording, stages=stages, config=reward_config)
+    _release_memory()  # the reward trainer's optimizer state, before the policy loads
+    rewarded = time.perf_counter()
+
+    # --- 2. the policy ---
+    trainer, policy, tokenizer, history = train_policy(
+        wording,
+        fit,
+        policy_pairs,
+        config=config,
+        stages=stages,
+        score_batch_size=reward_config.score_batch_size,
+    )
+    trained = time.perf_counter()
+
+    # --- 3. merge the policy, keep the reward adapter beside it ---
+    merged_dir = wording.output_dir / "merged"
+    adapter_dir = wording.output_dir / "reward_adapter"
+    if trainer.accelerator.is_main_process:
+        fit.model.save_pretrained(adapter_dir)
+        fit.tokenizer.save_pretrained(adapter_dir)
+        make_readable(adapter_dir)
+        save_merged(policy, tokenizer, merged_dir)
+    trainer.accelerator.wait_for_everyone()
+    finished = time.perf_counter()
+
+    metrics = {
+        "reward_model": fit.summary(),
+        "kl": _mean(history, "kl"),
+        "kl_last": last_value(history, "kl"),
+        "clip_fraction": _mean(history, "clip_ratio/region_mean"),
+        "clip_fraction_max": _max(history, "clip_ratio/region_mean"),
+        "reward_before": _first(history, "reward"),
+        "reward_after": last_value(history, "reward"),
+        "advantage_mean": _mean(history, "advantages/mean"),
+        "advantage_std": _mean(history, "advantages/std"),
+        "policy_steps": int(trainer.state.global_step),
+        "reference": "base with the adapter disabled" if trainer.ref_model is None else "copy",
+        "curve": curve(history, ("loss", "reward", "kl", "clip_ratio/region_mean")),
+    }
+    if trainer.accelerator.is_main_process:
+        stages.done(**{k: v for k, v in metrics.items() if isinstance(v, float)})
+    outcome_counts = None
+    if fit.source == "outcomes":
+        outcome_counts = {
+            "total": len(wording.outcome_examples),
+            "train": fit.train_rows,
+            "held_out": fit.held_out_rows,
+            "held_out_calls": len(fit.held_out_groups),
+        }
+    return {
+        "trainer": "rlhf",
+        "version": version_record(
+            wording,
+            pairs_train=len(pairs_train),
+            pairs_held_out=len(pairs_held),
+            held_out_accuracy=fit.held_out_accuracy,
+            held_out_auc=fit.held_out_auc,
+            merged_weights=str(merged_dir),
+            reward_adapter=str(adapter_dir),
+            outcome_examples=outcome_counts,
+        ),
+        "metrics": metrics,
+        "seconds": {
+            "reward_model": round(rewarded - started, 3),
+            "policy": round(trained - rewarded, 3),
+            "merge": round(finished - trained, 3),
+            "total": round(finished - started, 3),
+        },
+    }
+
+
+def _release_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _planned(rows: int, batch_size: int, config: RewardModelConfig | PolicyConfig) -> int:
+    return planned_steps(
+        rows,
+        batch_size=batch_size,
+        accumulation=config.gradient_accumulation_steps,
+        epochs=config.epochs,
+    )
+
+
+def _values(history: Sequence[Mapping[str, float]], key: str) -> list[float]:
+    return [float(row[key]) for row in history if key in row and row[key] == row[key]]
+
+
+def _mean(history: Sequence[Mapping[str, float]], key: str) -> float | None:
+    values = _values(history, key)
+    return sum(values) / len(values) if values else None
+
+
+def _max(history: Sequence[Mapping[str, float]], key: str) -> float | None:
+    values = _values(history, key)
+    return max(values) if values else None
+
+
+def _first(history: Sequence[Mapping[str, float]], key: str) -> float | None:
+    values = _values(history, key)
+    return values[0] if values else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    return trainer_main(run, argv, description=__doc__.splitlines()[0])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,528 @@
+"""The wording trainers' spec (RLHF and DPO): parsed and checked before any model loads.
+
+The Train step writes one JSON spec per job:
+
+    {"pack": "lettings", "version": 3,            # version = the frozen preference version
+     "base": "Qwen/Qwen3-14B", "gpu": {"type": "rtx-pro-6000", "count": 4},
+     "epochs": 1, "system": "You are ...", "seed": 0,
+     "pairs": [{"dialogue": [{"speaker": "customer", "text": ...}, ...]   # or "prompt": messages
+                "chosen": "...", "rejected": "...", "reasons": ["respect"], "call_id": "..."}],
+     "reward_source": "picks" | "outcomes",        # RLHF only
+     "outcome_examples": [{"call_id", "dialogue": [...], "reply", "won"}],
+     "output_dir": "versions/lettings/v7",          # relative: under models_dir
+     "models_dir": "var/models", "base_allowlist": "listed" | "a/b,c/d" | null,
+     "max_steps": 4, "min_pairs": 8,                # optional, for tests and benchmarks
+     "reward_model": {...}, "policy": {...}, "dpo": {...}}   # optional config overrides
+
+This module stays light (no torch, no transformers at import) so the Django side can refuse a
+bad spec at Train time with the same messages. It also holds the data helpers both routes share:
+dialogues to chat messages, outcome examples from real calls, the held-out split, prompt trimming.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from trainers.models import validate_base
+from trainers.runtime import Progress
+
+Message = dict[str, str]
+Trainer = Literal["rlhf", "dpo"]
+
+MIN_PAIRS: dict[str, int] = {"rlhf": 500, "dpo": 200}
+"""Pairs each route asks for: a reward model needs about twice DPO's to generalise."""
+REWARD_SOURCES = ("picks", "outcomes")
+CALL_STARTS = "(the call connects)"
+"""Stands in for the customer's first turn when the agent speaks first: many chat templates
+(Gemma's among them) refuse a conversation that does not open with a user turn."""
+OPENING_AGENT_TURNS = 4
+"""An outcome example is each of the first four agent turns of a call (as Evaluate replays)."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One frozen pick: the conversation so far, the reply preferred and the one passed over."""
+
+    prompt: tuple[Message, ...]
+    chosen: str
+    rejected: str
+    reasons: tuple[str, ...] = ()
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class OutcomeExample:
+    """One agent turn of a labelled real call: the call so far, what the agent said, and
+    whether the call was won."""
+
+    call_id: str
+    prompt: tuple[Message, ...]
+    reply: str
+    won: bool
+
+
+@dataclass(frozen=True)
+class WordingSpec:
+    trainer: Trainer
+    pack: str
+    preference_version: int
+    base: str
+    gpu_type: str
+    gpu_count: int
+    epochs: float
+    system: str
+    pairs: tuple[Pair, ...]
+    reward_source: str
+    outcome_examples: tuple[OutcomeExample, ...]
+    seed: int
+    models_dir: Path
+    output_dir: Path
+    max_steps: int | None
+    job: int | str | None
+    overrides: Mapping[str, Mapping[str, Any]]
+
+    def section(self, name: str) -> Mapping[str, Any]:
+        """The config overrides the spec gives for one part ("reward_model", "policy", "dpo")."""
+        return self.overrides.get(name, {})
+
+
+# --- parsing ----------------------------------------------------------------------------
+
+
+def parse_wording_spec(raw: Mapping[str, Any], *, trainer: Trainer) -> WordingSpec:
+    """The spec, checked; ValueError with a message a person can act on."""
+    if not isinstance(raw, Mapping):
+        raise ValueError("The spec must be a JSON object.")
+    pack = raw.get("pack")
+    if not isinstance(pack, str) or not pack.strip():
+        raise ValueError("The spec names no pack (world).")
+    version = raw.get("version")
+    if version is None:
+        raise ValueError(
+            "The spec names no preference version ('version'): freeze the picks first and "
+            "train on a frozen version."
+        )
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"The preference version must be a number from 1 up, not {version!r}.")
+    base = validate_base(raw.get("base"), allowlist=raw.get("base_allowlist") or None)
+
+    gpu = raw.get("gpu") or {}
+    if not isinstance(gpu, Mapping):
+        raise ValueError('\'gpu\' must be an object: {"type": ..., "count": ...}.')
+    gpu_type = str(gpu.get("type") or "cpu")
+    gpu_count = _positive_int(gpu.get("count", 1), "gpu.count")
+    epochs = raw.get("epochs", 1)
+    if isinstance(epochs, bool) or not isinstance(epochs, int | float) or not epochs > 0:
+        raise ValueError(f"'epochs' must be a positive number, not {epochs!r}.")
+    system = raw.get("system") or ""
+    if not isinstance(system, str):
+        raise ValueError("'system' must be text.")
+
+    pairs = tuple(
+        _parse_pair(item, index, system) for index, item in enumerate(_list(raw, "pairs"))
+    )
+    minimum = MIN_PAIRS[trainer]
+    if raw.get("min_pairs") is not None:
+        minimum = _positive_int(raw["min_pairs"], "min_pairs")
+    if len(pairs) < minimum:
+        route = "RLHF" if trainer == "rlhf" else "DPO"
+        raise ValueError(
+            f"{route} asks for at least {minimum} pairs and preference version {version} has "
+            f"{len(pairs)}: collect more picks in the Duel and freeze a new version."
+        )
+
+    reward_source = "picks"
+    outcome_examples: tuple[OutcomeExample, ...] = ()
+    if trainer == "rlhf":
+        reward_source = raw.get("reward_source") or "picks"
+        if reward_source not in REWARD_SOURCES:
+            raise ValueError(
+                f"Unknown reward source {reward_source!r}: 'picks' (the Duel's picks) or "
+                "'outcomes' (the real calls' won/lost labels)."
+            )
+        if reward_source == "outcomes":
+            outcome_examples = tuple(
+                _parse_outcome(item, index, system)
+                for index, item in enumerate(_list(raw, "outcome_examples"))
+            )
+            calls = {example.call_id for example in outcome_examples}
+            labels = {example.won for example in outcome_examples}
+            if len(calls) < 2 or len(labels) < 2:
+                raise ValueError(
+                    "A reward model from outcome labels needs labelled real calls, won and lost, "
+                    f"from at least two calls; the spec has {len(outcome_examples)} examples "
+                    f"from {len(calls)} calls. Import real calls with outcomes into the world."
+                )
+
+    seed = raw.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"'seed' must be a whole number, not {seed!r}.")
+    models_dir = Path(raw.get("models_dir") or os.environ.get("LEVERS9_MODELS_DIR", "var/models"))
+    output_dir = raw.get("output_dir") or f"versions/{pack}/{trainer}-preferences-v{version}"
+    output_dir = Path(output_dir)
+    if not output_dir.is_absolute():
+        output_dir = models_dir / output_dir
+    max_steps = raw.get("max_steps")
+    if max_steps is not None:
+        max_steps = _positive_int(max_steps, "max_steps")
+    overrides = {}
+    for name in ("reward_model", "policy", "dpo"):
+        section = raw.get(name) or {}
+        if not isinstance(section, Mapping):
+            raise ValueError(f"'{name}' must be an object of settings.")
+        overrides[name] = dict(section)
+    return WordingSpec(
+        trainer=trainer,
+        pack=pack.strip(),
+        preference_version=version,
+        base=base,
+        gpu_type=gpu_type,
+        gpu_count=gpu_count,
+        epochs=float(epochs),
+        system=system,
+        pairs=pairs,
+        reward_source=reward_source,
+        outcome_examples=outcome_examples,
+        seed=seed,
+        models_dir=models_dir,
+        output_dir=output_dir,
+        max_steps=max_steps,
+        job=raw.get("job"),
+        overrides=overrides,
+    )
+
+
+def config_with(config: Any, overrides: Mapping[str, Any], *, where: str) -> Any:
+    """A frozen config dataclass with the spec's overrides; unknown names are refused."""
+    names = {field.name for field in dataclasses.fields(config)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ValueError(
+            f"Unknown setting(s) {', '.join(unknown)} for {where}: choose from "
+            f"{', '.join(sorted(names))}."
+        )
+    return dataclasses.replace(config, **overrides)
+
+
+def _list(raw: Mapping[str, Any], key: str) -> list[Any]:
+    value = raw.get(key)
+    if value is None:
+        raise ValueError(f"The spec has no '{key}'.")
+    if not isinstance(value, list):
+        raise ValueError(f"'{key}' must be a list.")
+    return value
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"'{name}' must be a whole number from 1 up, not {value!r}.")
+    return value
+
+
+def _text(item: Mapping[str, Any], key: str, where: str) -> str:
+    value = item.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{where} has no '{key}' text.")
+    return value
+
+
+def _conversation(item: Mapping[str, Any], where: str, system: str) -> tuple[Message, ...]:
+    if "prompt" in item:
+        prompt = item["prompt"]
+        if not isinstance(prompt, list) or not all(
+            isinstance(m, Mapping)
+            and m.get("role") in {"system", "user", "assistant"}
+            and isinstance(m.get("content"), str)
+            for m in prompt
+        ):
+            raise ValueError(f"{where}: 'prompt' must be a list of {{role, content}} messages.")
+        messages = [{"role": m["role"], "content": m["content"]} for m in prompt]
+        if system and not any(m["role"] == "system" for m in messages):
+            messages.insert(0, {"role": "system", "content": system})
+        return tuple(_opening_with_user(messages))
+    if "dialogue" in item:
+        dialogue = item["dialogue"]
+        if not isinstance(dialogue, list) or not all(
+            isinstance(turn, Mapping)
+            and turn.get("speaker") in {"agent", "customer"}
+            and isinstance(turn.get("text"), str)
+            for turn in dialogue
+        ):
+            raise ValueError(
+                f"{where}: 'dialogue' must be a list of {{speaker: agent|customer, text}} turns."
+            )
+        return tuple(dialogue_messages(dialogue, system=system))
+    raise ValueError(f"{where} has neither 'prompt' (messages) nor 'dialogue' (turns).")
+
+
+def _parse_pair(item: Any, index: int, system: str) -> Pair:
+    where = f"Pair {index + 1}"
+    if not isinstance(item, Mapping):
+        raise ValueError(f"{where} must be an object.")
+    reasons = item.get("reasons") or ()
+    if isinstance(reasons, str):
+        reasons = tuple(reason for reason in reasons.split(",") if reason)
+    call_id = item.get("call_id")
+    return Pair(
+        prompt=_conversation(item, where, system),
+        chosen=_text(item, "chosen", where),
+        rejected=_text(item, "rejected", where),
+        reasons=tuple(str(reason) for reason in reasons),
+        call_id=None if call_id is None else str(call_id),
+    )
+
+
+def _parse_outcome(item: Any, index: int, system: str) -> OutcomeExample:
+    where = f"Outcome example {index + 1}"
+    if not isinstance(item, Mapping):
+        raise ValueError(f"{where} must be an object.")
+    call_id = item.get("call_id")
+    if call_id is None or str(call_id) == "":
+        raise ValueError(f"{where} has no 'call_id' (needed to hold out by call).")
+    won = item.get("won")
+    if not isinstance(won, bool):
+        raise ValueError(f"{where}: 'won' must be true or false.")
+    return OutcomeExample(
+        call_id=str(call_id),
+        prompt=_conversation(item, where, system),
+        reply=_text(item, "reply", where),
+        won=won,
+    )
+
+
+# --- conversations ------------------------------------------------------------------------
+
+
+def dialogue_messages(dialogue: Iterable[Mapping[str, str]], *, system: str = "") -> list[Message]:
+    """A real call's turns as chat messages: the agent is the assistant, the customer the
+    user; consecutive turns by the same speaker are joined (templates expect alternation)."""
+    messages: list[Message] = [{"role": "system", "content": system}] if system else []
+    for turn in dialogue:
+        role = "assistant" if turn["speaker"] == "agent" else "user"
+        if messages and messages[-1]["role"] == role:
+            messages[-1] = {"role": role, "content": messages[-1]["content"] + "\n" + turn["text"]}
+        else:
+            messages.append({"role": role, "content": turn["text"]})
+    return _opening_with_user(messages)
+
+
+def _opening_with_user(messages: list[Message]) -> list[Message]:
+    start = 1 if messages and messages[0]["role"] == "system" else 0
+    if len(messages) == start or messages[start]["role"] != "user":
+        messages.insert(start, {"role": "user", "content": CALL_STARTS})
+    return messages
+
+
+def outcome_examples_from_calls(
+    calls: Iterable[Mapping[str, Any]], *, agent_turns: int = OPENING_AGENT_TURNS
+) -> list[dict[str, Any]]:
+    """Every agent turn in the opening of every labelled real call, as spec outcome examples
+    ({"call_id", "dialogue", "reply", "won"}). Calls without a won/lost outcome are skipped."""
+    examples = []
+    for call in calls:
+        outcome = call.get("outcome")
+        if outcome not in {"won", "lost"}:
+            continue
+        turns = call.get("turns") or []
+        seen = 0
+        for index, turn in enumerate(turns):
+            if turn.get("speaker") != "agent":
+                continue
+            seen += 1
+            if seen > agent_turns:
+                break
+            examples.append(
+                {
+                    "call_id": str(call["id"]),
+                    "dialogue": [
+                        {"speaker": t["speaker"], "text": t["text"]} for t in turns[:index]
+                    ],
+                    "reply": turn["text"],
+                    "won": outcome == "won",
+                }
+            )
+    return examples
+
+
+def trim_prompt(
+    count_tokens: Callable[[list[Message]], int],
+    prompt: Sequence[Message],
+    replies: Sequence[str],
+    *,
+    max_tokens: int,
+) -> list[Message]:
+    """The prompt with its oldest turns dropped until prompt + the longest reply fits.
+
+    The system message stays, and the kept part still opens with a user turn. `count_tokens`
+    counts a whole conversation's tokens (the chat template applied).
+    """
+    messages = list(prompt)
+    longest = max(replies, key=len)
+    start = 1 if messages and messages[0]["role"] == "system" else 0
+    while count_tokens([*messages, {"role": "assistant", "content": longest}]) > max_tokens:
+        if len(messages) - start <= 1:
+            break
+        del messages[start]
+        while len(messages) - start > 1 and messages[start]["role"] != "user":
+            del messages[start]
+    return messages
+
+
+# --- held-out splits -----------------------------------------------------------------------
+
+
+def held_out_split(
+    groups: Sequence[str], *, fraction: float, seed: int
+) -> tuple[list[int], list[int]]:
+    """(train indices, held-out indices): whole groups are held out until `fraction` of the
+    rows are, so no group (call) is ever on both sides. At least one group on each side."""
+    order: dict[str, list[int]] = {}
+    for index, group in enumerate(groups):
+        order.setdefault(group, []).append(index)
+    names = sorted(order)
+    if len(names) < 2:
+        raise ValueError("Holding out needs rows from at least two calls (or pairs).")
+    rng = np.random.default_rng(seed)
+    rng.shuffle(names)
+    wanted = max(1, math.ceil(fraction * len(groups)))
+    held: list[int] = []
+    for name in names[:-1]:
+        if len(held) >= wanted:
+            break
+        held.extend(order[name])
+    held_set = set(held)
+    train = [index for index in range(len(groups)) if index not in held_set]
+    return train, sorted(held)
+
+
+def pair_groups(pairs: Sequence[Pair]) -> list[str]:
+    """What the pairs are held out by: their call where the pick names one, else each pair."""
+    return [pair.call_id or f"pair-{index}" for index, pair in enumerate(pairs)]
+
+
+# --- progress --------------------------------------------------------------------------------
+
+
+class StageProgress:
+    """Maps each stage's own steps onto the whole job's bar (e.g. reward model, then policy).
+
+    `planned` is the stages in order with the steps each is expected to take; a stage's real
+    count replaces the plan when its Trainer starts."""
+
+    def __init__(self, progress: Progress, planned: Mapping[str, int]):
+        self.progress = progress
+        self.planned = {stage: max(1, int(steps)) for stage, steps in planned.items()}
+
+    @property
+    def total(self) -> int:
+        return sum(self.planned.values())
+
+    def start(self, stage: str, steps: int) -> None:
+        self.planned[stage] = max(1, int(steps))
+
+    def step(self, stage: str, step: int, **metrics: float | int | str) -> None:
+        stages = list(self.planned)
+        offset = sum(self.planned[name] for name in stages[: stages.index(stage)])
+        self.progress(min(offset + step, self.total), self.total, stage=stage, **metrics)
+
+    def done(self, **metrics: float | int | str) -> None:
+        self.progress(self.total, self.total, stage="done", **metrics)
+
+    def callback(self, stage: str) -> Any:
+        """A transformers TrainerCallback reporting this stage's steps and its logged metrics."""
+        from transformers import TrainerCallback
+
+        stages = self
+
+        class _Callback(TrainerCallback):
+            def __init__(self) -> None:
+                self.history: list[dict[str, float]] = []
+
+            def on_train_begin(self, args, state, control, **kwargs):
+                stages.start(stage, state.max_steps)
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                # Every step logs (logging_steps=1), and on_log comes after that step's
+                # on_step_end: report here so the line carries the step's own metrics.
+                numbers = {
+                    key: float(value)
+                    for key, value in (logs or {}).items()
+                    if isinstance(value, int | float) and not isinstance(value, bool)
+                }
+                self.history.append({"step": float(state.global_step), **numbers})
+                if state.is_world_process_zero:
+                    shown = {k: round(v, 5) for k, v in numbers.items() if math.isfinite(v)}
+                    stages.step(stage, state.global_step, **shown)
+
+        return _Callback()
+
+
+def planned_steps(rows: int, *, batch_size: int, accumulation: int, epochs: float) -> int:
+    """Optimizer steps a Trainer will take over `rows` (on one process per card)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    per_epoch = max(1, math.ceil(rows / (batch_size * world)) // max(1, accumulation))
+    return max(1, math.ceil(per_epoch * epochs))
+
+
+# --- the result both routes return -------------------------------------------------------------
+
+
+def version_record(
+    spec: WordingSpec,
+    *,
+    pairs_train: int,
+    pairs_held_out: int,
+    held_out_accuracy: float | None,
+    held_out_auc: float | None,
+    merged_weights: str,
+    reward_adapter: str | None,
+    outcome_examples: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """What the version records (plain values): the same keys for RLHF and DPO."""
+    return {
+        "method": spec.trainer,
+        "pack": spec.pack,
+        "preference_version": spec.preference_version,
+        "base": spec.base,
+        "reward_source": spec.reward_source if spec.trainer == "rlhf" else None,
+        "pairs": {"total": len(spec.pairs), "train": pairs_train, "held_out": pairs_held_out},
+        "held_out_accuracy": held_out_accuracy,
+        "held_out_auc": held_out_auc,
+        "merged_weights": merged_weights,
+        "reward_adapter": reward_adapter,
+        "gpu": {"type": spec.gpu_type, "count": spec.gpu_count},
+        "epochs": spec.epochs,
+        "seed": spec.seed,
+        "outcome_examples": dict(outcome_examples) if outcome_examples else None,
+        "job": spec.job,
+    }
+
+
+def curve(
+    history: Sequence[Mapping[str, float]], keys: Sequence[str], *, points: int = 100
+) -> list[dict[str, float]]:
+    """A logged history thinned to at most `points` rows of (step and the keys it has)."""
+    rows = [
+        {"step": int(row.get("step", 0)), **{k: float(row[k]) for k in keys if k in row}}
+        for row in history
+        if any(k in row for k in keys)
+    ]
+    if len(rows) <= points:
+        return rows
+    stride = math.ceil(len(rows) / points)
+    return [*rows[::stride][: points - 1], rows[-1]]
+
+
+def last_value(history: Sequence[Mapping[str, float]], key: str) -> float | None:
+    for row in reversed(history):
+        if key in row and math.isfinite(row[key]):
+            return float(row[key])
+    return None
