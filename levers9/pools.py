@@ -26,9 +26,7 @@ def pools_ensure_defaults() -> None:
         defaults={
             "card_type": "cpu",
             "card_count": settings.LEVERS9_CPU_POOL_SLOTS,
-            "cluster_name": settings.Q_CLUSTER["name"]
-            if settings.Q_CLUSTER["name"] != DEFAULT_GPU_POOL
-            else "local-cpu",
+            "cluster_name": "local-cpu",
             "position": 0,
         },
     )

@@ -236,7 +236,10 @@ SPECTACULAR_SETTINGS = {
 # training job would be handed to a second worker while the first still runs it.
 _TASK_TIMEOUT = int(os.environ.get("LEVERS9_TASK_TIMEOUT", 6 * 3600))
 Q_CLUSTER = {
-    "name": os.environ.get("LEVERS9_Q_CLUSTER", "local-cpu"),
+    # One site name for every pool: it salts the signed task payloads, so all clusters
+    # must share it. Each pool's workers listen on their own queue, `cluster_name`.
+    "name": "levers9",
+    "cluster_name": os.environ.get("LEVERS9_Q_CLUSTER", "local-cpu"),
     "workers": int(os.environ.get("LEVERS9_Q_WORKERS", 2)),
     "timeout": _TASK_TIMEOUT,
     "retry": _TASK_TIMEOUT + 600,
@@ -282,5 +285,7 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
+        # It warns on every event sent to a group nobody watches at the moment.
+        "channels_postgres": {"level": "ERROR"},
     },
 }

@@ -75,7 +75,12 @@ def trainer_main(
         spec = json.loads(arguments.spec.read_text())
     except (OSError, json.JSONDecodeError) as error:
         parser.error(f"cannot read the spec {arguments.spec}: {error}")
-    result = dict(run(spec, progress=LineProgress()))
+    try:
+        result = dict(run(spec, progress=LineProgress()))
+    except ValueError as error:
+        # A bad spec or knob: the message says what is wrong; a traceback would bury it.
+        sys.stderr.write(f"error: {error}\n")
+        return 2
     text = json.dumps(result)
     if arguments.out:
         arguments.out.write_text(text)

@@ -112,6 +112,10 @@ def _run_trainer(job: Job) -> dict[str, Any]:
     log_path = folder / "log.txt"
     out_path.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(settings.BASE_DIR)}
+    if job.card_type.lower() == "cpu":
+        # Jobs sharing the CPU pool share its cores; oversubscribed torch threads thrash.
+        slots = max(1, settings.LEVERS9_CPU_POOL_SLOTS)
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // slots)))
     process = subprocess.Popen(  # noqa: S603 - our interpreter, our module, our files
         _trainer_command(job, Path(job.spec_path), out_path),
         cwd=settings.BASE_DIR,

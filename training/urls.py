@@ -5,6 +5,13 @@ from django.urls import path
 from training import views
 
 urlpatterns = [
+    path("engines/", views.engines, name="engines"),
+    path("engines/runs/<int:job_id>/", views.engines_run, name="engines-run"),
+    path(
+        "engines/runs/<int:job_id>/promote/",
+        views.engines_run_promote_view,
+        name="engines-run-promote",
+    ),
     path("train/", views.train, name="train"),
     path("train/move-strategy/", views.train_move_strategy_view, name="train-move-strategy"),
     path("train/jobs/<int:job_id>/", views.job_detail, name="job-detail"),

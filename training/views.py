@@ -82,3 +82,137 @@ def job_action(request, job_id: int, action: str):
     except JobError as error:
         messages.error(request, str(error))
     return redirect("job-detail", job_id=job.pk)
+
+
+# --- Engines ---------------------------------------------------------------------------
+
+
+def _form_knobs(post, algorithm: str) -> dict:
+    """Knob values from the form as JSON numbers; blank fields keep the defaults."""
+    from trainers.engines import knob_help
+
+    knobs = {}
+    for row in knob_help(algorithm):
+        raw = post.get(f"knob_{row['name']}", "").strip()
+        if raw == "":
+            continue
+        if row["type"] == "bool":
+            knobs[row["name"]] = raw in {"1", "true", "on", "yes"}
+            continue
+        try:
+            number = float(raw)
+        except ValueError:
+            knobs[row["name"]] = raw  # the validator names the knob and what it takes
+            continue
+        knobs[row["name"]] = int(number) if row["type"] == "int" and number.is_integer() else number
+    return knobs
+
+
+@role_required(MANAGER)
+def engines(request):
+    from trainers.engines import ALGORITHMS, knob_help
+
+    runs = Job.objects.filter(kind=Job.Kind.ENGINES).select_related("produced_version")[:30]
+    chosen = request.POST.get("algorithm") or request.GET.get("algorithm") or "q-learning-online"
+    error, error_knob = "", ""
+    if request.method == "POST":
+        from training.engines import KnobError, engines_run_start
+
+        world = World.objects.filter(slug=request.session.get("world")).first()
+        world = (
+            world
+            if world and world.scenarios.exists()
+            else World.objects.filter(scenarios__isnull=False).distinct().first()
+        )
+        outcomes_world = World.objects.filter(calls__isnull=False).distinct().first()
+        versions = {str(version.pk): version for version in policies_answering()}
+        parent = versions.get(request.POST.get("parent", "")) or policy_live()
+        try:
+            job = engines_run_start(
+                algorithm=chosen,
+                knobs=_form_knobs(request.POST, chosen) if chosen in ALGORITHMS else {},
+                world=world,
+                parent=parent,
+                outcomes_world=outcomes_world,
+                started_by=request.user,
+            )
+        except KnobError as problem:
+            error, error_knob = str(problem), getattr(problem, "knob", "") or ""
+        else:
+            messages.success(request, f"Engines run {job.pk} started: {job.title}.")
+            return redirect("engines-run", job_id=job.pk)
+    algorithms = [
+        {
+            "name": engine.name,
+            "label": engine.label,
+            "summary": engine.summary,
+            "knobs": knob_help(engine.name),
+        }
+        for engine in ALGORITHMS.values()
+    ]
+    return render(
+        request,
+        "training/engines.html",
+        {
+            "page": "engines",
+            "algorithms": algorithms,
+            "chosen": chosen if chosen in ALGORITHMS else "q-learning-online",
+            "posted": request.POST,
+            "error": error,
+            "error_knob": error_knob,
+            "runs": runs,
+            "versions": policies_answering(),
+            "live": policy_live(),
+        },
+        status=400 if error else 200,
+    )
+
+
+@role_required(MANAGER)
+def engines_run(request, job_id: int):
+    from training.engines import engines_run_offline_comparison
+
+    job = get_object_or_404(
+        Job.objects.select_related("parent_version", "produced_version", "world"),
+        pk=job_id,
+        kind=Job.Kind.ENGINES,
+    )
+    real_world = World.objects.filter(calls__isnull=False).distinct().first()
+    comparison = engines_run_offline_comparison(job=job, world=real_world)
+    return render(
+        request,
+        "training/engines_run.html",
+        {
+            "page": "engines",
+            "job": job,
+            "payload": job_payload(job),
+            "result": job.result or {},
+            "comparison": comparison,
+            "charts": {
+                "curve": (job.result or {}).get("learning_curve") or [],
+                "scenarios": [
+                    {
+                        key: row.get(key)
+                        for key in ("slug", "optimal_return", "learned_return", "parent_return")
+                    }
+                    for row in (job.result or {}).get("scenarios") or []
+                ],
+                "comparison": comparison,
+            },
+        },
+    )
+
+
+@require_POST
+@role_required(MANAGER)
+def engines_run_promote_view(request, job_id: int):
+    from training.engines import engines_run_promote
+
+    job = get_object_or_404(Job, pk=job_id, kind=Job.Kind.ENGINES)
+    try:
+        version = engines_run_promote(job=job, promoted_by=request.user)
+    except JobError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Promoted to {version.label}.")
+    return redirect("engines-run", job_id=job.pk)

@@ -1,0 +1,158 @@
+"""The Engines step: run a move learner with knobs as a job, measure it, promote it.
+
+An Engines run ends in a measurement, never a version, until someone promotes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from arena.models import Call, Turn, World
+from levers9.pools import pool_default
+from policies.models import PolicyVersion
+from trainers.engines import ALGORITHMS, KnobError, validate_spec
+from trainers.move_labels import label_agent_turns
+from trainers.move_strategy import SCRIPTED
+from trainers.offline_comparison import offline_agreement
+from trainers.simulator import DEFAULT_MAX_TURNS
+from training.cards import world_scenarios_spec
+from training.finish import version_from_move_strategy
+from training.models import Job
+from training.services import JobError, job_start
+
+__all__ = [
+    "KnobError",
+    "calls_label_moves",
+    "engines_outcome_examples",
+    "engines_run_offline_comparison",
+    "engines_run_promote",
+    "engines_run_start",
+]
+
+
+def calls_label_moves(*, world: World) -> int:
+    """Give every unlabelled agent turn of the world's real calls a move (the transparent
+    classifier; a reviewer corrects it in the admin). Returns how many turns it labelled."""
+    labelled: list[Turn] = []
+    calls = Call.objects.filter(world=world, turns__speaker="agent", turns__move_label="")
+    for call in calls.distinct().prefetch_related("turns"):
+        turns = list(call.turns.all())
+        labels = label_agent_turns([{"speaker": t.speaker, "text": t.text} for t in turns])
+        for turn, label in zip(turns, labels, strict=True):
+            if label is not None and not turn.move_label:
+                turn.move_label, turn.move_label_source = label[0], "classifier"
+                labelled.append(turn)
+    Turn.objects.bulk_update(labelled, ["move_label", "move_label_source"], batch_size=2000)
+    return len(labelled)
+
+
+def _calls_with_moves(world: World) -> list[dict[str, Any]]:
+    calls = Call.objects.filter(world=world).exclude(outcome=Call.Outcome.UNKNOWN)
+    return [
+        {
+            "id": call.external_id,
+            "outcome": call.outcome,
+            "turns": [
+                {"speaker": t.speaker, "text": t.text, "move": t.move_label}
+                for t in call.turns.all()
+            ],
+        }
+        for call in calls.prefetch_related("turns")
+    ]
+
+
+def engines_outcome_examples(*, world: World) -> list[dict[str, Any]]:
+    """Real calls as (move sequence, won) examples for the reward model over moves."""
+    calls_label_moves(world=world)
+    return [
+        {
+            "id": call["id"],
+            "call_id": call["id"],
+            "moves": [t["move"] for t in call["turns"] if t["speaker"] == "agent" and t["move"]],
+            "won": call["outcome"] == "won",
+        }
+        for call in _calls_with_moves(world)
+    ]
+
+
+def engines_run_start(
+    *,
+    algorithm: str,
+    knobs: dict[str, Any],
+    world: World,
+    parent: PolicyVersion,
+    outcomes_world: World | None = None,
+    started_by=None,
+) -> Job:
+    """Validate the knobs (a clear KnobError before anything runs), then start the job."""
+    if algorithm not in ALGORITHMS:
+        raise KnobError(
+            f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}",
+            knob="algorithm",
+        )
+    spec: dict[str, Any] = {
+        "algorithm": algorithm,
+        "knobs": knobs,
+        "scenarios": world_scenarios_spec(world),
+        "max_turns": DEFAULT_MAX_TURNS,
+        "parent_strategy": parent.move_strategy or SCRIPTED,
+        "pack": world.slug,
+    }
+    if algorithm == "reward-model":
+        source_world = outcomes_world or world
+        examples = engines_outcome_examples(world=source_world)
+        if not examples:
+            raise KnobError(
+                f"{source_world.name} has no real calls with outcomes to fit a reward on; "
+                "import calls or choose a world that has them",
+                knob="source",
+            )
+        spec.update({"source": "outcomes", "examples": examples})
+    if not spec["scenarios"]:
+        raise KnobError(f"{world.name} has no simulated scenarios to learn on", knob="pack")
+    validate_spec(spec)
+    return job_start(
+        kind=Job.Kind.ENGINES,
+        trainer=algorithm,
+        spec=spec,
+        pool=pool_default(gpu=False),
+        title=f"Engines: {ALGORITHMS[algorithm].label}",
+        started_by=started_by,
+        world=world,
+        parent_version=parent,
+        finish_needs={"promote": "by hand"},
+    )
+
+
+def engines_run_offline_comparison(*, job: Job, world: World | None) -> dict[str, Any] | None:
+    """How often the run's strategy picks the real agent's move on won against lost calls."""
+    strategy = (job.result or {}).get("strategy")
+    if not strategy or world is None:
+        return None
+    calls_label_moves(world=world)
+    learned = offline_agreement(strategy, _calls_with_moves(world))
+    parent = offline_agreement(
+        job.parent_version.move_strategy if job.parent_version else SCRIPTED,
+        _calls_with_moves(world),
+    )
+    return {"world": world.name, "learned": learned, "parent": parent}
+
+
+def engines_run_promote(*, job: Job, promoted_by=None) -> PolicyVersion:
+    """Make a finished Engines run a version — once."""
+    if job.kind != Job.Kind.ENGINES or job.state != Job.State.DONE:
+        raise JobError("Only a finished Engines run can be promoted.")
+    if not (job.result or {}).get("strategy"):
+        raise JobError("This run learned no move strategy (a reward model without planning).")
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        if locked.produced_version_id:
+            raise JobError(f"This run was already promoted to {locked.produced_version.label}.")
+        version = version_from_move_strategy(locked, locked.result, name="promoted")
+        if promoted_by is not None:
+            version.created_by = promoted_by
+            version.save(update_fields=["created_by"])
+        Job.objects.filter(pk=job.pk).update(produced_version=version)
+    return version
