@@ -7,14 +7,31 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from arena.api import CallViewSet, WorldViewSet
+from arena.api import (
+    CallViewSet,
+    DuelViewSet,
+    JudgeOverrideViewSet,
+    PickViewSet,
+    PreferenceVersionViewSet,
+    WorldViewSet,
+)
 from levers9 import api, views
-from policies.api import PolicyVersionViewSet
-from training.api import JobViewSet, train_move_strategy_api
+from policies.api import EndpointViewSet, PolicyVersionViewSet
+from training.api import (
+    JobViewSet,
+    engines_run_api,
+    engines_run_promote_api,
+    train_move_strategy_api,
+)
 
 api.router.register("packs", WorldViewSet, basename="pack")
 api.router.register("calls", CallViewSet, basename="call")
 api.router.register("policies", PolicyVersionViewSet, basename="policy")
+api.router.register("endpoints", EndpointViewSet, basename="endpoint")
+api.router.register("duel", DuelViewSet, basename="duel")
+api.router.register("picks", PickViewSet, basename="pick")
+api.router.register("overrides", JudgeOverrideViewSet, basename="override")
+api.router.register("preferences", PreferenceVersionViewSet, basename="preference-version")
 api.router.register("jobs", JobViewSet, basename="job")
 
 urlpatterns = [
@@ -22,10 +39,18 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("training.urls")),
+    # Before arena's placeholders: policies/, environment/ and endpoints/ are the real pages.
+    path("", include("policies.urls")),
     path("", include("arena.urls")),
     path("admin/", admin.site.urls),
     path("api/rl/me/", api.me, name="api-me"),
     path("api/rl/train/move-strategy/", train_move_strategy_api, name="api-train-move-strategy"),
+    path("api/rl/engines/runs/", engines_run_api, name="api-engines-run"),
+    path(
+        "api/rl/engines/runs/<int:job_id>/promote/",
+        engines_run_promote_api,
+        name="api-engines-run-promote",
+    ),
     path("api/rl/", include(api.router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

@@ -119,3 +119,59 @@ def train_move_strategy_api(request):
     except ValueError as error:
         return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
     return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+
+class EnginesRunSerializer(serializers.Serializer):
+    algorithm = serializers.CharField(help_text="q-learning-online, reward-model or ppo")
+    knobs = serializers.DictField(required=False, default=dict, help_text="name: value")
+    pack = serializers.SlugField(help_text="The world whose simulator it learns on")
+    parent = serializers.IntegerField(required=False, help_text="Parent version number")
+
+
+@extend_schema(request=EnginesRunSerializer, responses={201: JobSerializer})
+@api_view(["POST"])
+@permission_classes([HasRole.at_least(MANAGER)])
+def engines_run_api(request):
+    """Start an Engines run; bad knobs get a 400 naming the knob before anything runs."""
+    from training.engines import KnobError, engines_run_start
+
+    body = EnginesRunSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    world = get_object_or_404(World, slug=body.validated_data["pack"])
+    number = body.validated_data.get("parent")
+    parent = get_object_or_404(PolicyVersion, number=number) if number else policy_live()
+    try:
+        job = engines_run_start(
+            algorithm=body.validated_data["algorithm"],
+            knobs=body.validated_data["knobs"],
+            world=world,
+            parent=parent,
+            outcomes_world=World.objects.filter(calls__isnull=False).distinct().first(),
+            started_by=request.user,
+        )
+    except KnobError as error:
+        return Response(
+            {"detail": str(error), "knob": getattr(error, "knob", None)},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+
+class PromotedSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    label = serializers.CharField()
+
+
+@extend_schema(request=None, responses={201: PromotedSerializer})
+@api_view(["POST"])
+@permission_classes([HasRole.at_least(MANAGER)])
+def engines_run_promote_api(request, job_id: int):
+    """Make a finished Engines run a version (once)."""
+    from training.engines import engines_run_promote
+
+    job = get_object_or_404(Job, pk=job_id, kind=Job.Kind.ENGINES)
+    try:
+        version = engines_run_promote(job=job, promoted_by=request.user)
+    except JobError as error:
+        return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
+    return Response({"version": version.number, "label": version.label}, status=201)
