@@ -60,10 +60,44 @@ def version_from_move_strategy(
     )
 
 
+def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
+    """RLHF or DPO: a version answering from its merged weights; moves stay the parent's."""
+    record = result.get("version") or {}
+    merged = record.get("merged_weights")
+    if not merged:
+        raise ValueError("the trainer returned no merged weights to make a version from")
+    parent = job.parent_version
+    metrics = result.get("metrics") or {}
+    learned_from = {
+        "job": job.pk,
+        "kind": job.kind,
+        "algorithm": job.trainer,
+        **{key: value for key, value in record.items() if key != "job"},
+        "metrics": {
+            key: value for key, value in metrics.items() if not isinstance(value, list | dict)
+        },
+    }
+    if isinstance(metrics.get("reward_model"), dict):
+        learned_from["reward_model"] = metrics["reward_model"]
+    return version_register(
+        name="trained" if job.trainer == "rlhf" else "dpo benchmark",
+        parent=parent,
+        move_strategy=parent.move_strategy if parent else {},
+        learned_from=learned_from,
+        description=f"{job.trainer.upper()} on {record.get('base')} from preference version "
+        f"v{record.get('preference_version')}.",
+        provider=PolicyVersion.Provider.TRAINED,
+        provider_model=str(merged),
+        created_by=job.started_by,
+    )
+
+
 def finish_for_kind(job: Job, result: Any) -> PolicyVersion | None:
     if not isinstance(result, dict):
         raise ValueError("the trainer's result is not a dict of plain values")
     if job.kind == Job.Kind.TRAIN and job.trainer in {"q-learning-online", "ppo"}:
         return version_from_move_strategy(job, result)
+    if job.kind == Job.Kind.TRAIN and job.trainer in {"rlhf", "dpo"}:
+        return version_from_wording(job, result)
     # Engines runs end in a measurement: a version only when someone promotes it.
     return None

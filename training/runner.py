@@ -42,6 +42,9 @@ TRAINER_MODULES: dict[str, str] = {
     "rlhf": "trainers.rlhf",
     "dpo": "trainers.dpo",
 }
+# Jobs whose work needs the database (evaluations, serve requests) run in the worker itself:
+# name → "module.function(job_id, progress) -> dict of plain values".
+IN_WORKER_TASKS: dict[str, str] = {}
 PROGRESS_WRITE_INTERVAL = 0.5  # seconds between progress writes to the job row
 HEARTBEAT_INTERVAL = 2.0
 
@@ -94,6 +97,8 @@ def job_run(job_id: int, trainer: str) -> dict[str, Any]:
         if not started and _state(job_id) != Job.State.RUNNING:
             raise JobCancelled
         job_event_send(job_id)
+        if job.trainer in IN_WORKER_TASKS:
+            return _run_in_worker(job)
         return _run_trainer(job)
     except JobCancelled:
         return {"cancelled": True}
@@ -159,6 +164,27 @@ def _run_trainer(job: Job) -> dict[str, Any]:
         tail = log_path.read_text()[-2000:]
         raise RuntimeError(f"The trainer exited with code {process.returncode}.\n{tail}")
     return json.loads(out_path.read_text())
+
+
+def _run_in_worker(job: Job) -> dict[str, Any]:
+    """Call the job's function here, with the same progress reporting a trainer gets."""
+    import importlib
+
+    module_name, _, name = IN_WORKER_TASKS[job.trainer].rpartition(".")
+    function = getattr(importlib.import_module(module_name), name)
+    last_write = 0.0
+
+    def progress(step: int, total: int, **metrics: Any) -> None:
+        nonlocal last_write
+        now = time.monotonic()
+        if step < total and now - last_write < PROGRESS_WRITE_INTERVAL:
+            return
+        last_write = now
+        _write_progress(job.pk, {"step": step, "total": total, "metrics": metrics})
+        if _state(job.pk) == Job.State.CANCELLED:
+            raise JobCancelled
+
+    return function(job.pk, progress)
 
 
 def _write_progress(job_id: int, record: dict[str, Any]) -> None:

@@ -34,7 +34,7 @@ from levers9.task_results import (
 from levers9.tasks import enqueue_in_workspace
 from training.models import Job
 from training.progress import job_event_send
-from training.runner import TRAINER_MODULES, this_process
+from training.runner import IN_WORKER_TASKS, TRAINER_MODULES, this_process
 
 JOB_TASK = "training.runner.job_run"
 # A dashboard that has not looked at its jobs for this long is gone; another adopts them.
@@ -75,8 +75,9 @@ def job_start(
     finish_needs: dict[str, Any] | None = None,
 ) -> Job:
     """Pack the spec onto the datasets volume, ask for cards, and queue one task on the pool."""
-    if trainer not in TRAINER_MODULES:
-        raise JobError(f"Unknown trainer '{trainer}': choose one of {', '.join(TRAINER_MODULES)}.")
+    if trainer not in TRAINER_MODULES and trainer not in IN_WORKER_TASKS:
+        known = ", ".join([*TRAINER_MODULES, *IN_WORKER_TASKS])
+        raise JobError(f"Unknown trainer '{trainer}': choose one of {known}.")
     job = Job.objects.create(
         kind=kind,
         trainer=trainer,

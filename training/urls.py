@@ -14,6 +14,7 @@ urlpatterns = [
     ),
     path("train/", views.train, name="train"),
     path("train/move-strategy/", views.train_move_strategy_view, name="train-move-strategy"),
+    path("train/wording/", views.train_wording_view, name="train-wording"),
     path("train/jobs/<int:job_id>/", views.job_detail, name="job-detail"),
     path(
         "train/jobs/<int:job_id>/cancel/",

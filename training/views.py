@@ -18,7 +18,13 @@ from training.services import JobError, job_cancel, job_resume
 
 @role_required(MANAGER)
 def train(request):
+    from arena.models import PreferenceVersion
+    from levers9.models import GpuPool
+    from trainers.wording_spec import MIN_PAIRS
+    from training.wording import DEFAULT_SYSTEM, bases_offered
+
     jobs = list(job_list_recent())
+    pools = list(GpuPool.objects.filter(enabled=True))
     return render(
         request,
         "training/train.html",
@@ -28,8 +34,33 @@ def train(request):
             "job_payloads": [job_payload(job) for job in jobs],
             "versions": policies_answering(),
             "live": policy_live(),
+            "preference_versions": PreferenceVersion.objects.all()[:20],
+            "pools": pools,
+            "default_pool": next((p for p in pools if not p.is_cpu), pools[0] if pools else None),
+            "bases": bases_offered(),
+            "min_pairs": MIN_PAIRS,
+            "default_system": DEFAULT_SYSTEM,
+            "learned": _how_each_method_learns(),
         },
     )
+
+
+def _how_each_method_learns() -> dict:
+    """The world's own numbers under "How each method learns": the latest RLHF and DPO."""
+    latest = {}
+    for method in ("rlhf", "dpo"):
+        job = Job.objects.filter(trainer=method, state=Job.State.DONE).order_by("-id").first()
+        if job and job.result:
+            record = job.result.get("version") or {}
+            latest[method] = {
+                "job": job,
+                "pairs": record.get("pairs"),
+                "held_out_accuracy": record.get("held_out_accuracy"),
+                "held_out_auc": record.get("held_out_auc"),
+                "reward_source": record.get("reward_source"),
+                "version": job.produced_version,
+            }
+    return latest
 
 
 @require_POST
@@ -216,3 +247,46 @@ def engines_run_promote_view(request, job_id: int):
     else:
         messages.success(request, f"Promoted to {version.label}.")
     return redirect("engines-run", job_id=job.pk)
+
+
+@require_POST
+@role_required(MANAGER)
+def train_wording_view(request):
+    from arena.models import PreferenceVersion
+    from levers9.models import GpuPool
+    from training.wording import WordingCardError, WordingChoice, base_default, train_wording
+
+    method = request.POST.get("method", "")
+    preference = PreferenceVersion.objects.filter(pk=request.POST.get("preference") or 0).first()
+    pool = GpuPool.objects.filter(name=request.POST.get("pool"), enabled=True).first()
+    parent = {str(v.pk): v for v in policies_answering()}.get(request.POST.get("parent", ""))
+    try:
+        if preference is None:
+            raise WordingCardError("Freeze the picks first: training reads only frozen versions.")
+        if pool is None:
+            raise WordingCardError("Choose an enabled pool.")
+        try:
+            cards = int(request.POST.get("cards") or (1 if pool.is_cpu else pool.card_count))
+            epochs = float(request.POST.get("epochs") or 1)
+            seed = int(request.POST.get("seed") or 0)
+        except ValueError as error:
+            raise WordingCardError("Cards, epochs and seed must be numbers.") from error
+        outcomes_world = World.objects.filter(calls__isnull=False).distinct().first()
+        choice = WordingChoice(
+            method=method,
+            preference_version=preference,
+            pool=pool,
+            card_count=cards,
+            base=(request.POST.get("base") or "").strip() or base_default(pool),
+            parent=parent or policy_live(),
+            reward_source=request.POST.get("reward_source") or "picks",
+            outcomes_world=outcomes_world,
+            epochs=epochs,
+            seed=seed,
+        )
+        job = train_wording(choice=choice, started_by=request.user)
+    except (WordingCardError, ValueError) as error:
+        messages.error(request, str(error))
+        return redirect("train")
+    messages.success(request, f"Started job {job.pk}: {job.title}.")
+    return redirect("train")

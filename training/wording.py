@@ -1,0 +1,140 @@
+"""The Wording (RLHF) and Benchmark (DPO) cards: frozen picks → a spec → a job → a version.
+
+The spec is checked with the trainers' own parser before anything runs, so a bad base, too
+few pairs or a missing outcome world is refused on the card with the trainer's own words.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from arena.models import Call, PreferenceVersion, World
+from arena.selectors import preference_pairs
+from levers9.models import GpuPool
+from policies.models import PolicyVersion
+from trainers.models import LISTED_BASES, default_base
+from trainers.wording_spec import MIN_PAIRS, outcome_examples_from_calls, parse_wording_spec
+from training.models import Job
+from training.services import job_start
+
+METHODS = {"rlhf": "Wording · RLHF", "dpo": "Benchmark · DPO"}
+DEFAULT_SYSTEM = (
+    "You are a courteous, accurate sales agent. Answer the customer in their own register, "
+    "move the conversation forward, and never pressure or mislead."
+)
+
+
+class WordingCardError(ValueError):
+    """Why the card cannot start; shown as is."""
+
+
+@dataclass(frozen=True)
+class WordingChoice:
+    method: str
+    preference_version: PreferenceVersion
+    pool: GpuPool
+    card_count: int
+    base: str
+    parent: PolicyVersion
+    reward_source: str = "picks"
+    outcomes_world: World | None = None
+    epochs: float = 1.0
+    seed: int = 0
+    system: str = DEFAULT_SYSTEM
+    max_steps: int | None = None
+    min_pairs: int | None = None
+
+
+def bases_offered(pool: GpuPool | None = None) -> list[str]:
+    """The list on the card: the GPU bases, and the CPU default where there is no GPU."""
+    return list(LISTED_BASES)
+
+
+def base_default(pool: GpuPool) -> str:
+    return default_base(gpu=not pool.is_cpu)
+
+
+def _outcome_examples(world: World) -> list[dict[str, Any]]:
+    calls = Call.objects.filter(world=world).exclude(outcome=Call.Outcome.UNKNOWN)
+    return outcome_examples_from_calls(
+        {
+            "id": call.external_id,
+            "outcome": call.outcome,
+            "turns": [{"speaker": t.speaker, "text": t.text} for t in call.turns.all()],
+        }
+        for call in calls.prefetch_related("turns")
+    )
+
+
+def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[str, Any]:
+    frozen = list(preference_pairs(version=choice.preference_version))
+    pairs = [
+        {
+            "dialogue": pair.dialogue,
+            "chosen": pair.chosen,
+            "rejected": pair.rejected,
+            "reasons": list(pair.reasons),
+        }
+        for pair in frozen
+    ]
+    spec: dict[str, Any] = {
+        "pack": frozen[0].pack if frozen else "",
+        "version": choice.preference_version.number,
+        "base": choice.base,
+        "gpu": {"type": choice.pool.card_type, "count": choice.card_count},
+        "epochs": choice.epochs,
+        "system": choice.system,
+        "pairs": pairs,
+        "seed": choice.seed,
+        "models_dir": str(settings.MODELS_DIR),
+        "output_dir": job_folder_hint,
+        "base_allowlist": os.environ.get("LEVERS9_TRAIN_BASE_ALLOWLIST") or None,
+    }
+    if choice.method == "rlhf":
+        spec["reward_source"] = choice.reward_source
+        if choice.reward_source == "outcomes":
+            if choice.outcomes_world is None:
+                raise WordingCardError("Outcome labels need a world with real calls.")
+            spec["outcome_examples"] = _outcome_examples(choice.outcomes_world)
+    if choice.max_steps:
+        spec["max_steps"] = choice.max_steps
+    if choice.min_pairs is not None:
+        spec["min_pairs"] = choice.min_pairs
+    return spec
+
+
+def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
+    """Start the RLHF or DPO card. Checks the spec first; refuses with the reason."""
+    if choice.method not in METHODS:
+        raise WordingCardError(f"Unknown method '{choice.method}': choose rlhf or dpo.")
+    needed = choice.min_pairs if choice.min_pairs is not None else MIN_PAIRS[choice.method]
+    if choice.preference_version.row_count < needed:
+        raise WordingCardError(
+            f"{METHODS[choice.method]} asks for {needed} frozen pairs; preference version "
+            f"v{choice.preference_version.number} has {choice.preference_version.row_count}. "
+            "Duel more and freeze again."
+        )
+    # Each version's merged weights get their own folder on the models volume.
+    output = f"versions/{os.urandom(6).hex()}"
+    spec = wording_spec_build(choice, job_folder_hint=output)
+    try:
+        parse_wording_spec(spec, trainer=choice.method)
+    except ValueError as error:
+        raise WordingCardError(str(error)) from error
+    return job_start(
+        kind=Job.Kind.TRAIN,
+        trainer=choice.method,
+        spec=spec,
+        pool=choice.pool,
+        card_count=choice.card_count,
+        title=f"{METHODS[choice.method]} from {choice.parent.label}",
+        started_by=started_by,
+        parent_version=choice.parent,
+        preference_version=choice.preference_version.number,
+        base_model=choice.base,
+        finish_needs={"version": choice.method, "serve": True, "checkpoint": True},
+    )
