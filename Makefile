@@ -38,6 +38,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench.simulator_steps
 	$(PY) -m bench.tenancy_and_import
+	$(PY) -m bench.q_learning_vs_ppo
 
 clean-db:
 	-$(PY) manage.py embeddedpg stop
