@@ -1,30 +1,49 @@
 """How a version answers at a moment: the agent role.
 
 Every version starts on the simulator: its move strategy picks the move for the state of the
-call, and scripted wording says it. (Model-backed providers arrive with the providers work and
-plug in here.) A released version answers nothing.
+call, and scripted wording says it. "Runs on" moves a version to a model (the judge's, a vLLM
+endpoint, OpenAI or Anthropic by name); a trained version answers from its own endpoint
+while that endpoint serves. A released version answers nothing and is never asked.
 """
 
 from __future__ import annotations
 
-import re
+import time
 from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
 
 from arena.models import Moment
-from policies.models import PolicyVersion
-from trainers.move_strategy import SCRIPTED, choose_move
-from trainers.simulator import DEFAULT_MAX_TURNS, Persona, scripted_reply, state_index
-
-_OBJECTION_WORDS = re.compile(
-    r"\b(expensive|afford|price|cost|budget|busy|not sure|don't know|later|too much|"
-    r"worried|concern|hesitant|can't)\b",
-    re.IGNORECASE,
+from policies.models import Endpoint, PolicyVersion
+from policies.providers import (
+    CallLimits,
+    Message,
+    ModelTarget,
+    Provider,
+    ProviderError,
+    SimulatorProvider,
+    dialogue_dialect,
+    dialogue_state_index,
+    provider_for,
 )
-_CASUAL_WORDS = re.compile(r"\b(hi|hey|yeah|yep|gonna|wanna|lol|cool|awesome)\b|!", re.IGNORECASE)
+from trainers.simulator import Persona
+
+AGENT_MAX_TOKENS = 160
+AGENT_SYSTEM_PROMPT = (
+    "You are the agent on a live sales call for {world}. Write only your next turn: one to "
+    "three short sentences, in the customer's own register (casual or formal), courteous, "
+    "honest, with no pressure and never asking for card or bank details. Move the call one "
+    "step forward."
+)
 
 
 class VersionCannotAnswer(RuntimeError):
     """The version is released (or its provider is unavailable) and answers nothing."""
+
+
+class VersionDidNotAnswer(VersionCannotAnswer):
+    """The version was asked, and its endpoint gave no usable reply (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -36,45 +55,102 @@ class AgentReply:
 def _dialect_of(moment: Moment) -> str:
     if moment.scenario_id:
         return moment.scenario.dialect
-    customer_text = " ".join(
-        turn["text"] for turn in moment.dialogue() if turn["speaker"] == "customer"
-    )
-    return "casual" if len(_CASUAL_WORDS.findall(customer_text)) >= 2 else "formal"
+    return dialogue_dialect(moment.dialogue())
 
 
 def moment_state_index(moment: Moment) -> int:
-    """The simulator state of a moment: exact for simulated ones, read off a real dialogue.
-
-    For a real call we can only approximate what the simulator would see: how far into the
-    call we are, and whether the customer's last words raise an objection.
-    """
+    """The simulator state of a moment: exact for simulated ones, read off a real dialogue."""
     if moment.simulator_state is not None:
         return moment.simulator_state
-    dialogue = moment.dialogue()
-    agent_turns = sum(1 for turn in dialogue if turn["speaker"] == "agent")
-    if agent_turns == 0:
-        return state_index("opening", interest=1, trust=0, turn=0)
-    last_customer = next(
-        (turn["text"] for turn in reversed(dialogue) if turn["speaker"] == "customer"), ""
-    )
-    objection = "open" if _OBJECTION_WORDS.search(last_customer) else "not_raised"
-    turn = min(agent_turns, DEFAULT_MAX_TURNS - 1)
-    return state_index("discovery", objection, interest=1, trust=1, turn=turn)
+    return dialogue_state_index(moment.dialogue())
+
+
+def moment_messages(moment: Moment) -> list[Message]:
+    """The call so far as chat messages for a model agent: the customer is the user."""
+    messages: list[Message] = [
+        {"role": "system", "content": AGENT_SYSTEM_PROMPT.format(world=moment.world.name)}
+    ]
+    for turn in moment.dialogue():
+        role = "assistant" if turn["speaker"] == "agent" else "user"
+        messages.append({"role": role, "content": turn["text"]})
+    return messages
+
+
+def trained_target(version: PolicyVersion, endpoint: Endpoint) -> ModelTarget:
+    """Where a trained version's serving endpoint is reached."""
+    if endpoint.kind == Endpoint.Kind.TRANSFORMERS:
+        models_dir = Path(settings.MODELS_DIR)
+        adapter = str(models_dir / version.lora_adapter) if version.lora_adapter else ""
+        return ModelTarget(
+            "transformers", model=str(models_dir / version.provider_model), lora_adapter=adapter
+        )
+    return ModelTarget("vllm", model=endpoint.served_model, base_url=endpoint.url)
+
+
+def version_target(version: PolicyVersion) -> ModelTarget:
+    """Where a model-backed (not trained, not simulated) version is reached."""
+    if version.provider == PolicyVersion.Provider.VLLM:
+        return ModelTarget(
+            "vllm",
+            model=version.provider_model,
+            base_url=version.endpoint_url,
+            lora_adapter=version.lora_adapter,
+            api_key_env=version.api_key_env,
+        )
+    return ModelTarget(version.provider, model=version.provider_model)
+
+
+def version_provider(version: PolicyVersion) -> tuple[Provider, Endpoint | None]:
+    """The provider that answers for `version` now, and its endpoint if it has one."""
+    if version.provider == PolicyVersion.Provider.SIMULATOR:
+        return SimulatorProvider(version.move_strategy), None
+    limits = CallLimits.from_environment()
+    if version.is_trained:
+        endpoint = version.endpoints.filter(state=Endpoint.State.SERVING).first()
+        if endpoint is None:
+            raise VersionCannotAnswer(f"{version.label} has no serving endpoint.")
+        return provider_for(trained_target(version, endpoint), limits=limits), endpoint
+    return provider_for(version_target(version), limits=limits), None
 
 
 def version_reply(version: PolicyVersion, moment: Moment) -> AgentReply:
     """What `version` says at `moment`, or VersionCannotAnswer."""
+    if version.provider != PolicyVersion.Provider.SIMULATOR:
+        # The page may hold a copy from before a release: ask the registry, not the copy,
+        # before calling anything remote.
+        version.status = (
+            PolicyVersion.objects.filter(pk=version.pk).values_list("status", flat=True).first()
+        )
     if not version.can_answer:
         raise VersionCannotAnswer(f"{version.label} is released and answers nothing.")
-    if version.provider != PolicyVersion.Provider.SIMULATOR:
-        raise VersionCannotAnswer(
-            f"{version.label} runs on {version.get_provider_display()}, which is not wired yet."
+    provider, endpoint = version_provider(version)
+    if isinstance(provider, SimulatorProvider):
+        scenario = moment.scenario.slug if moment.scenario_id else None
+        persona = Persona.from_dict(moment.scenario.persona_dict()) if moment.scenario_id else None
+        text, move = provider.answer(
+            state=moment_state_index(moment),
+            dialect=_dialect_of(moment),
+            scenario=scenario,
+            persona=persona,
         )
-    index = moment_state_index(moment)
-    scenario = moment.scenario.slug if moment.scenario_id else None
-    move = choose_move(version.move_strategy or SCRIPTED, state_index=index, scenario=scenario)
-    persona = Persona.from_dict(moment.scenario.persona_dict()) if moment.scenario_id else None
-    from trainers.simulator import describe_state
+        return AgentReply(text=text, move=move)
+    usable, reason = provider.available()
+    if not usable:
+        raise VersionCannotAnswer(f"{version.label} cannot answer here: {reason}.")
+    started = time.monotonic()
+    try:
+        text = provider.reply(moment_messages(moment), max_tokens=AGENT_MAX_TOKENS)
+    except ProviderError as error:
+        if endpoint is not None:
+            from policies.endpoints import endpoint_record_call
 
-    text = scripted_reply(move, _dialect_of(moment), describe_state(index, persona))
-    return AgentReply(text=text, move=move)
+            endpoint_record_call(endpoint_id=endpoint.pk, latency_ms=None)
+        raise VersionDidNotAnswer(f"{version.label}: {error}") from error
+    if endpoint is not None:
+        from policies.endpoints import endpoint_record_call
+
+        endpoint_record_call(
+            endpoint_id=endpoint.pk, latency_ms=(time.monotonic() - started) * 1000
+        )
+    # A model's words carry no labelled move: the move is what a reviewer or classifier says.
+    return AgentReply(text=text, move="")

@@ -1,16 +1,71 @@
-"""API of the policy registry."""
+"""API of the policy registry: versions (with Runs on, release and serve) and endpoints.
+
+    GET  /api/rl/policies/                     every version, lineage, provider, status
+    POST /api/rl/policies/{id}/release         free the cards of its endpoint (owner)
+    POST /api/rl/policies/{id}/serve           {"gpu_count": 4, "pool": "..."}: a job (owner)
+    POST /api/rl/policies/{id}/runs-on         move its agent (owner)
+    GET  /api/rl/endpoints/                    every endpoint with its cards and counters (owner)
+    POST /api/rl/endpoints/{id}/release        release one endpoint (owner)
+
+No key is ever part of a response: a version records model names, addresses and at most
+the NAME of the variable its key is read from.
+"""
 
 from __future__ import annotations
 
-from rest_framework import serializers, viewsets
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
 
-from policies.models import PolicyVersion
+from arena.models import World
+from levers9.roles import OWNER, REVIEWER, HasRole
+from policies.endpoints import endpoint_release, version_release, version_serve
+from policies.errors import PolicyError
+from policies.models import Endpoint, PolicyVersion
+from policies.selectors import endpoints_list, version_lineage
+from policies.services import JUDGE_MODEL, version_runs_on_set
+
+
+class EndpointSerializer(serializers.ModelSerializer):
+    version = serializers.SlugRelatedField(slug_field="number", read_only=True)
+    version_label = serializers.CharField(source="version.label", read_only=True)
+    mean_latency_ms = serializers.FloatField(read_only=True, allow_null=True)
+    error_rate = serializers.FloatField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = Endpoint
+        fields = [
+            "id",
+            "version",
+            "version_label",
+            "kind",
+            "state",
+            "pool_name",
+            "card_type",
+            "card_count",
+            "card_allocation_id",
+            "job_id",
+            "url",
+            "served_model",
+            "error",
+            "request_count",
+            "error_count",
+            "error_rate",
+            "mean_latency_ms",
+            "latency_last_ms",
+            "created_at",
+            "serving_since",
+            "ended_at",
+        ]
 
 
 class PolicyVersionSerializer(serializers.ModelSerializer):
     label = serializers.CharField(read_only=True)
     parent = serializers.PrimaryKeyRelatedField(read_only=True)
     can_answer = serializers.BooleanField(read_only=True)
+    lineage = serializers.SerializerMethodField(help_text="Labels from this version to v1.")
+    endpoint = serializers.SerializerMethodField()
 
     class Meta:
         model = PolicyVersion
@@ -20,21 +75,177 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
             "name",
             "label",
             "parent",
+            "lineage",
             "description",
             "provider",
             "provider_model",
             "endpoint_url",
+            "lora_adapter",
+            "api_key_env",
             "learned_from",
             "status",
             "can_answer",
+            "endpoint",
             "created_at",
         ]
 
+    def get_lineage(self, version: PolicyVersion) -> list[str]:
+        known = self.context.get("versions_by_id")
+        return [ancestor.label for ancestor in version_lineage(version, known=known)]
+
+    @extend_schema_field(EndpointSerializer(allow_null=True))
+    def get_endpoint(self, version: PolicyVersion) -> dict | None:
+        endpoint = version.endpoints.filter(state__in=Endpoint.LIVE_STATES).first()
+        return EndpointSerializer(endpoint).data if endpoint else None
+
+
+class ServeSerializer(serializers.Serializer):
+    gpu_count = serializers.IntegerField(
+        min_value=1, help_text="Cards to serve on (the pool's size at most)."
+    )
+    pool = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="A pool by name; the first enabled GPU pool (else the CPU pool) by default.",
+    )
+
+
+class RunsOnSerializer(serializers.Serializer):
+    provider = serializers.ChoiceField(
+        choices=["simulator", "vllm", "openai", "anthropic", JUDGE_MODEL],
+        help_text='"judge" moves the agent to the model of the named world\'s judge.',
+    )
+    model = serializers.CharField(required=False, allow_blank=True, default="")
+    endpoint_url = serializers.CharField(required=False, allow_blank=True, default="")
+    lora_adapter = serializers.CharField(required=False, allow_blank=True, default="")
+    api_key_env = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The NAME of the variable holding the endpoint's key (VLLM_API_KEY), "
+        "never the key.",
+    )
+    pack = serializers.SlugField(
+        required=False, allow_blank=True, default="", help_text='The world, for "judge".'
+    )
+
+
+def _refused(error: PolicyError) -> Response:
+    return Response({"detail": str(error)}, status=error.status)
+
 
 class PolicyVersionViewSet(viewsets.ReadOnlyModelViewSet):
-    """Every agent version of this workspace with its lineage."""
+    """Every agent version of this workspace with its lineage, provider and endpoint."""
 
     serializer_class = PolicyVersionSerializer
+    permission_classes = [HasRole.at_least(REVIEWER)]
 
     def get_queryset(self):
-        return PolicyVersion.objects.select_related("parent")
+        return PolicyVersion.objects.select_related("parent").order_by("number")
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        context["versions_by_id"] = {version.pk: version for version in PolicyVersion.objects.all()}
+        return context
+
+    def list(self, request, *args, **kwargs):
+        # The list read keeps the registry honest: endpoints deleted directly are released.
+        endpoints_list()
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(request=None, responses={200: PolicyVersionSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[HasRole.at_least(OWNER)])
+    def release(self, request, pk=None):
+        """Release the version's endpoint: its cards go back to the pool, its merged weights
+        stay on the models volume, and it answers nothing until served again."""
+        version = self.get_object()
+        try:
+            version_release(version=version)
+        except PolicyError as error:
+            return _refused(error)
+        version.refresh_from_db()
+        return Response(self.get_serializer(version).data)
+
+    @extend_schema(request=ServeSerializer, responses={202: EndpointSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[HasRole.at_least(OWNER)])
+    def serve(self, request, pk=None):
+        """Serve the trained version again on N cards: a serve job. The endpoint is starting
+        until the job says it answers."""
+        body = ServeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        version = self.get_object()
+        try:
+            endpoint = version_serve(
+                version=version,
+                gpu_count=body.validated_data["gpu_count"],
+                pool_name=body.validated_data.get("pool", ""),
+                started_by=request.user,
+            )
+        except PolicyError as error:
+            return _refused(error)
+        return Response(EndpointSerializer(endpoint).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=RunsOnSerializer, responses={200: PolicyVersionSerializer})
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="runs-on",
+        permission_classes=[HasRole.at_least(OWNER)],
+    )
+    def runs_on(self, request, pk=None):
+        """Move the version's agent to the judge's model, a vLLM endpoint, an OpenAI or
+        Anthropic model by name, or back to the simulator."""
+        body = RunsOnSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        version = self.get_object()
+        world = World.objects.filter(slug=data["pack"]).first() if data["pack"] else None
+        if data["provider"] == JUDGE_MODEL and world is None:
+            return Response(
+                {"detail": "Name the world (pack) whose judge model to run on."}, status=400
+            )
+        try:
+            version = version_runs_on_set(
+                version=version,
+                provider=data["provider"],
+                model=data["model"],
+                endpoint_url=data["endpoint_url"],
+                lora_adapter=data["lora_adapter"],
+                api_key_env=data["api_key_env"],
+                world=world,
+            )
+        except PolicyError as error:
+            return _refused(error)
+        return Response(self.get_serializer(version).data)
+
+
+class PolicyVersionActionsWithoutSlash(PolicyVersionViewSet):
+    """The same actions at the addresses the description names, without a trailing slash
+    (`POST /api/rl/policies/{id}/release`). Left out of the schema: it lists them once."""
+
+    schema = None
+
+
+class EndpointViewSet(viewsets.ReadOnlyModelViewSet):
+    """Every endpoint of this workspace: version, pool, cards, state, latency, error rate."""
+
+    serializer_class = EndpointSerializer
+    permission_classes = [HasRole.at_least(OWNER)]
+
+    def get_queryset(self):
+        return Endpoint.objects.select_related("version").order_by("-created_at", "-id")
+
+    def list(self, request, *args, **kwargs):
+        endpoints_list()
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(request=None, responses={200: EndpointSerializer})
+    @action(detail=True, methods=["post"])
+    def release(self, request, pk=None):
+        """Release this endpoint: its cards go back to the pool; the weights stay."""
+        endpoint = self.get_object()
+        try:
+            endpoint = endpoint_release(endpoint=endpoint)
+        except PolicyError as error:
+            return _refused(error)
+        return Response(EndpointSerializer(endpoint).data)

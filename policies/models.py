@@ -1,6 +1,9 @@
-"""Workspace-schema models of the policy registry: numbered agent versions and their lineage.
+"""Workspace-schema models of the policy registry: numbered agent versions and their lineage,
+the endpoints that serve trained versions, and where a model judge is reached.
 
 `v1 · baseline` is the hand-written start every workspace gets; Train makes v2 and later.
+Keys are never stored here: a version or a judge records model names, addresses and, at
+most, the NAME of the environment variable that holds a key on the dashboard pod.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ class PolicyVersion(models.Model):
 
     class Status(models.TextChoices):
         ANSWERING = "answering", "Answering"
+        # A trained version between "serve" and its endpoint answering: it answers nothing yet.
+        STARTING = "starting", "Starting"
         RELEASED = "released", "Released"
 
     number = models.PositiveIntegerField(unique=True)
@@ -28,9 +33,16 @@ class PolicyVersion(models.Model):
     )
     description = models.TextField(blank=True)
     provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.SIMULATOR)
-    # Only names and addresses: keys stay in the environment of the pod.
+    # Only names and addresses: keys stay in the environment of the pod. For a trained
+    # version, provider_model is its weights folder on the models volume (relative to
+    # settings.MODELS_DIR) and endpoint_url the address of its serving endpoint, if any.
     provider_model = models.CharField(max_length=200, blank=True)
     endpoint_url = models.URLField(blank=True)
+    # vLLM: the LoRA adapter to ask for (vLLM serves it under this name). Trained: the
+    # adapter folder on the models volume, served with --enable-lora on the base weights.
+    lora_adapter = models.CharField(max_length=200, blank=True)
+    # vLLM: the NAME of the environment variable holding the endpoint's key, never the key.
+    api_key_env = models.CharField(max_length=64, blank=True)
     # "scripted" (the hand-written rules) or a learned table {"table": [...], "scenarios": ...}.
     move_strategy = models.JSONField(default=dict, blank=True)
     # What it learned from: algorithm, knobs, seed, preference version, reward source, ...
@@ -53,4 +65,109 @@ class PolicyVersion(models.Model):
 
     @property
     def can_answer(self) -> bool:
+        """Released and starting versions answer nothing (a trained version answers only
+        while its endpoint serves: see policies.endpoints)."""
         return self.status == self.Status.ANSWERING
+
+    @property
+    def is_trained(self) -> bool:
+        return self.provider == self.Provider.TRAINED
+
+
+class Endpoint(models.Model):
+    """Where a trained version is served, and the cards it holds in a pool (public schema).
+
+    One version has at most one starting-or-serving endpoint; released and failed ones stay
+    as history. Release gives the cards back; the weights stay on the models volume.
+    """
+
+    class Kind(models.TextChoices):
+        VLLM = "vllm", "vLLM on GPUs"
+        VLLM_CPU = "vllm-cpu", "vLLM on the CPU"
+        TRANSFORMERS = "transformers", "In-process transformers"
+
+    class State(models.TextChoices):
+        STARTING = "starting", "Starting"
+        SERVING = "serving", "Serving"
+        RELEASED = "released", "Released"
+        FAILED = "failed", "Failed"
+
+    LIVE_STATES = (State.STARTING, State.SERVING)
+
+    version = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="endpoints")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.STARTING)
+    # The pool lives in the public schema: kept by name, like a job's.
+    pool_name = models.CharField(max_length=60)
+    card_type = models.CharField(max_length=100)
+    card_count = models.PositiveSmallIntegerField(default=1)
+    # The CardAllocation (public schema) this endpoint holds; None once it serves on the CPU
+    # pool, which it never holds (see policies.endpoints).
+    card_allocation_id = models.PositiveIntegerField(null=True, blank=True)
+    # The serve job that started it (training.Job, by id: policies does not import training).
+    job_id = models.PositiveIntegerField(null=True, blank=True)
+    # Where it answers: an OpenAI-compatible base URL (vLLM), blank in-process.
+    url = models.CharField(max_length=300, blank=True)
+    served_model = models.CharField(max_length=200, blank=True)
+    # The server process, so release can stop it ("host" is the worker's host name).
+    host = models.CharField(max_length=200, blank=True)
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    command = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    request_count = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0)
+    latency_total_ms = models.FloatField(default=0.0)
+    latency_last_ms = models.FloatField(null=True, blank=True)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    serving_since = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["version"],
+                condition=models.Q(state__in=["starting", "serving"]),
+                name="endpoint_one_live_per_version",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"endpoint {self.pk} of {self.version}"
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in self.LIVE_STATES
+
+    @property
+    def mean_latency_ms(self) -> float | None:
+        answered = self.request_count - self.error_count
+        if answered <= 0:
+            return None
+        return self.latency_total_ms / answered
+
+    @property
+    def error_rate(self) -> float | None:
+        if not self.request_count:
+            return None
+        return self.error_count / self.request_count
+
+
+class JudgeConnection(models.Model):
+    """How a world's vLLM judge is reached (Environment → Judge). The world itself names the
+    provider and the model (World.judge_provider / judge_model); this holds the rest."""
+
+    world = models.OneToOneField(
+        "arena.World", on_delete=models.CASCADE, related_name="judge_connection"
+    )
+    endpoint_url = models.URLField(blank=True)
+    lora_adapter = models.CharField(max_length=200, blank=True)
+    # The NAME of the environment variable holding the key, never the key.
+    api_key_env = models.CharField(max_length=64, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"judge connection of {self.world}"

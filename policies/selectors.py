@@ -1,8 +1,17 @@
-"""Reads of the policy registry."""
+"""Reads of the policy registry.
+
+The list reads (`versions_list`, `endpoints_list`, `policies_answering`) first reconcile the
+registry with the endpoints (policies.endpoints.endpoints_reconcile): a version whose endpoint
+was deleted from Endpoints directly reads as released, so no page picks a dead deployment.
+"""
 
 from __future__ import annotations
 
-from policies.models import PolicyVersion
+from dataclasses import dataclass
+
+from policies.endpoints import endpoints_reconcile
+from policies.models import Endpoint, PolicyVersion
+from policies.providers import ProviderChoice, provider_choices
 
 
 def policy_live() -> PolicyVersion | None:
@@ -12,13 +21,81 @@ def policy_live() -> PolicyVersion | None:
 
 
 def policy_agent_label(version: PolicyVersion | None) -> str:
+    """Who the agent is, for the header badge: the version and what it runs on."""
     if version is None:
         return "no version yet"
-    return f"{version.label} on {version.get_provider_display()}"
+    label = f"{version.label} on {version.get_provider_display()}"
+    if version.provider in (
+        PolicyVersion.Provider.VLLM,
+        PolicyVersion.Provider.OPENAI,
+        PolicyVersion.Provider.ANTHROPIC,
+    ):
+        label += f" {version.lora_adapter or version.provider_model}"
+    if not version.can_answer:
+        label += f" ({version.get_status_display().lower()})"
+    return label
 
 
 def policies_answering() -> list[PolicyVersion]:
     """Versions that can answer, newest first: what the Duel, Train and Evaluate pick from."""
+    endpoints_reconcile()
     return list(
         PolicyVersion.objects.filter(status=PolicyVersion.Status.ANSWERING).order_by("-number")
     )
+
+
+def version_lineage(version: PolicyVersion, *, known: dict[int, PolicyVersion] | None = None):
+    """The version and its ancestors, newest first (v5 ← v3 ← v1)."""
+    known = known or {}
+    chain = [version]
+    seen = {version.pk}
+    parent_id = version.parent_id
+    while parent_id and parent_id not in seen:
+        parent = known.get(parent_id) or PolicyVersion.objects.filter(pk=parent_id).first()
+        if parent is None:
+            break
+        chain.append(parent)
+        seen.add(parent.pk)
+        parent_id = parent.parent_id
+    return chain
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """One version as the Policies page shows it."""
+
+    version: PolicyVersion
+    lineage: list[PolicyVersion]
+    endpoint: Endpoint | None  # the live (or else the newest) endpoint of a trained version
+
+
+def versions_list() -> list[VersionRow]:
+    """Every version, newest first, with its lineage and its endpoint."""
+    endpoints_reconcile()
+    versions = list(PolicyVersion.objects.order_by("-number"))
+    by_id = {version.pk: version for version in versions}
+    newest_endpoint: dict[int, Endpoint] = {}
+    for endpoint in Endpoint.objects.order_by("created_at", "id"):
+        current = newest_endpoint.get(endpoint.version_id)
+        if current is None or not current.is_live:
+            newest_endpoint[endpoint.version_id] = endpoint
+    return [
+        VersionRow(
+            version=version,
+            lineage=version_lineage(version, known=by_id),
+            endpoint=newest_endpoint.get(version.pk),
+        )
+        for version in versions
+    ]
+
+
+def endpoints_list() -> list[Endpoint]:
+    """Every endpoint, newest first, with its version."""
+    endpoints_reconcile()
+    return list(Endpoint.objects.select_related("version").order_by("-created_at", "-id"))
+
+
+def runs_on_choices() -> list[ProviderChoice]:
+    """The "Runs on" options: OpenAI and Anthropic only when the pod holds their key (else the
+    choice names the variable it is missing)."""
+    return provider_choices()

@@ -51,7 +51,7 @@ class ServeConfig:
     adapter_dir: str = ""  # a LoRA adapter to serve on top of the weights, if any
     host: str = "0.0.0.0"  # noqa: S104 - the server must be reachable from the dashboard
     port: int = 0  # 0: a free port on this machine
-    advertise_host: str = ""  # the name the dashboard reaches this machine by (else its FQDN)
+    advertise_host: str = ""  # how the dashboard reaches this machine (else LEVERS9_SERVE_HOST)
     ready_timeout: float = 900.0  # seconds for the server to load and answer
     log_path: str = ""  # where the server's output goes
     max_lora_rank: int = 64  # vLLM refuses adapters of a higher rank than this
@@ -201,7 +201,9 @@ def _serve_vllm(config: ServeConfig, progress: Progress) -> dict[str, Any]:
         progress(min(int(waited), total - 1), total, phase="loading")
         time.sleep(1.0)
     progress(total, total, phase="serving")
-    advertise = config.advertise_host or socket.getfqdn()
+    # The name the dashboard reaches this worker by: LEVERS9_SERVE_HOST on the worker, else
+    # the machine's own fully qualified name.
+    advertise = config.advertise_host or os.environ.get("LEVERS9_SERVE_HOST") or socket.getfqdn()
     return {
         "engine": config.engine,
         "url": f"http://{advertise}:{port}/v1",

@@ -79,7 +79,7 @@ def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
     }
     if isinstance(metrics.get("reward_model"), dict):
         learned_from["reward_model"] = metrics["reward_model"]
-    return version_register(
+    version = version_register(
         name="trained" if job.trainer == "rlhf" else "dpo benchmark",
         parent=parent,
         move_strategy=parent.move_strategy if parent else {},
@@ -90,11 +90,33 @@ def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
         provider_model=str(merged),
         created_by=job.started_by,
     )
+    # A trained version arrives on its own endpoint (a serve job on the same pool and cards).
+    from policies.endpoints import version_serve
+    from policies.errors import PolicyError
+
+    try:
+        version_serve(
+            version=version,
+            gpu_count=job.card_count,
+            pool_name=job.pool_name,
+            started_by=job.started_by,
+        )
+    except PolicyError as error:  # the version stays, released with its weights: Serve again
+        from training.services import job_note
+
+        job_note(job.pk, f"Not served: {error}")
+    return version
 
 
 def finish_for_kind(job: Job, result: Any) -> PolicyVersion | None:
     if not isinstance(result, dict):
         raise ValueError("the trainer's result is not a dict of plain values")
+    if job.kind == Job.Kind.SERVE:
+        from policies.endpoints import endpoint_serve_finish
+
+        # The endpoint serves; the job lets go of its cards, so the job's end does not free them.
+        endpoint_serve_finish(job=job, result=result)
+        return None
     if job.kind == Job.Kind.TRAIN and job.trainer in {"q-learning-online", "ppo"}:
         return version_from_move_strategy(job, result)
     if job.kind == Job.Kind.TRAIN and job.trainer in {"rlhf", "dpo"}:

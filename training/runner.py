@@ -41,10 +41,14 @@ TRAINER_MODULES: dict[str, str] = {
     "reward-model": "trainers.move_reward_model",
     "rlhf": "trainers.rlhf",
     "dpo": "trainers.dpo",
+    # Starts a vLLM server in its own session (or checks in-process weights) and returns.
+    "serve": "trainers.serve_local",
 }
 # Jobs whose work needs the database (evaluations, serve requests) run in the worker itself:
 # name → "module.function(job_id, progress) -> dict of plain values".
-IN_WORKER_TASKS: dict[str, str] = {}
+IN_WORKER_TASKS: dict[str, str] = {
+    "evaluate": "evaluation.runner.evaluation_job_run",
+}
 PROGRESS_WRITE_INTERVAL = 0.5  # seconds between progress writes to the job row
 HEARTBEAT_INTERVAL = 2.0
 
@@ -62,7 +66,8 @@ def _trainer_command(job: Job, spec_path: Path, out_path: Path) -> list[str]:
     if module is None:
         raise ValueError(f"Unknown trainer '{job.trainer}'.")
     arguments = ["-m", module, "--spec", str(spec_path), "--out", str(out_path)]
-    if job.card_count > 1 and job.card_type.lower() != "cpu":
+    # vLLM splits one server across the cards itself: no torchrun for serving.
+    if job.kind != Job.Kind.SERVE and job.card_count > 1 and job.card_type.lower() != "cpu":
         # Data parallel across the cards: one process per card (torchrun; see ARCHITECTURE).
         return [
             sys.executable,
@@ -87,6 +92,7 @@ def job_run(job_id: int, trainer: str) -> dict[str, Any]:
     if job.state in (*Job.ENDED_STATES, Job.State.FINISHING):
         return {"skipped": f"job was already {job.state}"}
     Job.objects.filter(pk=job_id).update(worker=this_process(), heartbeat_at=timezone.now())
+    keep_cards = False
     try:
         # The dashboard queued this task only once the job's cards were granted.
         if not CardAllocation.objects.filter(pk=job.card_allocation_id, state="held").exists():
@@ -99,13 +105,17 @@ def job_run(job_id: int, trainer: str) -> dict[str, Any]:
         job_event_send(job_id)
         if job.trainer in IN_WORKER_TASKS:
             return _run_in_worker(job)
-        return _run_trainer(job)
+        result = _run_trainer(job)
+        # A served version keeps its cards: its endpoint takes them over at the finish
+        # (policies.endpoints.endpoint_serve_finish) and frees them on release.
+        keep_cards = job.kind == Job.Kind.SERVE
+        return result
     except JobCancelled:
         return {"cancelled": True}
     finally:
         # Free the cards the moment the trainer ends and hand them to the next in line,
         # rather than waiting for the dashboard's next look.
-        if cards_release(allocation_id=job.card_allocation_id):
+        if not keep_cards and cards_release(allocation_id=job.card_allocation_id):
             from training.services import pool_place_next
 
             pool_place_next(pool_id=CardAllocation.objects.get(pk=job.card_allocation_id).pool_id)

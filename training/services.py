@@ -43,7 +43,8 @@ WATCHER_TIMEOUT = timedelta(seconds=30)
 WORKER_TIMEOUT = timedelta(minutes=3)
 
 
-def _note(job_id: int, line: str) -> None:
+def job_note(job_id: int, line: str) -> None:
+    """Add a line to what happened to the job along the way."""
     stamp = timezone.now().strftime("%Y-%m-%d %H:%M:%S")
     Job.objects.filter(pk=job_id).update(notes=Concat(F("notes"), Value(f"{stamp} {line}\n")))
 
@@ -331,14 +332,14 @@ def _adopt(job: Job, watcher: str) -> Job | None:
     if job.watcher and job.state in (Job.State.SUBMITTED, Job.State.RUNNING):
         # The dashboard that followed it restarted (or died): the record says so.
         Job.objects.filter(pk=job.pk).update(state=Job.State.INTERRUPTED)
-        _note(
+        job_note(
             job.pk,
             f"Interrupted: the dashboard following it ({job.watcher}) went away; it carries "
             f"on as task {job.task_id}.",
         )
         job_event_send(job.pk)
     if job.watcher or job.state == Job.State.INTERRUPTED:
-        _note(job.pk, f"Adopted by the dashboard {watcher}.")
+        job_note(job.pk, f"Adopted by the dashboard {watcher}.")
     return Job.objects.get(pk=job.pk)
 
 
@@ -377,7 +378,7 @@ def job_resume(*, job: Job, task_id: str = "") -> Job:
     if task_id and task_id != job.task_id:
         _check_task_belongs(job, task_id)
         Job.objects.filter(pk=job.pk).update(task_id=task_id)
-    _note(job.pk, f"Resumed by hand as task {task_id or job.task_id}.")
+    job_note(job.pk, f"Resumed by hand as task {task_id or job.task_id}.")
     Job.objects.filter(pk=job.pk, state=Job.State.INTERRUPTED).update(
         state=Job.State.RUNNING, watcher=this_process(), watched_at=timezone.now(), error=""
     )

@@ -1,0 +1,701 @@
+"""Providers: who writes the words for a role that runs on a model (the agent, a model judge).
+
+One interface (ARCHITECTURE.md, Contracts → Provider):
+
+    reply(messages, *, max_tokens) -> str        messages: [{"role", "content"}], OpenAI style
+    available() -> (bool, reason)                the reason names what is missing
+
+Implementations: the simulator (scripted words from a move strategy), any OpenAI-compatible
+vLLM endpoint (base URL, model, optional LoRA adapter, optional key from a named environment
+variable), OpenAI and Anthropic by model name (the real `openai` / `anthropic` clients), and
+the in-process transformers generator that serves small trained versions on a machine with
+no GPU.
+
+Remote calls share one discipline: a per-endpoint concurrency limit (a semaphore), a timeout,
+retries with backoff on 429 and 5xx (honouring Retry-After), and an error that says which
+endpoint did not answer and why. The clients' own retries are off so that discipline is the
+only one.
+
+Keys stay on the pod: they are read from the environment at call time and go only into the
+client's Authorization header. They are never stored, logged, or put into an error message
+(every message is scrubbed of the values of the key variables before it leaves this module).
+
+Pure Python: no Django here, so the judge (arena.judging) and the agent (policies.agents)
+share it. torch/transformers are imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlparse
+
+from trainers.move_strategy import SCRIPTED, choose_move
+from trainers.simulator import (
+    DEFAULT_MAX_TURNS,
+    Persona,
+    describe_state,
+    scripted_reply,
+    state_index,
+)
+
+logger = logging.getLogger(__name__)
+
+Message = Mapping[str, str]
+
+SIMULATOR, VLLM, OPENAI, ANTHROPIC, TRANSFORMERS = (
+    "simulator",
+    "vllm",
+    "openai",
+    "anthropic",
+    "transformers",
+)
+OPENAI_KEY_ENV = "OPENAI_API_KEY"
+ANTHROPIC_KEY_ENV = "ANTHROPIC_API_KEY"
+HOSTED_KEY_ENVS = {OPENAI: OPENAI_KEY_ENV, ANTHROPIC: ANTHROPIC_KEY_ENV}
+# vLLM serves without a key unless started with --api-key; the client insists on something.
+NO_KEY = "EMPTY"
+DEFAULT_MAX_TOKENS = 160
+
+# The variable an endpoint's key is read from may only be one meant for endpoints: a typed
+# URL must never be handed the pod's database password, Django secret, or the OpenAI and
+# Anthropic keys (which go to those companies only).
+KEY_ENV_PATTERN = re.compile(r"^(?:VLLM|LEVERS9_ENDPOINT)_[A-Z0-9_]*(?:KEY|TOKEN)$")
+
+
+class ProviderError(RuntimeError):
+    """The provider gave no usable reply. The message says which endpoint and why."""
+
+
+class ProviderUnavailable(ProviderError):
+    """Not usable here at all: a missing key variable, a missing package, missing weights."""
+
+
+class ProviderTimeout(ProviderError):
+    """The endpoint did not answer within its timeout."""
+
+
+class ProviderBusy(ProviderError):
+    """Every slot of the endpoint's concurrency limit stayed taken for the whole timeout."""
+
+
+class ProviderRejected(ProviderError):
+    """The endpoint refused the request (a 4xx other than 429): retrying will not help."""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """What every provider offers."""
+
+    label: str
+
+    def available(self) -> tuple[bool, str]: ...
+
+    def reply(
+        self, messages: Sequence[Message], *, max_tokens: int = DEFAULT_MAX_TOKENS
+    ) -> str: ...
+
+
+@dataclass(frozen=True)
+class ModelTarget:
+    """Where a model role is reached. Names and addresses only: never a key."""
+
+    provider: str  # vllm | openai | anthropic | transformers
+    model: str = ""  # the model name; for transformers, the weights folder
+    base_url: str = ""  # vLLM (and tests pointing a hosted client at a stub)
+    lora_adapter: str = ""  # vLLM: the adapter name to ask for; transformers: its folder
+    api_key_env: str = ""  # vLLM: the NAME of the variable holding its key
+
+
+@dataclass(frozen=True)
+class CallLimits:
+    """How a remote endpoint is called."""
+
+    timeout: float = 30.0  # seconds for one request (and for waiting on a free slot)
+    concurrency: int = 4  # requests in flight at once, per endpoint, per process
+    attempts: int = 3  # tries on 429 / 5xx / refused connections
+    backoff: float = 0.5  # seconds before the second try; doubles each time
+    max_backoff: float = 10.0  # never wait longer than this between tries
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> CallLimits:
+        """LEVERS9_PROVIDER_TIMEOUT, _CONCURRENCY, _ATTEMPTS and _BACKOFF override the
+        defaults."""
+        environ = os.environ if environ is None else environ
+        defaults = cls()
+        return cls(
+            timeout=float(environ.get("LEVERS9_PROVIDER_TIMEOUT", defaults.timeout)),
+            concurrency=int(environ.get("LEVERS9_PROVIDER_CONCURRENCY", defaults.concurrency)),
+            attempts=max(1, int(environ.get("LEVERS9_PROVIDER_ATTEMPTS", defaults.attempts))),
+            backoff=float(environ.get("LEVERS9_PROVIDER_BACKOFF", defaults.backoff)),
+        )
+
+
+# --- validation of what a person types ------------------------------------------------------
+
+
+def base_url_problem(url: str) -> str:
+    """Why `url` cannot be an endpoint's base URL ("" when it can)."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        return f"'{url}' is not an http(s) address such as http://gpu-node:8000/v1."
+    if parsed.username or parsed.password:
+        return "Put no user name or password in the address: name a key variable instead."
+    return ""
+
+
+def key_env_problem(name: str) -> str:
+    """Why `name` cannot name an endpoint's key variable ("" when it can, or is blank)."""
+    if not name:
+        return ""
+    if not KEY_ENV_PATTERN.match(name):
+        return (
+            "The key variable must be named like VLLM_API_KEY or LEVERS9_ENDPOINT_<NAME>_KEY "
+            "(capitals, digits, underscores); type its name, never the key itself."
+        )
+    return ""
+
+
+# --- keys: read at call time, never kept, scrubbed from every message -----------------------
+
+
+def _secret_values(environ: Mapping[str, str], extra_names: Sequence[str] = ()) -> list[str]:
+    names = {OPENAI_KEY_ENV, ANTHROPIC_KEY_ENV, *extra_names}
+    names.update(name for name in environ if KEY_ENV_PATTERN.match(name))
+    return [environ[name] for name in names if len(environ.get(name, "")) >= 4]
+
+
+def scrub(text: str, environ: Mapping[str, str] | None = None, extra_names=()) -> str:
+    """`text` with every key value of the environment replaced, cut to a readable length."""
+    environ = os.environ if environ is None else environ
+    for secret in _secret_values(environ, extra_names):
+        text = text.replace(secret, "[key]")
+    return text if len(text) <= 400 else text[:400] + "…"
+
+
+# --- per-endpoint concurrency ---------------------------------------------------------------
+
+_SEMAPHORES: dict[str, threading.BoundedSemaphore] = {}
+_SEMAPHORES_LOCK = threading.Lock()
+
+
+def _endpoint_slots(key: str, size: int) -> threading.BoundedSemaphore:
+    """One semaphore per endpoint per process, sized by the first caller."""
+    with _SEMAPHORES_LOCK:
+        semaphore = _SEMAPHORES.get(key)
+        if semaphore is None:
+            semaphore = _SEMAPHORES[key] = threading.BoundedSemaphore(max(1, size))
+        return semaphore
+
+
+# --- remote providers (vLLM, OpenAI, Anthropic) ---------------------------------------------
+
+_CLIENTS: dict[tuple[str, str, float, str], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+class _RemoteProvider:
+    """Shared by the three remote providers: slots, timeout, retries, clear errors."""
+
+    kind = ""
+    sdk_name = ""  # "openai" or "anthropic": both clients raise the same error classes
+
+    def __init__(
+        self,
+        target: ModelTarget,
+        *,
+        limits: CallLimits | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.target = target
+        self.limits = limits or CallLimits()
+        self._environ = os.environ if environ is None else environ
+
+    # What each provider fills in.
+    @property
+    def label(self) -> str:
+        raise NotImplementedError
+
+    def _key_env(self) -> str:
+        raise NotImplementedError
+
+    def _call(self, client: Any, messages: Sequence[Message], max_tokens: int) -> str:
+        raise NotImplementedError
+
+    def _client_class(self) -> Any:
+        raise NotImplementedError
+
+    # Shared.
+    @property
+    def endpoint_key(self) -> str:
+        return f"{self.kind}|{self.target.base_url}|{self.target.model}"
+
+    def _api_key(self) -> str:
+        name = self._key_env()
+        return self._environ.get(name, "") if name else NO_KEY
+
+    def available(self) -> tuple[bool, str]:
+        if find_spec(self.sdk_name) is None:
+            return False, f"the {self.sdk_name} package is not installed"
+        if not self.target.model:
+            return False, f"{self.label} names no model"
+        name = self._key_env()
+        if name and not self._environ.get(name):
+            return False, f"set {name} on the dashboard pod"
+        return True, ""
+
+    def _client(self) -> Any:
+        key = self._api_key()
+        # The cache key holds a digest of the key, never the key.
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        cache_key = (self.kind, self.target.base_url, self.limits.timeout, digest)
+        with _CLIENTS_LOCK:
+            client = _CLIENTS.get(cache_key)
+            if client is None:
+                options: dict[str, Any] = {
+                    "api_key": key,
+                    "timeout": self.limits.timeout,
+                    "max_retries": 0,  # ours below, the same for every provider
+                }
+                if self.target.base_url:
+                    options["base_url"] = self.target.base_url
+                client = _CLIENTS[cache_key] = self._client_class()(**options)
+            return client
+
+    def _scrub(self, text: str) -> str:
+        return scrub(text, self._environ, [self._key_env()] if self._key_env() else [])
+
+    def reply(self, messages: Sequence[Message], *, max_tokens: int = DEFAULT_MAX_TOKENS) -> str:
+        usable, reason = self.available()
+        if not usable:
+            raise ProviderUnavailable(f"{self.label} cannot answer here: {reason}.")
+        slots = _endpoint_slots(self.endpoint_key, self.limits.concurrency)
+        if not slots.acquire(timeout=self.limits.timeout):
+            raise ProviderBusy(
+                f"{self.label} had no free slot for {self.limits.timeout:g} s "
+                f"({self.limits.concurrency} requests in flight)."
+            )
+        try:
+            return self._reply_with_retries(messages, max_tokens)
+        finally:
+            slots.release()
+
+    def _reply_with_retries(self, messages: Sequence[Message], max_tokens: int) -> str:
+        import importlib
+
+        sdk = importlib.import_module(self.sdk_name)
+        client = self._client()
+        last_problem = ""
+        for attempt in range(1, self.limits.attempts + 1):
+            started = time.monotonic()
+            try:
+                text = self._call(client, messages, max_tokens)
+            except sdk.APITimeoutError as error:
+                # Not retried: a second wait of the same length rarely helps a page waiting.
+                raise ProviderTimeout(
+                    f"{self.label} did not answer within {self.limits.timeout:g} s."
+                ) from error
+            except sdk.APIConnectionError as error:
+                last_problem = f"nothing answers there ({type(error).__name__})"
+                wait = self._backoff(attempt, None)
+            except (sdk.RateLimitError, sdk.InternalServerError) as error:
+                status = error.status_code
+                last_problem = f"it answered {status}: {self._scrub(_error_text(error))}"
+                wait = self._backoff(attempt, error.response)
+            except sdk.APIStatusError as error:
+                raise ProviderRejected(
+                    f"{self.label} refused the request ({error.status_code}): "
+                    f"{self._scrub(_error_text(error))}"
+                ) from error
+            else:
+                if not text or not text.strip():
+                    raise ProviderError(f"{self.label} answered with no text.")
+                logger.info(
+                    "%s answered in %.0f ms (try %d)",
+                    self.label,
+                    (time.monotonic() - started) * 1000,
+                    attempt,
+                )
+                return text.strip()
+            if attempt < self.limits.attempts:
+                logger.warning("%s: %s; trying again in %.2f s", self.label, last_problem, wait)
+                time.sleep(wait)
+        raise ProviderError(
+            f"{self.label} did not answer after {self.limits.attempts} tries: {last_problem}."
+        )
+
+    def _backoff(self, attempt: int, response: Any) -> float:
+        wait = self.limits.backoff * (2 ** (attempt - 1))
+        retry_after = getattr(response, "headers", {}).get("retry-after") if response else None
+        if retry_after:
+            # An HTTP date instead of seconds: keep our own backoff.
+            with contextlib.suppress(ValueError):
+                wait = max(wait, float(retry_after))
+        # A little jitter so many callers do not come back at the same instant.
+        wait *= 1 + random.uniform(0, 0.2)  # noqa: S311 - timing jitter, not security
+        return min(wait, self.limits.max_backoff)
+
+
+def _error_text(error: Any) -> str:
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return str(getattr(error, "message", "") or error)
+
+
+class _OpenAIStyle(_RemoteProvider):
+    sdk_name = "openai"
+
+    def _client_class(self) -> Any:
+        import openai
+
+        return openai.OpenAI
+
+    def _request_model(self) -> str:
+        return self.target.model
+
+    def _call(self, client: Any, messages: Sequence[Message], max_tokens: int) -> str:
+        completion = client.chat.completions.create(
+            model=self._request_model(),
+            messages=[{"role": m["role"], "content": m["content"]} for m in messages],
+            **self._token_limit(max_tokens),
+        )
+        if not completion.choices:
+            return ""
+        return completion.choices[0].message.content or ""
+
+    def _token_limit(self, max_tokens: int) -> dict[str, int]:
+        return {"max_tokens": max_tokens}
+
+
+class VllmProvider(_OpenAIStyle):
+    """Any OpenAI-compatible endpoint (vLLM): base URL, model, optional adapter and key."""
+
+    kind = VLLM
+
+    @property
+    def label(self) -> str:
+        return f"the vLLM endpoint {self.target.base_url} ({self._request_model()})"
+
+    def _request_model(self) -> str:
+        # vLLM serves a LoRA adapter under its own name: asking for it is asking for the
+        # base with the adapter applied.
+        return self.target.lora_adapter or self.target.model
+
+    def _key_env(self) -> str:
+        return self.target.api_key_env
+
+    def available(self) -> tuple[bool, str]:
+        problem = base_url_problem(self.target.base_url) or key_env_problem(self.target.api_key_env)
+        if problem:
+            return False, problem
+        return super().available()
+
+
+class OpenAIProvider(_OpenAIStyle):
+    """OpenAI by model name; the key is OPENAI_API_KEY on the pod."""
+
+    kind = OPENAI
+
+    @property
+    def label(self) -> str:
+        return f"OpenAI {self.target.model}"
+
+    def _key_env(self) -> str:
+        return OPENAI_KEY_ENV
+
+    def _token_limit(self, max_tokens: int) -> dict[str, int]:
+        return {"max_completion_tokens": max_tokens}
+
+
+class AnthropicProvider(_RemoteProvider):
+    """Anthropic by model name; the key is ANTHROPIC_API_KEY on the pod."""
+
+    kind = ANTHROPIC
+    sdk_name = "anthropic"
+
+    @property
+    def label(self) -> str:
+        return f"Anthropic {self.target.model}"
+
+    def _key_env(self) -> str:
+        return ANTHROPIC_KEY_ENV
+
+    def _client_class(self) -> Any:
+        import anthropic
+
+        return anthropic.Anthropic
+
+    def _call(self, client: Any, messages: Sequence[Message], max_tokens: int) -> str:
+        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+        conversation = alternating_turns([m for m in messages if m["role"] != "system"])
+        options: dict[str, Any] = {}
+        if system:
+            options["system"] = system
+        answer = client.messages.create(
+            model=self.target.model, max_tokens=max_tokens, messages=conversation, **options
+        )
+        return "".join(
+            getattr(block, "text", "")
+            for block in answer.content
+            if getattr(block, "type", "") == "text"
+        )
+
+
+# Stage directions from the customer's side, where a conversation needs a user turn.
+CALL_CONNECTS = "(The call connects.)"
+CUSTOMER_WAITS = "(The customer waits for you to go on.)"
+STAGE_DIRECTIONS = frozenset({CALL_CONNECTS, CUSTOMER_WAITS})
+
+
+def alternating_turns(messages: Sequence[Message]) -> list[dict[str, str]]:
+    """User and assistant turns that alternate and start and end with the user's, as the
+    Anthropic API (and most chat templates) require: consecutive turns of one side are
+    joined; a conversation that starts or ends with the assistant gets a short stage
+    direction from the user's side."""
+    turns: list[dict[str, str]] = []
+    for message in messages:
+        role = "assistant" if message["role"] == "assistant" else "user"
+        if turns and turns[-1]["role"] == role:
+            turns[-1] = {"role": role, "content": turns[-1]["content"] + "\n" + message["content"]}
+        else:
+            turns.append({"role": role, "content": message["content"]})
+    if not turns or turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": CALL_CONNECTS})
+    if turns[-1]["role"] != "user":
+        turns.append({"role": "user", "content": CUSTOMER_WAITS})
+    return turns
+
+
+# --- the in-process transformers generator ---------------------------------------------------
+
+_LOCAL_MODELS: dict[tuple[str, str], tuple[Any, Any]] = {}
+_LOCAL_LOCK = threading.Lock()
+
+
+def local_models_forget(weights_dir: str | Path | None = None) -> None:
+    """Drop loaded models from this process's cache (all, or one weights folder's)."""
+    with _LOCAL_LOCK:
+        for key in list(_LOCAL_MODELS):
+            if weights_dir is None or key[0] == str(weights_dir):
+                del _LOCAL_MODELS[key]
+
+
+class TransformersProvider:
+    """A small trained version generated in this process with transformers: the embedded
+    default where no GPU exists. Loaded once per process and kept; one generation at a time
+    per model (the CPU is the limit, not the network)."""
+
+    kind = TRANSFORMERS
+
+    def __init__(self, target: ModelTarget, *, limits: CallLimits | None = None) -> None:
+        self.target = target
+        self.limits = limits or CallLimits()
+
+    @property
+    def label(self) -> str:
+        return f"the in-process model {Path(self.target.model).name}"
+
+    def available(self) -> tuple[bool, str]:
+        if find_spec("torch") is None or find_spec("transformers") is None:
+            return False, "torch and transformers are not installed"
+        if not (Path(self.target.model) / "config.json").is_file():
+            return False, f"no weights at {self.target.model}"
+        if self.target.lora_adapter and find_spec("peft") is None:
+            return False, "the adapter needs the peft package"
+        return True, ""
+
+    def _load(self) -> tuple[Any, Any]:
+        key = (self.target.model, self.target.lora_adapter)
+        with _LOCAL_LOCK:
+            loaded = _LOCAL_MODELS.get(key)
+            if loaded is None:
+                from transformers import AutoModelForCausalLM, AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(self.target.model)
+                model = AutoModelForCausalLM.from_pretrained(self.target.model)
+                if self.target.lora_adapter:
+                    from peft import PeftModel
+
+                    model = PeftModel.from_pretrained(model, self.target.lora_adapter)
+                model.eval()
+                loaded = _LOCAL_MODELS[key] = (tokenizer, model)
+            return loaded
+
+    def reply(self, messages: Sequence[Message], *, max_tokens: int = DEFAULT_MAX_TOKENS) -> str:
+        usable, reason = self.available()
+        if not usable:
+            raise ProviderUnavailable(f"{self.label} cannot answer here: {reason}.")
+        slots = _endpoint_slots(f"{self.kind}|{self.target.model}", 1)
+        if not slots.acquire(timeout=self.limits.timeout):
+            raise ProviderBusy(f"{self.label} stayed busy for {self.limits.timeout:g} s.")
+        try:
+            return self._generate(messages, max_tokens)
+        finally:
+            slots.release()
+
+    def _generate(self, messages: Sequence[Message], max_tokens: int) -> str:
+        import torch
+
+        tokenizer, model = self._load()
+        prompt = _prompt_text(tokenizer, messages)
+        inputs = tokenizer(prompt, return_tensors="pt")
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else None
+        with torch.no_grad():
+            output = model.generate(
+                **inputs,
+                max_new_tokens=max_tokens,
+                do_sample=False,  # the same moment gets the same words
+                pad_token_id=pad if pad is not None else tokenizer.eos_token_id,
+            )
+        new_tokens = output[0][inputs["input_ids"].shape[1] :]
+        text = tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
+        if not text:
+            raise ProviderError(f"{self.label} generated no text.")
+        return text
+
+
+def _prompt_text(tokenizer: Any, messages: Sequence[Message]) -> str:
+    conversation = [{"role": m["role"], "content": m["content"]} for m in messages]
+    if getattr(tokenizer, "chat_template", None):
+        # enable_thinking only reaches templates that know it (Qwen3's); others ignore it.
+        return tokenizer.apply_chat_template(
+            conversation, tokenize=False, add_generation_prompt=True, enable_thinking=False
+        )
+    lines = []
+    for message in conversation:
+        speaker = {"system": "", "assistant": "Agent: ", "user": "Customer: "}[message["role"]]
+        lines.append(speaker + message["content"])
+    return "\n".join(lines) + "\nAgent:"
+
+
+# --- the simulator ---------------------------------------------------------------------------
+
+_OBJECTION_WORDS = re.compile(
+    r"\b(expensive|afford|price|cost|budget|busy|not sure|don't know|later|too much|"
+    r"worried|concern|hesitant|can't)\b",
+    re.IGNORECASE,
+)
+_CASUAL_WORDS = re.compile(r"\b(hi|hey|yeah|yep|gonna|wanna|lol|cool|awesome)\b|!", re.IGNORECASE)
+
+
+def dialogue_dialect(dialogue: Sequence[Mapping[str, str]]) -> str:
+    """The customer's register read off their words: casual or formal."""
+    customer_text = " ".join(turn["text"] for turn in dialogue if turn["speaker"] == "customer")
+    return "casual" if len(_CASUAL_WORDS.findall(customer_text)) >= 2 else "formal"
+
+
+def dialogue_state_index(dialogue: Sequence[Mapping[str, str]]) -> int:
+    """The simulator state a real dialogue approximates.
+
+    We can only guess what the simulator would see: how far into the call we are, and
+    whether the customer's last words raise an objection.
+    """
+    agent_turns = sum(1 for turn in dialogue if turn["speaker"] == "agent")
+    if agent_turns == 0:
+        return state_index("opening", interest=1, trust=0, turn=0)
+    last_customer = next(
+        (turn["text"] for turn in reversed(dialogue) if turn["speaker"] == "customer"), ""
+    )
+    objection = "open" if _OBJECTION_WORDS.search(last_customer) else "not_raised"
+    turn = min(agent_turns, DEFAULT_MAX_TURNS - 1)
+    return state_index("discovery", objection, interest=1, trust=1, turn=turn)
+
+
+def dialogue_from_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
+    return [
+        {"speaker": "agent" if m["role"] == "assistant" else "customer", "text": m["content"]}
+        for m in messages
+        if m["role"] in ("user", "assistant") and m["content"] not in STAGE_DIRECTIONS
+    ]
+
+
+class SimulatorProvider:
+    """Scripted words: the move strategy picks the move for the state, the script says it."""
+
+    kind = SIMULATOR
+    label = "the simulator"
+
+    def __init__(self, move_strategy: Mapping[str, Any] | None = None) -> None:
+        self.move_strategy = dict(move_strategy or SCRIPTED)
+
+    def available(self) -> tuple[bool, str]:
+        return True, ""
+
+    def answer(
+        self,
+        *,
+        state: int,
+        dialect: str,
+        scenario: str | None = None,
+        persona: Persona | None = None,
+    ) -> tuple[str, str]:
+        """(text, move) at an exact simulator state."""
+        move = choose_move(self.move_strategy, state_index=state, scenario=scenario)
+        return scripted_reply(move, dialect, describe_state(state, persona)), move
+
+    def reply(self, messages: Sequence[Message], *, max_tokens: int = DEFAULT_MAX_TOKENS) -> str:
+        dialogue = dialogue_from_messages(messages)
+        text, _move = self.answer(
+            state=dialogue_state_index(dialogue), dialect=dialogue_dialect(dialogue)
+        )
+        return text
+
+
+# --- choosing a provider ---------------------------------------------------------------------
+
+
+def provider_for(
+    target: ModelTarget,
+    *,
+    limits: CallLimits | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Provider:
+    """The provider that reaches `target`."""
+    limits = limits or CallLimits.from_environment(environ)
+    if target.provider == VLLM:
+        return VllmProvider(target, limits=limits, environ=environ)
+    if target.provider == OPENAI:
+        return OpenAIProvider(target, limits=limits, environ=environ)
+    if target.provider == ANTHROPIC:
+        return AnthropicProvider(target, limits=limits, environ=environ)
+    if target.provider == TRANSFORMERS:
+        return TransformersProvider(target, limits=limits)
+    raise ValueError(f"No model provider '{target.provider}': choose vllm, openai or anthropic.")
+
+
+@dataclass(frozen=True)
+class ProviderChoice:
+    """One "Runs on" / "Judge" option as a page offers it."""
+
+    provider: str
+    label: str
+    available: bool
+    reason: str  # why it cannot be chosen; names the missing variable
+
+
+def provider_choices(environ: Mapping[str, str] | None = None) -> list[ProviderChoice]:
+    """The simulator and vLLM always; OpenAI and Anthropic when the pod holds their key."""
+    environ = os.environ if environ is None else environ
+    choices = [
+        ProviderChoice(SIMULATOR, "Simulator (scripted)", True, ""),
+        ProviderChoice(VLLM, "vLLM endpoint", True, ""),
+    ]
+    for provider, label in ((OPENAI, "OpenAI"), (ANTHROPIC, "Anthropic")):
+        name = HOSTED_KEY_ENVS[provider]
+        present = bool(environ.get(name))
+        choices.append(ProviderChoice(provider, label, present, "" if present else f"set {name}"))
+    return choices

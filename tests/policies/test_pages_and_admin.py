@@ -1,0 +1,251 @@
+"""Pages (Policies, Environment, Endpoints) and the admin: roles, Runs on in one click, the
+missing key variables named, and the rival workspace refused everywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from arena.models import World
+from levers9.models import CardAllocation
+from policies.endpoints import endpoint_serve_finish, version_serve
+from policies.models import Endpoint, PolicyVersion
+from tests.conftest import client_for, make_user
+from training.models import Job
+
+
+@pytest.fixture
+def manager(workspace):
+    make_user(workspace, "max@acme.test", "manager")
+    return client_for(workspace, "max@acme.test")
+
+
+@pytest.fixture
+def reviewer(workspace):
+    make_user(workspace, "rita@acme.test", "reviewer")
+    return client_for(workspace, "rita@acme.test")
+
+
+@pytest.fixture
+def endpoint(trained_version, gpu_pool, serve_trainer):
+    endpoint = version_serve(version=trained_version, gpu_count=2, pool_name=gpu_pool.name)
+    return endpoint
+
+
+def test_it_shows_versions_with_lineage_and_status_to_a_reviewer(trained_version, reviewer):
+    page = reviewer.get("/policies/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "v2 · trained ← v1 · baseline" in text
+    assert "Trained endpoint" in text
+    assert "algorithm: dpo" in text
+    assert "Runs on…" not in text  # a reviewer views; the owner changes
+    response = reviewer.post(f"/policies/{trained_version.pk}/runs-on/", {"provider": "vllm"})
+    assert response.status_code == 403
+
+
+def test_it_names_the_missing_key_variables_when_no_keys_are_set(in_workspace, owner_client):
+    text = owner_client.get("/policies/").content.decode()
+    assert "Runs on…" in text
+    assert "Not offered: set OPENAI_API_KEY on the dashboard pod." in text
+    assert "Not offered: set ANTHROPIC_API_KEY on the dashboard pod." in text
+    environment = owner_client.get("/environment/").content.decode()
+    assert "OpenAI — set OPENAI_API_KEY" in environment
+    assert "Anthropic — set ANTHROPIC_API_KEY" in environment
+    baseline = PolicyVersion.objects.get(number=1)
+    refused = owner_client.post(
+        f"/api/rl/policies/{baseline.pk}/runs-on",
+        {"provider": "openai", "model": "gpt-4o-mini"},
+        content_type="application/json",
+    )
+    assert refused.status_code == 409
+    assert "set OPENAI_API_KEY" in refused.json()["detail"]
+
+
+def test_it_offers_openai_once_its_key_is_set(in_workspace, owner_client, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-offered-0001")
+    text = owner_client.get("/policies/").content.decode()
+    assert "Run on OpenAI" in text
+    assert "set OPENAI_API_KEY" not in text
+    assert "set ANTHROPIC_API_KEY" in text
+
+
+def test_it_moves_a_version_in_one_click_and_back(in_workspace, owner_client, stub):
+    baseline = PolicyVersion.objects.get(number=1)
+    response = owner_client.post(
+        f"/policies/{baseline.pk}/runs-on/",
+        {
+            "provider": "vllm",
+            "endpoint_url": stub.base_url,
+            "model": "Qwen/Qwen3-14B",
+            "lora_adapter": "v1-wording",
+            "api_key_env": "VLLM_API_KEY",
+        },
+    )
+    assert response.status_code == 302
+    baseline.refresh_from_db()
+    assert (baseline.provider, baseline.lora_adapter, baseline.api_key_env) == (
+        "vllm",
+        "v1-wording",
+        "VLLM_API_KEY",
+    )
+    badge = owner_client.get("/?world=lettings").content.decode()
+    assert "v1 · baseline on vLLM endpoint v1-wording" in badge
+    owner_client.post(f"/policies/{baseline.pk}/runs-on/", {"provider": "simulator"})
+    baseline.refresh_from_db()
+    assert (baseline.provider, baseline.provider_model, baseline.endpoint_url) == (
+        "simulator",
+        "",
+        "",
+    )
+
+
+def test_it_moves_a_version_to_the_judge_model(in_workspace, owner_client, stub):
+    baseline = PolicyVersion.objects.get(number=1)
+    refused = owner_client.post(
+        f"/policies/{baseline.pk}/runs-on/", {"provider": "judge", "world": "lettings"}
+    )
+    assert refused.status_code == 302
+    baseline.refresh_from_db()
+    assert baseline.provider == "simulator"  # the rubric judge has no model to run on
+    owner_client.post(
+        "/environment/lettings/judge/",
+        {"provider": "vllm", "model": "judge-14b", "endpoint_url": stub.base_url},
+    )
+    assert World.objects.get(slug="lettings").judge_model == "judge-14b"
+    owner_client.post(
+        f"/policies/{baseline.pk}/runs-on/", {"provider": "judge", "world": "lettings"}
+    )
+    baseline.refresh_from_db()
+    assert (baseline.provider, baseline.provider_model, baseline.endpoint_url) == (
+        "vllm",
+        "judge-14b",
+        stub.base_url,
+    )
+
+
+def test_it_refuses_a_key_typed_where_a_name_belongs(in_workspace, owner_client, stub):
+    baseline = PolicyVersion.objects.get(number=1)
+    for fields in (
+        {"model": "sk-proj-abcdef123456", "endpoint_url": stub.base_url},
+        {"model": "m", "endpoint_url": stub.base_url, "api_key_env": "sk-proj-abcdef123456"},
+        {"model": "m", "endpoint_url": stub.base_url, "api_key_env": "SECRET_KEY"},
+        {"model": "m", "endpoint_url": "http://user:pw@gpu:8000/v1"},
+    ):
+        owner_client.post(f"/policies/{baseline.pk}/runs-on/", {"provider": "vllm", **fields})
+        baseline.refresh_from_db()
+        assert baseline.provider == "simulator", fields
+
+
+def test_it_lets_a_manager_set_the_judge_but_not_a_reviewer(in_workspace, manager, reviewer, stub):
+    assert reviewer.get("/environment/").status_code == 403
+    assert reviewer.post("/environment/lettings/judge/", {"provider": "rubric"}).status_code == 403
+    page = manager.get("/environment/")
+    assert page.status_code == 200
+    assert "Environment → Judge" in page.content.decode()
+    manager.post(
+        "/environment/lettings/judge/",
+        {"provider": "vllm", "model": "judge-8b", "endpoint_url": stub.base_url},
+    )
+    assert World.objects.get(slug="lettings").judge_label == "vllm: judge-8b"
+    assert manager.get("/endpoints/").status_code == 403
+
+
+def test_it_shows_endpoints_with_cards_state_latency_and_error_rate(endpoint, owner_client, stub):
+    job = Job.objects.get(pk=endpoint.job_id)
+    from levers9.pools import cards_try_grant
+
+    cards_try_grant(allocation_id=endpoint.card_allocation_id)
+    endpoint_serve_finish(job=job, result={"engine": "vllm", "url": stub.base_url, "pid": None})
+    Endpoint.objects.filter(pk=endpoint.pk).update(
+        request_count=4, error_count=1, latency_total_ms=600.0, latency_last_ms=210.0
+    )
+    text = owner_client.get("/endpoints/").content.decode()
+    assert "v2 · trained" in text
+    assert f"allocation {endpoint.card_allocation_id}" in text
+    assert "test-h200 · 2 × H200" in text
+    assert "Serving" in text
+    assert "200 ms" in text  # 600 ms over the 3 answered requests
+    assert "25%" in text
+    owner_client.post(f"/endpoints/{endpoint.pk}/release/")
+    endpoint.refresh_from_db()
+    assert endpoint.state == Endpoint.State.RELEASED
+
+
+def test_it_serves_and_releases_from_the_policies_page(
+    trained_version, gpu_pool, serve_trainer, owner_client
+):
+    owner_client.post(
+        f"/policies/{trained_version.pk}/serve/", {"gpu_count": "4", "pool": gpu_pool.name}
+    )
+    endpoint = Endpoint.objects.get(version=trained_version)
+    assert endpoint.card_count == 4
+    text = owner_client.get("/policies/").content.decode()
+    assert "Release" in text
+    owner_client.post(f"/policies/{trained_version.pk}/release/")
+    endpoint.refresh_from_db()
+    assert endpoint.state == Endpoint.State.RELEASED
+    assert "Serve again on" in owner_client.get("/policies/").content.decode()
+
+
+def test_it_lets_the_owner_release_and_delete_endpoints_in_the_admin(endpoint, owner_client):
+    listing = owner_client.get("/admin/policies/endpoint/")
+    assert listing.status_code == 200
+    assert "v2 · trained" in listing.content.decode()
+    assert owner_client.get("/admin/policies/endpoint/add/").status_code == 403
+    response = owner_client.post(
+        "/admin/policies/endpoint/",
+        {"action": "release", "_selected_action": [endpoint.pk]},
+    )
+    assert response.status_code == 302
+    endpoint.refresh_from_db()
+    assert endpoint.state == Endpoint.State.RELEASED
+    owner_client.post(f"/admin/policies/endpoint/{endpoint.pk}/delete/", {"post": "yes"})
+    assert not Endpoint.objects.filter(pk=endpoint.pk).exists()
+
+
+def test_it_frees_the_cards_of_an_endpoint_deleted_in_the_admin(endpoint, owner_client):
+    allocation_id = endpoint.card_allocation_id
+    owner_client.post(f"/admin/policies/endpoint/{endpoint.pk}/delete/", {"post": "yes"})
+    assert not Endpoint.objects.filter(pk=endpoint.pk).exists()
+    assert CardAllocation.objects.get(pk=allocation_id).state == CardAllocation.State.RELEASED
+    owner_client.get("/policies/")  # the list read
+    assert PolicyVersion.objects.get(number=2).status == PolicyVersion.Status.RELEASED
+
+
+def test_it_keeps_endpoints_from_a_manager_in_the_admin(endpoint, manager, reviewer):
+    assert manager.get("/admin/policies/endpoint/").status_code == 403
+    assert reviewer.get("/admin/policies/policyversion/").status_code == 200
+    assert reviewer.get("/admin/policies/judgeconnection/").status_code == 403
+
+
+def test_it_refuses_the_rival_workspace_on_pages_and_in_the_admin(endpoint, outsider_client):
+    version_id = endpoint.version_id
+    for path in ("/policies/", "/environment/", "/endpoints/"):
+        response = outsider_client.get(path)
+        assert response.status_code == 302, path
+        assert "/login/" in response["Location"]
+    for path in (
+        f"/policies/{version_id}/release/",
+        f"/policies/{version_id}/serve/",
+        f"/policies/{version_id}/runs-on/",
+        f"/endpoints/{endpoint.pk}/release/",
+        "/environment/lettings/judge/",
+    ):
+        response = outsider_client.post(path, {"provider": "rubric", "gpu_count": "1"})
+        assert response.status_code == 302, path
+        assert "/login/" in response["Location"]
+    for path in (
+        "/admin/policies/endpoint/",
+        f"/admin/policies/endpoint/{endpoint.pk}/change/",
+        f"/admin/policies/policyversion/{version_id}/change/",
+        "/admin/policies/judgeconnection/",
+    ):
+        response = outsider_client.get(path)
+        assert response.status_code == 302, path
+        assert "/admin/login/" in response["Location"]
+    response = outsider_client.post(
+        "/admin/policies/endpoint/", {"action": "release", "_selected_action": [endpoint.pk]}
+    )
+    assert response.status_code == 302
+    endpoint.refresh_from_db()
+    assert endpoint.state == Endpoint.State.STARTING

@@ -1,0 +1,99 @@
+"""A serve job through the platform's finish: the endpoint serves and keeps its cards after
+the job ends. training.finish gets the serve hook from the lead; until it lands here, the
+test installs exactly that hook (see the report of the providers work)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.utils import timezone
+from django_q.models import Task
+
+from levers9.models import CardAllocation
+from levers9.pools import cards_try_grant
+from policies.endpoints import version_serve
+from policies.models import Endpoint, PolicyVersion
+from policies.selectors import versions_list
+from training import finish
+from training.models import Job
+from training.services import JOB_TASK, job_finish
+
+
+@pytest.fixture
+def serve_hook(monkeypatch):
+    original = finish.finish_for_kind
+
+    def finish_for_kind(job, result):
+        if job.kind == Job.Kind.SERVE:
+            from policies.endpoints import endpoint_serve_finish
+
+            endpoint_serve_finish(job=job, result=result)
+            return None
+        return original(job, result)
+
+    monkeypatch.setattr(finish, "finish_for_kind", finish_for_kind)
+
+
+def _task_done(job: Job, result) -> None:
+    task_id = uuid.uuid4().hex
+    Task.objects.create(
+        id=task_id,
+        name=f"job-{job.pk}",
+        func="levers9.tasks.run_in_workspace",
+        args=(job.workspace_schema, JOB_TASK, job.pk, job.trainer),
+        kwargs={},
+        result=result,
+        started=timezone.now(),
+        stopped=timezone.now(),
+        success=True,
+        group=job.workspace_schema,
+    )
+    Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING, task_id=task_id)
+
+
+def test_it_keeps_the_cards_after_the_serve_job_is_done(
+    trained_version, gpu_pool, serve_trainer, serve_hook
+):
+    endpoint = version_serve(version=trained_version, gpu_count=4, pool_name=gpu_pool.name)
+    assert cards_try_grant(allocation_id=endpoint.card_allocation_id)
+    job = Job.objects.get(pk=endpoint.job_id)
+    _task_done(
+        job,
+        {
+            "engine": "vllm",
+            "url": "http://gpu-node-1:8123/v1",
+            "served_model": "v2",
+            "pid": 4242,
+            "host": "gpu-node-1",
+            "command": ["python", "-m", "vllm.entrypoints.openai.api_server"],
+            "log_path": "/var/log/v2.log",
+        },
+    )
+    assert job_finish(job_id=job.pk) is True
+    job.refresh_from_db()
+    endpoint.refresh_from_db()
+    assert job.state == Job.State.DONE
+    assert endpoint.state == Endpoint.State.SERVING
+    assert (endpoint.url, endpoint.pid, endpoint.host) == (
+        "http://gpu-node-1:8123/v1",
+        4242,
+        "gpu-node-1",
+    )
+    assert CardAllocation.objects.get(pk=endpoint.card_allocation_id).state == "held"
+    assert PolicyVersion.objects.get(pk=trained_version.pk).can_answer
+
+
+def test_it_fails_the_endpoint_when_the_serve_job_fails(
+    trained_version, gpu_pool, serve_trainer, serve_hook
+):
+    endpoint = version_serve(version=trained_version, gpu_count=1, pool_name=gpu_pool.name)
+    job = Job.objects.get(pk=endpoint.job_id)
+    _task_done(job, {"engine": "vllm", "url": ""})  # no address: the finish refuses it
+    assert job_finish(job_id=job.pk) is False
+    assert Job.objects.get(pk=job.pk).state == Job.State.FAILED
+    assert CardAllocation.objects.get(pk=endpoint.card_allocation_id).state == "released"
+    versions_list()  # the next list read sees the failed job
+    endpoint.refresh_from_db()
+    assert endpoint.state == Endpoint.State.FAILED
+    assert "no address" in endpoint.error
