@@ -171,3 +171,87 @@ class JudgeConnection(models.Model):
 
     def __str__(self) -> str:
         return f"judge connection of {self.world}"
+
+
+class LivePeriod(models.Model):
+    """Which version was live when: the open period (ended_at null) is the live version."""
+
+    version = models.ForeignKey(
+        PolicyVersion, on_delete=models.PROTECT, related_name="live_periods"
+    )
+    started_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # True for the one open period; a partial unique index keeps it one (NULLs would not).
+    current = models.BooleanField(default=True)
+    made_live_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["current"], condition=models.Q(current=True), name="one_live_version"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.version.label} live from {self.started_at:%Y-%m-%d %H:%M}"
+
+
+class Canary(models.Model):
+    """A release: a share of live calls goes to a candidate while the live version takes the
+    rest; the won rate each one caused decides promote or roll back."""
+
+    class State(models.TextChoices):
+        RUNNING = "running", "Running"
+        PROMOTED = "promoted", "Promoted"
+        ROLLED_BACK = "rolled_back", "Rolled back"
+
+    candidate = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="+")
+    live = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="+")
+    share = models.FloatField(help_text="Share of live calls sent to the candidate (0–1).")
+    state = models.CharField(max_length=20, choices=State.choices, default=State.RUNNING)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    started_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["state"], condition=models.Q(state="running"), name="one_running_canary"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.candidate.label} on {self.share:.0%} of live calls"
+
+
+class LiveCall(models.Model):
+    """A call the agent took for real: which version answered it, and how it ended."""
+
+    class Outcome(models.TextChoices):
+        WON = "won", "Won"
+        LOST = "lost", "Lost"
+        UNKNOWN = "unknown", "Not known yet"
+
+    external_id = models.CharField(max_length=200, unique=True)
+    version = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="live_calls")
+    canary = models.ForeignKey(
+        Canary, null=True, blank=True, on_delete=models.SET_NULL, related_name="calls"
+    )
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.UNKNOWN)
+    turns = models.JSONField(default=list, blank=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+    outcome_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-received_at"]
+        indexes = [models.Index(fields=["version", "outcome"])]
+
+    def __str__(self) -> str:
+        return self.external_id

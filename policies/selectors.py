@@ -15,9 +15,11 @@ from policies.providers import ProviderChoice, provider_choices
 
 
 def policy_live() -> PolicyVersion | None:
-    """The version taking live calls. Until Make live exists, the newest answering version
-    that is hand-written or promoted; v1 · baseline in a new workspace."""
-    return PolicyVersion.objects.filter(number=1).first() or PolicyVersion.objects.first()
+    """The version taking live calls: the one made live last; v1 · baseline in a new
+    workspace."""
+    from policies.live import live_version
+
+    return live_version()
 
 
 def policy_agent_label(version: PolicyVersion | None) -> str:
@@ -67,6 +69,8 @@ class VersionRow:
     version: PolicyVersion
     lineage: list[PolicyVersion]
     endpoint: Endpoint | None  # the live (or else the newest) endpoint of a trained version
+    # The last evaluation against its parent: {"summary": "...", "lost": bool} or None.
+    evaluation: dict | None = None
 
 
 def versions_list() -> list[VersionRow]:

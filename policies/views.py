@@ -15,13 +15,26 @@ from policies.endpoints import endpoint_release, version_release, version_serve
 from policies.errors import PolicyError
 from policies.models import Endpoint, JudgeConnection, PolicyVersion
 from policies.providers import provider_choices
-from policies.selectors import endpoints_list, versions_list
+from policies.selectors import endpoints_list, policy_live, versions_list
 from policies.services import JUDGE_MODEL, version_runs_on_set, world_judge_set
 
 
 def _world_in_view(request) -> World | None:
     slug = request.POST.get("world") or request.GET.get("world") or request.session.get("world")
     return World.objects.filter(slug=slug).first() or World.objects.order_by("name").first()
+
+
+def versions_with_verdicts():
+    """The version rows, each with its last evaluation's verdict when Evaluate has one."""
+    import dataclasses
+    import importlib
+
+    rows = versions_list()
+    try:
+        verdicts = importlib.import_module("evaluation.selectors").version_verdicts()
+    except (ImportError, AttributeError):
+        return rows
+    return [dataclasses.replace(row, evaluation=verdicts.get(row.version.pk)) for row in rows]
 
 
 @role_required(REVIEWER)
@@ -32,7 +45,8 @@ def policies_page(request):
         "policies/policies.html",
         {
             "page": "policies",
-            "rows": versions_list(),
+            "rows": versions_with_verdicts(),
+            "live": policy_live(),
             "can_change": has_role(request.user, OWNER),
             "choices": {choice.provider: choice for choice in provider_choices()},
             "judge_world": world,

@@ -1,0 +1,81 @@
+"""Pages for Make live and Release (the canary)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from levers9.roles import OWNER, role_required
+from policies.live import (
+    LiveError,
+    canary_promote,
+    canary_roll_back,
+    canary_running,
+    canary_start,
+    caused_won_rates,
+    live_history,
+    live_version,
+    version_make_live,
+)
+from policies.models import LiveCall, PolicyVersion
+from policies.selectors import policies_answering
+
+
+@require_POST
+@role_required(OWNER)
+def version_make_live_view(request, version_id: int):
+    version = get_object_or_404(PolicyVersion, pk=version_id)
+    try:
+        version_make_live(version=version, by=request.user)
+    except LiveError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"{version.label} is live.")
+    return redirect(request.POST.get("next") or "policies")
+
+
+@role_required(OWNER)
+def release_page(request):
+    canary = canary_running()
+    return render(
+        request,
+        "policies/release.html",
+        {
+            "page": "release",
+            "live": live_version(),
+            "canary": canary,
+            "canary_rates": caused_won_rates(canary=canary) if canary else [],
+            "all_time_rates": caused_won_rates(),
+            "candidates": [v for v in policies_answering() if v != live_version()],
+            "history": live_history(),
+            "recent_calls": LiveCall.objects.select_related("version")[:20],
+        },
+    )
+
+
+@require_POST
+@role_required(OWNER)
+def canary_action(request, action: str):
+    try:
+        if action == "start":
+            candidate = get_object_or_404(PolicyVersion, pk=request.POST.get("candidate") or 0)
+            try:
+                share = float(request.POST.get("share_percent") or 0) / 100
+            except ValueError as error:
+                raise LiveError("The share must be a number of percent, e.g. 10.") from error
+            canary_start(candidate=candidate, share=share, by=request.user)
+            messages.success(request, f"{candidate.label} takes {share:.0%} of live calls.")
+        else:
+            canary = canary_running()
+            if canary is None:
+                raise LiveError("No canary is running.")
+            if action == "promote":
+                canary_promote(canary=canary, by=request.user)
+                messages.success(request, f"{canary.candidate.label} is live.")
+            else:
+                canary_roll_back(canary=canary)
+                messages.success(request, f"Rolled back: {canary.live.label} takes every call.")
+    except LiveError as error:
+        messages.error(request, str(error))
+    return redirect("release")

@@ -1,0 +1,120 @@
+"""Make live (with its history), the canary on live calls, and the won rate each version caused."""
+
+from __future__ import annotations
+
+import pytest
+from django_tenants.utils import schema_context
+
+from policies.live import (
+    LiveError,
+    canary_promote,
+    canary_roll_back,
+    canary_start,
+    caused_won_rates,
+    live_call_record,
+    live_call_route,
+    live_version,
+    version_make_live,
+)
+from policies.models import LivePeriod, PolicyVersion
+from policies.services import version_register
+
+
+@pytest.fixture
+def v2(in_workspace):
+    return version_register(
+        name="trained",
+        parent=PolicyVersion.objects.get(number=1),
+        move_strategy={"kind": "scripted"},
+        learned_from={},
+    )
+
+
+def test_it_keeps_the_history_of_who_was_live_when(v2):
+    assert live_version().number == 1
+    version_make_live(version=v2)
+    assert live_version() == v2
+    with pytest.raises(LiveError, match="already live"):
+        version_make_live(version=v2)
+    version_make_live(version=PolicyVersion.objects.get(number=1))
+    periods = list(LivePeriod.objects.order_by("id").values_list("version__number", "current"))
+    assert periods == [(2, False), (1, True)]
+
+
+def test_it_refuses_to_make_a_released_version_live(v2):
+    v2.status = PolicyVersion.Status.RELEASED
+    v2.save()
+    with pytest.raises(LiveError, match="answers nothing"):
+        version_make_live(version=v2)
+
+
+def test_it_splits_live_calls_by_share_and_counts_the_won_rate_each_caused(v2):
+    canary = canary_start(candidate=v2, share=0.3)
+    routed = [live_call_route(call_id=f"call-{n}") for n in range(400)]
+    to_candidate = sum(call.version == v2 for call in routed)
+    assert 80 < to_candidate < 160  # a deterministic hash split near 30%
+    assert live_call_route(call_id="call-7").version == routed[7].version  # same call, same way
+    for n, call in enumerate(routed):
+        live_call_record(call_id=call.external_id, outcome="won" if n % 3 == 0 else "lost")
+    rates = {rate.version.number: rate for rate in caused_won_rates(canary=canary)}
+    assert rates[2].decided == to_candidate
+    assert rates[1].decided == 400 - to_candidate
+    assert rates[1].won + rates[2].won == len(range(0, 400, 3))
+    canary_promote(canary=canary)
+    assert live_version() == v2
+    with pytest.raises(LiveError, match="ended"):
+        canary_roll_back(canary=canary)
+
+
+def test_it_refuses_bad_canaries_and_unknown_calls(v2):
+    with pytest.raises(LiveError, match="between 0 and 1"):
+        canary_start(candidate=v2, share=1.5)
+    with pytest.raises(LiveError, match="live version"):
+        canary_start(candidate=PolicyVersion.objects.get(number=1), share=0.1)
+    canary = canary_start(candidate=v2, share=0.1)
+    with pytest.raises(LiveError, match="already running"):
+        canary_start(candidate=v2, share=0.2)
+    canary_roll_back(canary=canary)
+    assert live_version().number == 1
+    with pytest.raises(LiveError, match="route it first"):
+        live_call_record(call_id="never-routed", outcome="won")
+    with pytest.raises(LiveError, match="use won, lost or unknown"):
+        live_call_record(call_id="x", outcome="maybe")
+
+
+def test_it_runs_the_canary_through_the_api(owner_client, workspace):
+    with schema_context(workspace.schema_name):
+        v2 = version_register(
+            name="trained",
+            parent=PolicyVersion.objects.get(number=1),
+            move_strategy={"kind": "scripted"},
+            learned_from={},
+        )
+    started = owner_client.post(
+        "/api/rl/canary/start/",
+        {"candidate": v2.number, "share": 0.5},
+        content_type="application/json",
+    )
+    assert started.status_code == 201, started.content
+    call = owner_client.post(
+        "/api/rl/live/calls/", {"call_id": "c-1"}, content_type="application/json"
+    ).json()
+    assert call["version"] in {1, 2}
+    outcome = owner_client.post(
+        "/api/rl/live/calls/c-1/outcome/", {"outcome": "won"}, content_type="application/json"
+    )
+    assert outcome.json()["outcome"] == "won"
+    rates = owner_client.get("/api/rl/canary/").json()["won_rates"]
+    assert sum(rate["won"] for rate in rates) == 1
+    promoted = owner_client.post("/api/rl/canary/promote/")
+    assert promoted.status_code == 200
+    assert owner_client.get("/release/").status_code == 200
+    assert b"v2 \xc2\xb7 trained" in owner_client.get("/").content  # named live on the home page
+
+
+def test_it_refuses_another_workspace_the_live_api(outsider_client, workspace):
+    for path in ("/api/rl/canary/", "/api/rl/live/calls/"):
+        response = outsider_client.post(path, {"call_id": "x"}, content_type="application/json")
+        assert response.status_code in {401, 403, 405}
+    assert outsider_client.post("/api/rl/policies/1/make-live/").status_code in {401, 403}
+    assert outsider_client.get("/release/").status_code == 302
