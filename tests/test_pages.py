@@ -71,3 +71,13 @@ def test_it_shows_the_public_index_with_workspace_addresses(db):
     assert page.status_code == 200
     assert b"acme.localhost" in page.content
     assert Client(HTTP_HOST="nobody.localhost").get("/").status_code == 404
+
+
+def test_it_shows_where_the_workspace_stands_on_each_mission(owner_client):
+    page = owner_client.get("/").content.decode()
+    assert 'data-mission="3"' in page
+    assert "nothing frozen yet" in page
+    assert "only v1 · baseline so far" in page
+    assert "no evaluation yet" in page
+    assert "live: v1 · baseline" in page
+    assert "Next:" in page
