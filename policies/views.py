@@ -13,6 +13,7 @@ from levers9.models import GpuPool
 from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required
 from policies.endpoints import endpoint_release, version_release, version_serve
 from policies.errors import PolicyError
+from policies.leaderboard import leaderboard
 from policies.models import Endpoint, JudgeConnection, PolicyVersion
 from policies.providers import provider_choices
 from policies.selectors import endpoints_list, policy_live, versions_list
@@ -46,6 +47,7 @@ def policies_page(request):
         {
             "page": "policies",
             "rows": versions_with_verdicts(),
+            "leaderboard": leaderboard(),
             "live": policy_live(),
             "can_change": has_role(request.user, OWNER),
             "choices": {choice.provider: choice for choice in provider_choices()},

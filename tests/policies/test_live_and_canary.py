@@ -118,3 +118,25 @@ def test_it_refuses_another_workspace_the_live_api(outsider_client, workspace):
         assert response.status_code in {401, 403, 405}
     assert outsider_client.post("/api/rl/policies/1/make-live/").status_code in {401, 403}
     assert outsider_client.get("/release/").status_code == 302
+
+
+def test_it_ranks_versions_on_the_leaderboard_from_evaluations(v2):
+    from evaluation.models import Evaluation, EvaluationCallSet
+
+    from arena.models import World
+    from policies.leaderboard import leaderboard
+
+    world = World.objects.get(slug="lettings")
+    call_set = EvaluationCallSet.objects.create(world=world, kind="scripted")
+    Evaluation.objects.create(
+        world=world,
+        call_set=call_set,
+        candidate=v2,
+        baseline=PolicyVersion.objects.get(number=1),
+        state="done",
+        summary={"wins": 30, "losses": 10, "ties": 0},
+    )
+    ratings = leaderboard()
+    assert [rating.player for rating in ratings] == ["v2 · trained", "v1 · baseline"]
+    assert ratings[0].wins == 30
+    assert ratings[0].low <= ratings[0].strength <= ratings[0].high
