@@ -1,15 +1,39 @@
-"""Workspace admin of the arena: worlds, scenarios, real calls (with upload), moments, replies."""
+"""Workspace admin of the arena: worlds, scenarios, real calls (with upload), moments, replies,
+and the Duel's pairs, picks (freeze as an action), overrides (rescore) and preference versions."""
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Count
+from django.db.models import Count, Max
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
 
-from arena.models import Call, Judgement, Moment, Reply, Scenario, Turn, World
-from arena.services import CallImportError, calls_import
+from arena.errors import DuelError
+from arena.models import (
+    Call,
+    DuelPair,
+    Judgement,
+    JudgeOverride,
+    Moment,
+    Pick,
+    PreferenceVersion,
+    Reply,
+    Scenario,
+    Turn,
+    World,
+)
+from arena.selectors import picks_frozen_up_to, picks_with_version
+from arena.services import (
+    CallImportError,
+    calls_import,
+    duel_pairs_request_opinion,
+    duel_reservations_release,
+    judgements_rescore,
+    preference_freeze,
+)
 from levers9.roles import MANAGER, RoleAdminMixin, has_role
 
 
@@ -158,11 +182,277 @@ class ReplyAdmin(RoleAdminMixin, admin.ModelAdmin):
 
 @admin.register(Judgement)
 class JudgementAdmin(RoleAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "reply", "judge_model", "total", "has_error", "created_at"]
-    list_filter = ["judge_model"]
+    list_display = ["id", "reply", "judge_model", "total", "overruled", "has_error", "created_at"]
+    list_filter = ["judge_model", "overruled"]
     raw_id_fields = ["reply"]
     readonly_fields = ["created_at"]
 
     @admin.display(boolean=True, description="Error")
     def has_error(self, judgement: Judgement) -> bool:
         return bool(judgement.error)
+
+
+# --- the Duel -------------------------------------------------------------------------------
+
+
+@admin.register(DuelPair)
+class DuelPairAdmin(RoleAdminMixin, admin.ModelAdmin):
+    list_display = [
+        "id",
+        "world",
+        "moment_kind",
+        "scenario",
+        "judge_total",
+        "moves",
+        "previous_move",
+        "picks",
+        "reservation",
+        "frozen_in",
+        "created_at",
+    ]
+    list_filter = [
+        "world",
+        "is_open",
+        "moment__kind",
+        "scenario",
+        ("frozen_in", admin.EmptyFieldListFilter),
+        "picks_wanted",
+    ]
+    search_fields = ["moment__call__external_id", "reply_a__text", "reply_b__text", "dialogue"]
+    list_select_related = ["world", "moment", "scenario", "reserved_by", "frozen_in"]
+    raw_id_fields = ["moment", "reply_a", "reply_b"]
+    readonly_fields = [
+        "world",
+        "moment",
+        "scenario",
+        "reply_a",
+        "reply_b",
+        "dialogue",
+        "judge_model",
+        "judge_total",
+        "move_a",
+        "move_b",
+        "previous_move",
+        "pick_count",
+        "is_open",
+        "reserved_by",
+        "reserved_until",
+        "frozen_in",
+        "created_at",
+    ]
+    actions = ["ask_another_opinion", "release_reservations"]
+    show_full_result_count = False
+
+    def has_add_permission(self, request, *args) -> bool:
+        return False  # pairs come from duel_pairs_generate, never by hand
+
+    @admin.display(description="Moment", ordering="moment__kind")
+    def moment_kind(self, pair: DuelPair) -> str:
+        return pair.moment.get_kind_display()
+
+    @admin.display(description="Moves (A / B)")
+    def moves(self, pair: DuelPair) -> str:
+        return f"{pair.move_a or '—'} / {pair.move_b or '—'}"
+
+    @admin.display(description="Picks", ordering="pick_count")
+    def picks(self, pair: DuelPair) -> str:
+        return f"{pair.pick_count} of {pair.picks_wanted}"
+
+    @admin.display(description="Reserved")
+    def reservation(self, pair: DuelPair) -> str:
+        if pair.reserved_by_id and pair.reserved_until and pair.reserved_until > timezone.now():
+            return f"{pair.reserved_by} until {pair.reserved_until:%H:%M:%S}"
+        return "—"
+
+    @admin.action(description="Ask one more reviewer for the selected pairs")
+    def ask_another_opinion(self, request, queryset):
+        count = duel_pairs_request_opinion(pairs=queryset)
+        self.message_user(request, f"{count} pairs are back in the queue for one more pick.")
+
+    @admin.action(description="Release the reservations of the selected pairs")
+    def release_reservations(self, request, queryset):
+        count = duel_reservations_release(pairs=queryset)
+        self.message_user(request, f"Released {count} reservations.")
+
+
+class PickFrozenFilter(admin.SimpleListFilter):
+    title = "frozen"
+    parameter_name = "frozen"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Frozen"), ("no", "Not frozen yet")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(id__lte=picks_frozen_up_to())
+        if self.value() == "no":
+            return queryset.filter(id__gt=picks_frozen_up_to())
+        return queryset
+
+
+@admin.register(Pick)
+class PickAdmin(RoleAdminMixin, admin.ModelAdmin):
+    list_display = [
+        "id",
+        "world",
+        "pair",
+        "chosen_side",
+        "chosen_source",
+        "rejected_source",
+        "reason_list",
+        "reviewer_name",
+        "created_at",
+        "frozen_in",
+    ]
+    list_filter = [PickFrozenFilter, "world", "chosen_side", "chosen_source"]
+    search_fields = ["reviewer_name", "chosen_reply__text", "rejected_reply__text"]
+    list_select_related = ["world"]
+    readonly_fields = [
+        "pair",
+        "world",
+        "chosen_side",
+        "chosen_reply",
+        "rejected_reply",
+        "chosen_source",
+        "rejected_source",
+        "reasons",
+        "reviewer",
+        "reviewer_name",
+        "created_at",
+    ]
+    actions = ["freeze_selected"]
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+
+    def has_add_permission(self, request, *args) -> bool:
+        return False  # picks come from the Duel only
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # a pick is kept: frozen versions and agreement figures rest on it
+
+    def has_freeze_permission(self, request) -> bool:
+        return has_role(request.user, MANAGER)
+
+    def get_queryset(self, request):
+        return picks_with_version(super().get_queryset(request))
+
+    @admin.display(description="Reasons")
+    def reason_list(self, pick: Pick) -> str:
+        return ", ".join(pick.reasons) or "—"
+
+    @admin.display(description="Frozen in", ordering="frozen_in_number")
+    def frozen_in(self, pick: Pick) -> str:
+        return f"v{pick.frozen_in_number}" if pick.frozen_in_number else "—"
+
+    @admin.action(
+        description="Freeze the picks not frozen yet, up to the newest selected one",
+        permissions=["freeze"],
+    )
+    def freeze_selected(self, request, queryset):
+        newest = queryset.aggregate(newest=Max("id"))["newest"]
+        try:
+            version = preference_freeze(by=request.user, up_to_pick_id=newest)
+        except DuelError as error:
+            self.message_user(request, str(error), level=messages.ERROR)
+            return
+        self.message_user(
+            request,
+            f"Froze {version.label}: {version.picks_added} new picks, {version.row_count} in all.",
+            level=messages.SUCCESS,
+        )
+
+
+@admin.register(JudgeOverride)
+class JudgeOverrideAdmin(RoleAdminMixin, admin.ModelAdmin):
+    list_display = ["id", "reply", "judge_model", "overruled", "reviewer_name", "updated_at"]
+    list_filter = ["judge_model", "reply__moment__world"]
+    search_fields = ["reviewer_name", "reply__text", "note"]
+    list_select_related = ["reply"]
+    readonly_fields = [
+        "reply",
+        "judge_model",
+        "judge_scores",
+        "reviewer",
+        "created_at",
+        "updated_at",
+    ]
+    actions = ["rescore"]
+
+    def has_add_permission(self, request, *args) -> bool:
+        return False  # reviewers overrule from the Duel or the API
+
+    def has_rescore_permission(self, request) -> bool:
+        return has_role(request.user, MANAGER)
+
+    @admin.display(description="Overruled")
+    def overruled(self, override: JudgeOverride) -> str:
+        return ", ".join(
+            f"{name} {override.judge_scores.get(name, 0):.2f}→{value:.2f}"
+            for name, value in override.scores.items()
+        )
+
+    @admin.action(
+        description="Rescore the overruled replies (all of them)", permissions=["rescore"]
+    )
+    def rescore(self, request, queryset):
+        report = judgements_rescore()
+        rates = ", ".join(
+            f"{name} {row['rate']:.0%}"
+            for name, row in report.agreement.items()
+            if row["rate"] is not None
+        )
+        self.message_user(
+            request,
+            f"Rescored {report.replies_rescored} replies ({report.pairs_reordered} pairs "
+            f"reordered). Judge–reviewer agreement: {rates or 'no overrides yet'}.",
+            level=messages.SUCCESS,
+        )
+
+
+@admin.register(PreferenceVersion)
+class PreferenceVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
+    list_display = [
+        "label",
+        "extends",
+        "row_count",
+        "picks_added",
+        "short_sha256",
+        "file_link",
+        "created_by_name",
+        "created_at",
+    ]
+    search_fields = ["sha256", "created_by_name"]
+    readonly_fields = [
+        "number",
+        "extends",
+        "row_count",
+        "picks_added",
+        "sha256",
+        "size_bytes",
+        "file_path",
+        "created_by",
+        "created_by_name",
+        "created_at",
+    ]
+
+    # A version never changes: no adding, editing or deleting here.
+    def has_add_permission(self, request, *args) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="sha256")
+    def short_sha256(self, version: PreferenceVersion) -> str:
+        return version.sha256[:12]
+
+    @admin.display(description="File")
+    def file_link(self, version: PreferenceVersion) -> str:
+        return format_html(
+            '<a href="/api/rl/preferences/{}/download/">{}</a>',
+            version.number,
+            version.file_path.rsplit("/", 1)[-1] or "—",
+        )

@@ -1,19 +1,60 @@
-"""API of the arena: worlds (packs), real calls and their import."""
+"""API of the arena: worlds (packs), real calls and their import, the Duel (queue, picks,
+overrules) and frozen preference versions."""
 
 from __future__ import annotations
 
+import json
+
+from django.http import FileResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import BaseParser
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
-from arena.models import Call, Scenario, Turn, World
-from arena.selectors import world_list_with_counts
-from arena.services import CallImportError, calls_import
-from levers9.roles import MANAGER, HasRole
+from arena.errors import DuelError, DuelNotFound
+from arena.models import (
+    Call,
+    JudgeOverride,
+    Moment,
+    Pick,
+    PreferenceVersion,
+    Reply,
+    Scenario,
+    Turn,
+    World,
+)
+from arena.selectors import (
+    QueueSelection,
+    duel_item,
+    duel_pair_get,
+    duel_stats,
+    pair_reveal,
+    picks_with_version,
+    policy_versions_numbered,
+    preference_version_get,
+    preference_version_path,
+    preference_versions,
+    world_by_slug,
+    world_list_with_counts,
+)
+from arena.services import (
+    PAIR_BATCH,
+    REASONS,
+    CallImportError,
+    calls_import,
+    duel_next,
+    duel_pairs_generate,
+    duel_skip,
+    judge_override_submit,
+    judgements_rescore,
+    pick_submit,
+    preference_freeze,
+)
+from levers9.roles import MANAGER, REVIEWER, HasRole
 
 
 class ScenarioSerializer(serializers.ModelSerializer):
@@ -157,3 +198,449 @@ class CallViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     )
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
+
+
+# --- the Duel ---------------------------------------------------------------------------------
+
+
+class DuelErrorsMixin:
+    """Service refusals (DuelError) answer with their own status and a `detail` that says why."""
+
+    def handle_exception(self, exc):
+        if isinstance(exc, DuelError):
+            return Response({"detail": str(exc)}, status=exc.status)
+        return super().handle_exception(exc)
+
+
+def _world_for(request) -> World:
+    """The world named by ?pack= (or "pack" in the body), else the one the pages have in view."""
+    slug = request.query_params.get("pack") or (
+        request.data.get("pack") if isinstance(request.data, dict) else None
+    )
+    if slug:
+        return world_by_slug(str(slug))
+    world = None
+    remembered = request.session.get("world") if hasattr(request, "session") else None
+    if remembered:
+        world = World.objects.filter(slug=remembered).first()
+    world = world or World.objects.order_by("name").first()
+    if world is None:
+        raise DuelNotFound("This workspace has no world yet.")
+    return world
+
+
+class DialogueTurnSerializer(serializers.Serializer):
+    speaker = serializers.CharField()
+    text = serializers.CharField()
+
+
+class DuelMomentSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=Moment.Kind.choices)
+    at = serializers.CharField(help_text="Where the moment is: a call and turn, or a scenario.")
+    dialogue = DialogueTurnSerializer(many=True, help_text="The call so far, oldest first.")
+
+
+class ShownReplySerializer(serializers.Serializer):
+    text = serializers.CharField()
+
+
+class DuelItemSerializer(serializers.Serializer):
+    pair = serializers.IntegerField()
+    pack = serializers.CharField()
+    moment = DuelMomentSerializer()
+    a = ShownReplySerializer()
+    b = ShownReplySerializer()
+    reserved_until = serializers.DateTimeField(help_text="The pair is yours until then.")
+    picks_wanted = serializers.IntegerField()
+    pick_count = serializers.IntegerField()
+
+
+class DuelNextSerializer(serializers.Serializer):
+    item = DuelItemSerializer(allow_null=True)
+    selection = serializers.CharField(help_text="What preloaded the queue, in words.")
+    detail = serializers.CharField(allow_blank=True)
+
+
+class JudgeViewSerializer(serializers.Serializer):
+    judge_model = serializers.CharField()
+    total = serializers.FloatField(allow_null=True)
+    scores = serializers.DictField(child=serializers.FloatField())
+    reasons = serializers.DictField(child=serializers.CharField())
+    overruled = serializers.BooleanField()
+
+
+class RevealSideSerializer(serializers.Serializer):
+    reply = serializers.IntegerField(help_text="Use it to overrule the judge on this reply.")
+    source = serializers.ChoiceField(choices=Reply.Source.choices)
+    label = serializers.CharField()
+    version = serializers.CharField(allow_null=True)
+    move = serializers.CharField(allow_blank=True)
+    judge = JudgeViewSerializer(allow_null=True)
+    can_overrule = serializers.BooleanField()
+
+
+class RevealSerializer(serializers.Serializer):
+    A = RevealSideSerializer()
+    B = RevealSideSerializer()
+
+
+class PickSerializer(serializers.ModelSerializer):
+    pack = serializers.SlugRelatedField(source="world", slug_field="slug", read_only=True)
+    frozen_in = serializers.IntegerField(
+        source="frozen_in_number",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="The first preference version holding this pick; null until frozen.",
+    )
+    reasons = serializers.ListField(child=serializers.CharField())
+
+    class Meta:
+        model = Pick
+        fields = [
+            "id",
+            "pair",
+            "pack",
+            "chosen_side",
+            "chosen_source",
+            "rejected_source",
+            "reasons",
+            "reviewer_name",
+            "created_at",
+            "frozen_in",
+        ]
+
+
+class PickResultSerializer(PickSerializer):
+    reveal = RevealSerializer()
+
+    class Meta(PickSerializer.Meta):
+        fields = [*PickSerializer.Meta.fields, "reveal"]
+
+
+class PickRequestSerializer(serializers.Serializer):
+    pair = serializers.IntegerField(help_text="The pair you were served by duel/next.")
+    chosen = serializers.CharField(help_text="'A' or 'B': the better reply.")
+    reasons = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text=f"Any of {', '.join(REASONS)}.",
+    )
+
+
+class DuelGenerateRequestSerializer(serializers.Serializer):
+    pack = serializers.CharField()
+    count = serializers.IntegerField(min_value=1, max_value=500, default=PAIR_BATCH)
+    scenario = serializers.CharField(required=False, allow_blank=True)
+    versions = serializers.ListField(
+        child=serializers.IntegerField(),
+        required=False,
+        help_text="Version numbers to compare; default: the live one and the newest answering.",
+    )
+
+
+DuelStats = inline_serializer(
+    "DuelStats",
+    {
+        "pairs": serializers.IntegerField(),
+        "open": serializers.IntegerField(),
+        "picks": serializers.IntegerField(),
+        "unfrozen_picks": serializers.IntegerField(),
+        "my_picks": serializers.IntegerField(allow_null=True),
+        "reviewer_agreement": serializers.DictField(),
+        "judge_agreement": serializers.DictField(),
+    },
+)
+
+_QUEUE_PARAMETERS = [
+    OpenApiParameter("pack", str, description="The world; default: the one in view"),
+    OpenApiParameter("scenario", str, description="Only this scenario's moments"),
+    OpenApiParameter("move", str, description="Only moments where a reply makes this move"),
+    OpenApiParameter("from", str, description="With move: the agent's previous move"),
+]
+
+
+class DuelViewSet(DuelErrorsMixin, viewsets.ViewSet):
+    """The Duel's review queue: weakest pair first, one reviewer per pair at a time."""
+
+    permission_classes = [HasRole.at_least(REVIEWER)]
+    lookup_value_regex = r"[0-9]+"
+
+    @extend_schema(
+        parameters=_QUEUE_PARAMETERS,
+        responses={200: DuelNextSerializer},
+        description="Serve the weakest open pair nobody else holds and reserve it for you "
+        "for five minutes (asking again serves the same pair). `item` is null when nothing "
+        "is left. Which version wrote A or B is revealed by the pick.",
+    )
+    @action(detail=False, methods=["get"])
+    def next(self, request):
+        world = _world_for(request)
+        selection = QueueSelection.from_params(request.query_params, world=world)
+        pair = duel_next(world=world, reviewer=request.user, selection=selection)
+        return Response(
+            {
+                "item": duel_item(pair) if pair else None,
+                "selection": selection.describe(),
+                "detail": "" if pair else "Nothing left to review here: every pair is picked.",
+            }
+        )
+
+    @extend_schema(request=None, responses={204: None})
+    @action(detail=True, methods=["post"])
+    def skip(self, request, pk: str):
+        """Pass on a pair: it goes back to the queue, never again to you."""
+        duel_skip(pair=duel_pair_get(pair_id=pk), reviewer=request.user)
+        return Response(status=204)
+
+    @extend_schema(parameters=_QUEUE_PARAMETERS[:1], responses={200: DuelStats})
+    @action(detail=False, methods=["get"])
+    def stats(self, request):
+        """Queue size, picks, how often reviewers agree, and how often the judge agrees with
+        reviewers per dimension."""
+        return Response(duel_stats(_world_for(request), reviewer=request.user))
+
+    @extend_schema(
+        request=DuelGenerateRequestSerializer,
+        responses={201: inline_serializer("DuelGenerated", {"made": serializers.IntegerField()})},
+    )
+    @action(detail=False, methods=["post"])
+    def generate(self, request):
+        """Make new pairs now, optionally between versions you choose."""
+        params = DuelGenerateRequestSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        world = world_by_slug(params.validated_data["pack"])
+        numbers = params.validated_data.get("versions")
+        versions = policy_versions_numbered(numbers=numbers) if numbers else None
+        made = duel_pairs_generate(
+            world=world,
+            count=params.validated_data["count"],
+            scenario=params.validated_data.get("scenario") or None,
+            versions=versions,
+        )
+        return Response({"made": made}, status=201)
+
+
+class PickViewSet(
+    DuelErrorsMixin, mixins.ListModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
+    """Picks (preferences) of this workspace; submit one for the pair you hold."""
+
+    permission_classes = [HasRole.at_least(REVIEWER)]
+    serializer_class = PickSerializer
+
+    def get_queryset(self):
+        picks = picks_with_version(Pick.objects.select_related("world")).order_by("-id")
+        pack = self.request.query_params.get("pack")
+        if pack:
+            picks = picks.filter(world__slug=pack)
+        if self.request.query_params.get("mine"):
+            picks = picks.filter(reviewer=self.request.user)
+        return picks
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("pack", str, description="Only picks in this world"),
+            OpenApiParameter("mine", bool, description="Only your own picks"),
+        ]
+    )
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(
+        request=PickRequestSerializer,
+        responses={201: PickResultSerializer},
+        description="Pick the better reply of a pair you hold. Answers with the pick and the "
+        "reveal: who wrote A and B and the judge's scores. 400: unknown reason or side; "
+        "404: no such pair in this workspace; 409: you do not hold the pair, already picked "
+        "it, or it was frozen.",
+    )
+    def create(self, request, *args, **kwargs):
+        body = PickRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        pick = pick_submit(
+            pair_id=body.validated_data["pair"],
+            reviewer=request.user,
+            chosen=body.validated_data["chosen"],
+            reasons=body.validated_data.get("reasons", []),
+        )
+        data = PickSerializer(pick).data
+        data["reveal"] = pair_reveal(pick.pair)
+        return Response(data, status=201)
+
+
+class JudgeOverrideSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JudgeOverride
+        fields = [
+            "id",
+            "reply",
+            "judge_model",
+            "scores",
+            "judge_scores",
+            "note",
+            "reviewer_name",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class JudgeOverrideRequestSerializer(serializers.Serializer):
+    reply = serializers.IntegerField(help_text="A reply id, as the pick's reveal gives it.")
+    scores = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="Your verdict per dimension, 0 to 1; dimensions left out you accept.",
+    )
+    note = serializers.CharField(required=False, allow_blank=True)
+
+
+class JudgeOverrideViewSet(
+    DuelErrorsMixin, mixins.ListModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
+    """Reviewers overruling the judge on a reply, per dimension (Approve)."""
+
+    permission_classes = [HasRole.at_least(REVIEWER)]
+    serializer_class = JudgeOverrideSerializer
+
+    def get_queryset(self):
+        return JudgeOverride.objects.order_by("-updated_at")
+
+    @extend_schema(
+        request=JudgeOverrideRequestSerializer,
+        responses={201: JudgeOverrideSerializer},
+        description="Overrule the judge on some dimensions of a reply; saying it again "
+        "replaces your earlier verdict. The next rescoring uses it.",
+    )
+    def create(self, request, *args, **kwargs):
+        body = JudgeOverrideRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        override = judge_override_submit(
+            reply_id=body.validated_data["reply"],
+            reviewer=request.user,
+            scores=body.validated_data["scores"],
+            note=body.validated_data.get("note", ""),
+        )
+        return Response(JudgeOverrideSerializer(override).data, status=201)
+
+    @extend_schema(
+        request=None,
+        parameters=_QUEUE_PARAMETERS[:1],
+        responses={
+            200: inline_serializer(
+                "RescoreReport",
+                {
+                    "replies_rescored": serializers.IntegerField(),
+                    "pairs_reordered": serializers.IntegerField(),
+                    "overrides": serializers.IntegerField(),
+                    "agreement": serializers.DictField(),
+                },
+            )
+        },
+    )
+    @action(detail=False, methods=["post"], permission_classes=[HasRole.at_least(MANAGER)])
+    def rescore(self, request):
+        """Replace the judge's scores on overruled replies; report judge–reviewer agreement
+        per dimension. Needs the manager role."""
+        pack = request.query_params.get("pack")
+        world = world_by_slug(pack) if pack else None
+        return Response(judgements_rescore(world=world).as_dict())
+
+
+class PreferenceVersionSerializer(serializers.ModelSerializer):
+    extends = serializers.SlugRelatedField(slug_field="number", read_only=True)
+    label = serializers.CharField(read_only=True)
+    download = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PreferenceVersion
+        fields = [
+            "number",
+            "label",
+            "extends",
+            "row_count",
+            "picks_added",
+            "sha256",
+            "size_bytes",
+            "file_path",
+            "created_by_name",
+            "created_at",
+            "download",
+        ]
+        read_only_fields = fields
+
+    def get_download(self, version: PreferenceVersion) -> str:
+        return f"/api/rl/preferences/{version.number}/download/"
+
+
+class PassthroughTSVRenderer(BaseRenderer):
+    """Lets a client ask for the TSV by its media type; errors still read as JSON."""
+
+    media_type = "text/tab-separated-values"
+    format = "tsv"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return json.dumps(data).encode() if data is not None else b""
+
+
+class PreferenceVersionViewSet(DuelErrorsMixin, viewsets.ReadOnlyModelViewSet):
+    """Frozen, numbered preference versions: what training reads."""
+
+    permission_classes = [HasRole.at_least(REVIEWER)]
+    serializer_class = PreferenceVersionSerializer
+    lookup_field = "number"
+    lookup_value_regex = r"[0-9]+"
+
+    def get_queryset(self):
+        return preference_versions()
+
+    @extend_schema(
+        request=None,
+        responses={201: PreferenceVersionSerializer},
+        description="Freeze every pick not frozen yet into the next numbered version (a TSV "
+        "and a manifest on the datasets volume). 409 when there is no new pick. Needs the "
+        "manager role.",
+    )
+    @action(detail=False, methods=["post"], permission_classes=[HasRole.at_least(MANAGER)])
+    def freeze(self, request):
+        version = preference_freeze(by=request.user)
+        return Response(PreferenceVersionSerializer(version).data, status=201)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "part", str, enum=["tsv", "manifest"], description="The TSV (default) or manifest"
+            )
+        ],
+        responses={
+            (200, "text/tab-separated-values"): OpenApiTypes.BINARY,
+            (200, "application/json"): OpenApiTypes.OBJECT,
+        },
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        renderer_classes=[JSONRenderer, PassthroughTSVRenderer],
+    )
+    def download(self, request, number: str):
+        """The version's TSV (one row per pick) or, with ?part=manifest, its manifest."""
+        version = preference_version_get(number=number)
+        path = preference_version_path(version)
+        manifest = request.query_params.get("part") == "manifest"
+        if manifest:
+            path = path.with_name(f"v{version.number}.manifest.json")
+        if not path.is_file():
+            raise DuelNotFound(
+                f"The file of v{version.number} is missing from the datasets volume."
+            )
+        response = FileResponse(
+            open(path, "rb"),  # noqa: SIM115 - FileResponse closes it
+            as_attachment=True,
+            filename=path.name if manifest else f"preferences-v{version.number}.tsv",
+            content_type="application/json"
+            if manifest
+            else "text/tab-separated-values; charset=utf-8",
+        )
+        response["X-Preferences-SHA256"] = version.sha256
+        return response

@@ -1,5 +1,5 @@
 """Workspace-schema models of the arena: worlds, scenarios, real calls, moments, replies,
-judgements.
+judgements, and the Duel's pairs, picks, reviewer overrides and frozen preference versions.
 
 A world (also called a pack) is where an agent is measured: its moves, the seven rubric
 dimensions, its scenarios (simulated customers) and its real recorded calls.
@@ -7,7 +7,9 @@ dimensions, its scenarios (simulated customers) and its real recorded calls.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from arena.judging import DIMENSIONS
 from trainers.simulator import MOVES
@@ -163,6 +165,9 @@ class Moment(models.Model):
     simulator_state = models.PositiveIntegerField(null=True, blank=True)
     # The dialogue so far for synthetic moments ([{"speaker", "text"}]); real ones read turns.
     context = models.JSONField(default=list, blank=True)
+    # For synthetic moments: a hash of scenario, state and dialogue, so generating more
+    # pairs never makes the same simulated moment twice.
+    digest = models.CharField(max_length=40, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -182,6 +187,11 @@ class Moment(models.Model):
 
     def dialogue(self) -> list[dict[str, str]]:
         """The conversation before this moment, oldest first."""
+        # Pair generation fills this for a whole batch from one query, so that a version
+        # answering a real moment does not read the call's turns again (and again).
+        cached = getattr(self, "_dialogue_cache", None)
+        if cached is not None:
+            return cached
         if self.kind == self.Kind.REAL:
             turns = self.call.turns.filter(index__lt=self.turn_index).order_by("index")
             return [{"speaker": turn.speaker, "text": turn.text} for turn in turns]
@@ -219,6 +229,9 @@ class Judgement(models.Model):
     total = models.FloatField(null=True, blank=True)
     # A model judge's unusable answer is recorded as an error, never as a score.
     error = models.TextField(blank=True)
+    # True for a rescoring's result: the judge's verdict with reviewers' overrides applied.
+    # The judge's own verdict stays beside it, so the next rescoring starts from the judge.
+    overruled = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -227,3 +240,190 @@ class Judgement(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge_model}: {self.total}"
+
+
+# --- the Duel ------------------------------------------------------------------------------
+
+
+class PreferenceVersion(models.Model):
+    """A frozen, numbered set of picks: a TSV and its manifest on the datasets volume.
+
+    Version N holds every pick up to `last_pick_id`: the picks of version N-1 plus those it
+    added. A watermark rather than a mark on every pick, so freezing a million picks writes
+    one row here, not a million. Its files are written once at the freeze and never change;
+    `sha256` lets every reader check that.
+    """
+
+    number = models.PositiveIntegerField(unique=True)
+    extends = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="extended_by"
+    )
+    last_pick_id = models.PositiveBigIntegerField(default=0)
+    row_count = models.PositiveIntegerField(default=0)
+    picks_added = models.PositiveIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True)
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    # Relative to settings.DATASETS_DIR: <schema>/preferences/v<N>.tsv
+    file_path = models.CharField(max_length=300, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_by_name = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-number"]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def label(self) -> str:
+        return f"preferences v{self.number}"
+
+    @property
+    def manifest_path(self) -> str:
+        return self.file_path.removesuffix(".tsv") + ".manifest.json"
+
+
+class DuelPair(models.Model):
+    """One moment and two of its replies, shown as A and B.
+
+    Which reply is A was drawn at random when the pair was made and is kept here, on the
+    server, so a page or an integration cannot learn the sources before the pick.
+    """
+
+    world = models.ForeignKey(World, on_delete=models.CASCADE, related_name="duel_pairs")
+    moment = models.ForeignKey(Moment, on_delete=models.CASCADE, related_name="duel_pairs")
+    # Copied from the moment so the queue's scenario filter needs no join.
+    scenario = models.ForeignKey(Scenario, null=True, blank=True, on_delete=models.CASCADE)
+    # RESTRICT: a reply cannot go while a pair shows it, unless its whole moment goes.
+    reply_a = models.ForeignKey(Reply, on_delete=models.RESTRICT, related_name="+")
+    reply_b = models.ForeignKey(Reply, on_delete=models.RESTRICT, related_name="+")
+    # The dialogue as shown (canonical JSON), fixed when the pair is made: a freeze streams
+    # it straight into the TSV without reading a call's turns, and it never shifts under a
+    # reviewer if a call is edited later.
+    dialogue = models.TextField()
+    judge_model = models.CharField(max_length=200)
+    # The queue's key, weakest first: the mean of the two replies' judge totals.
+    judge_total = models.FloatField()
+    move_a = models.CharField(max_length=40, blank=True)
+    move_b = models.CharField(max_length=40, blank=True)
+    # The agent's move just before this moment (a transition on the world's map).
+    previous_move = models.CharField(max_length=40, blank=True)
+    # Most pairs want one pick; some are asked of a second reviewer on purpose, to measure
+    # how often reviewers agree.
+    picks_wanted = models.PositiveSmallIntegerField(default=1)
+    pick_count = models.PositiveIntegerField(default=0)
+    # Kept by the services: pick_count < picks_wanted and not frozen. A column rather than
+    # an expression so the queue's partial index stays small as picks pile up.
+    is_open = models.BooleanField(default=True)
+    reserved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reserved_until = models.DateTimeField(null=True, blank=True)
+    # Set when a freeze took this pair's picks while it still wanted more: it takes no more.
+    frozen_in = models.ForeignKey(
+        PreferenceVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="pairs"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["judge_total", "id"]
+        indexes = [
+            models.Index(
+                fields=["world", "judge_total", "id"],
+                condition=models.Q(is_open=True),
+                name="duelpair_queue",
+            ),
+            models.Index(fields=["reserved_by", "reserved_until"], name="duelpair_reserved"),
+            models.Index(fields=["world", "move_a"], name="duelpair_move_a"),
+            models.Index(fields=["world", "move_b"], name="duelpair_move_b"),
+            models.Index(fields=["world", "previous_move"], name="duelpair_previous_move"),
+        ]
+
+    def __str__(self) -> str:
+        return f"pair {self.pk} at {self.moment}"
+
+
+class Pick(models.Model):
+    """A preference: at this moment, the reviewer found `chosen_reply` better."""
+
+    class Side(models.TextChoices):
+        A = "A", "A"
+        B = "B", "B"
+
+    pair = models.ForeignKey(DuelPair, on_delete=models.PROTECT, related_name="picks")
+    world = models.ForeignKey(World, on_delete=models.PROTECT, related_name="picks")
+    chosen_side = models.CharField(max_length=1, choices=Side.choices)
+    chosen_reply = models.ForeignKey(Reply, on_delete=models.PROTECT, related_name="+")
+    rejected_reply = models.ForeignKey(Reply, on_delete=models.PROTECT, related_name="+")
+    # Where each reply came from, as the reviewer was shown it after the pick.
+    chosen_source = models.CharField(max_length=120)
+    rejected_source = models.CharField(max_length=120)
+    reasons = models.JSONField(default=list, blank=True)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Kept by name too: a frozen version must read the same after a user is removed.
+    reviewer_name = models.CharField(max_length=200)
+    # Frozen once a preference version's last_pick_id reaches this pick's id.
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["pair", "reviewer"], name="pick_once_per_reviewer")
+        ]
+        indexes = [models.Index(fields=["reviewer", "pair"], name="pick_reviewer_pair")]
+
+    def __str__(self) -> str:
+        return f"pick {self.pk}: {self.chosen_side} on pair {self.pair_id}"
+
+
+class PairSkip(models.Model):
+    """A reviewer passed on a pair: the queue does not offer it to them again."""
+
+    pair = models.ForeignKey(DuelPair, on_delete=models.CASCADE, related_name="skips")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pair", "reviewer"], name="skip_once_per_reviewer")
+        ]
+
+
+class JudgeOverride(models.Model):
+    """A reviewer's verdict on some dimensions of a reply, against one judge model.
+
+    Dimensions left out are ones the reviewer accepts. The next rescoring replaces the
+    judge's score on the overruled dimensions.
+    """
+
+    reply = models.ForeignKey(Reply, on_delete=models.CASCADE, related_name="overrides")
+    judge_model = models.CharField(max_length=200)
+    # {dimension: 0..1} set by the reviewer, and the judge's scores they saw.
+    scores = models.JSONField(default=dict)
+    judge_scores = models.JSONField(default=dict)
+    note = models.TextField(blank=True)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewer_name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["reply", "reviewer", "judge_model"], name="override_once_per_reviewer"
+            )
+        ]
+        indexes = [models.Index(fields=["judge_model", "reply"], name="override_judge_reply")]
+
+    def __str__(self) -> str:
+        return f"{self.reviewer_name} on reply {self.reply_id}"

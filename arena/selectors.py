@@ -1,10 +1,38 @@
-"""Reads of the arena."""
+"""Reads of the arena: worlds, the Duel's queue items and reveals, its map and agreement
+figures, and frozen preference versions."""
 
 from __future__ import annotations
 
-from django.db.models import Count, Q, QuerySet
+import json
+import math
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from arena.models import World
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+
+from arena.errors import DuelBadInput, DuelNotFound
+from arena.judging import DIMENSION_LABELS, DIMENSIONS
+from arena.models import (
+    DuelPair,
+    Judgement,
+    JudgeOverride,
+    Moment,
+    Pick,
+    PreferenceVersion,
+    Reply,
+    World,
+)
+from arena.preference_format import PreferencePair, PreferenceRow, read_pairs, read_rows
+from trainers.simulator import MOVE_LABELS
+
+# A reviewer's verdict and the judge's score agree when they are this close (verdicts are
+# given as 0, 0.5 or 1, so this reads "in the same third of the scale").
+AGREEMENT_TOLERANCE = 0.25
 
 
 def world_list_with_counts() -> QuerySet[World]:
@@ -22,3 +50,382 @@ def world_has_real_calls(world: World) -> bool:
 def world_customer_label(world: World) -> str:
     """Who plays the customer: never a model — real calls or the simulator's personas."""
     return "real recorded calls" if world_has_real_calls(world) else "simulated customers"
+
+
+def world_by_slug(slug: str) -> World:
+    world = World.objects.filter(slug=slug).first()
+    if world is None:
+        raise DuelNotFound(f"No world (pack) '{slug}' in this workspace.")
+    return world
+
+
+# --- the review queue --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueSelection:
+    """What preloads the queue: a scenario, or a move / transition picked on the world's map.
+
+    `move` alone picks the pairs whose replies carry that move; with `previous_move` it
+    picks the transition: the agent's previous move was `previous_move` and a reply here
+    makes `move`.
+    """
+
+    scenario: str = ""
+    move: str = ""
+    previous_move: str = ""
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], *, world: World) -> QueueSelection:
+        selection = cls(
+            scenario=str(params.get("scenario") or "").strip(),
+            move=str(params.get("move") or "").strip(),
+            previous_move=str(params.get("from") or "").strip(),
+        )
+        selection.validate(world)
+        return selection
+
+    def validate(self, world: World) -> None:
+        moves = list(world.moves)
+        for name, value in (("move", self.move), ("from", self.previous_move)):
+            if value and value not in moves:
+                raise DuelBadInput(
+                    f"Unknown {name} '{value}': this world's moves are {', '.join(moves)}."
+                )
+        if self.previous_move and not self.move:
+            raise DuelBadInput("A transition needs both ends: give 'move' with 'from'.")
+        if self.scenario and not world.scenarios.filter(slug=self.scenario).exists():
+            raise DuelBadInput(f"Unknown scenario '{self.scenario}' in world '{world.slug}'.")
+
+    def apply(self, pairs: QuerySet[DuelPair]) -> QuerySet[DuelPair]:
+        if self.scenario:
+            pairs = pairs.filter(scenario__slug=self.scenario)
+        if self.move:
+            pairs = pairs.filter(Q(move_a=self.move) | Q(move_b=self.move))
+        if self.previous_move:
+            pairs = pairs.filter(previous_move=self.previous_move)
+        return pairs
+
+    def as_params(self) -> dict[str, str]:
+        params = {"scenario": self.scenario, "move": self.move, "from": self.previous_move}
+        return {key: value for key, value in params.items() if value}
+
+    def describe(self) -> str:
+        parts = []
+        if self.scenario:
+            parts.append(f"scenario {self.scenario}")
+        if self.previous_move:
+            parts.append(
+                f"{MOVE_LABELS.get(self.previous_move, self.previous_move)} → "
+                f"{MOVE_LABELS.get(self.move, self.move)}"
+            )
+        elif self.move:
+            parts.append(MOVE_LABELS.get(self.move, self.move))
+        return " · ".join(parts) or "everything, weakest first"
+
+
+def policy_versions_numbered(*, numbers: list[int]) -> list[Any]:
+    """The policy versions with these numbers, or DuelNotFound naming the missing ones."""
+    # policies depends on arena, not the other way round: ask it by name at call time.
+    from policies.models import PolicyVersion
+
+    versions = list(PolicyVersion.objects.filter(number__in=numbers).order_by("number"))
+    missing = sorted(set(numbers) - {version.number for version in versions})
+    if missing:
+        raise DuelNotFound(f"No version {', '.join(f'v{n}' for n in missing)} in this workspace.")
+    return versions
+
+
+def moment_at_label(moment: Moment) -> str:
+    if moment.kind == Moment.Kind.REAL:
+        return f"call {moment.call.external_id}, turn {moment.turn_index}"
+    return f"scenario {moment.scenario.slug}, state {moment.simulator_state}"
+
+
+def duel_pairs_shown() -> QuerySet[DuelPair]:
+    """Pairs with all a page or the API shows of them, in one query."""
+    return DuelPair.objects.select_related(
+        "world",
+        "moment__call",
+        "moment__scenario",
+        "reply_a__policy_version",
+        "reply_b__policy_version",
+        "frozen_in",
+    )
+
+
+def duel_pair_get(*, pair_id: Any) -> DuelPair:
+    try:
+        pair_id = int(pair_id)
+    except (TypeError, ValueError):
+        raise DuelBadInput(f"'pair' must be a pair id (a number), not {pair_id!r}.") from None
+    pair = duel_pairs_shown().filter(pk=pair_id).first()
+    if pair is None:
+        raise DuelNotFound(f"No duel pair {pair_id} in this workspace.")
+    return pair
+
+
+def duel_item(pair: DuelPair) -> dict[str, Any]:
+    """What a reviewer sees before the pick: the moment and two unlabelled replies."""
+    return {
+        "pair": pair.pk,
+        "pack": pair.world.slug,
+        "moment": {
+            "kind": pair.moment.kind,
+            "at": moment_at_label(pair.moment),
+            "dialogue": json.loads(pair.dialogue),
+        },
+        "a": {"text": pair.reply_a.text},
+        "b": {"text": pair.reply_b.text},
+        "reserved_until": pair.reserved_until,
+        "picks_wanted": pair.picks_wanted,
+        "pick_count": pair.pick_count,
+    }
+
+
+def reply_source_label(reply: Reply) -> str:
+    """Who wrote a reply, as the reveal and the TSV say it."""
+    if reply.source == Reply.Source.POLICY:
+        version = reply.policy_version
+        return version.label if version else "a deleted version"
+    if reply.source == Reply.Source.REAL_AGENT:
+        return "real agent"
+    return f"simulator ({MOVE_LABELS.get(reply.move, reply.move)})" if reply.move else "simulator"
+
+
+def reply_judgements(reply_ids: list[int]) -> dict[int, Judgement]:
+    """The judgement in force per reply: the newest, a rescoring's if there was one."""
+    judgements: dict[int, Judgement] = {}
+    for judgement in Judgement.objects.filter(reply_id__in=reply_ids).order_by("created_at", "id"):
+        judgements[judgement.reply_id] = judgement
+    return judgements
+
+
+def _judgement_dict(judgement: Judgement | None) -> dict[str, Any] | None:
+    if judgement is None:
+        return None
+    return {
+        "judge_model": judgement.judge_model,
+        "total": judgement.total,
+        "scores": judgement.scores,
+        "reasons": judgement.reasons,
+        "overruled": judgement.overruled,
+    }
+
+
+def pair_reveal(pair: DuelPair) -> dict[str, Any]:
+    """After the pick: who wrote A and B, and what the judge made of each."""
+    judgements = reply_judgements([pair.reply_a_id, pair.reply_b_id])
+    reveal = {}
+    for side, reply in (("A", pair.reply_a), ("B", pair.reply_b)):
+        reveal[side] = {
+            "reply": reply.pk,
+            "source": reply.source,
+            "label": reply_source_label(reply),
+            "version": reply.policy_version.label if reply.policy_version_id else None,
+            "move": reply.move,
+            "judge": _judgement_dict(judgements.get(reply.pk)),
+            "can_overrule": True,
+        }
+    return reveal
+
+
+# --- the world's map ---------------------------------------------------------------------
+
+
+def world_map(world: World, *, selection: QueueSelection | None = None) -> dict[str, Any]:
+    """The world's moves as a graph for an inline SVG: a node per move (open pairs whose
+    replies carry it) and an edge per transition seen (previous move → a reply's move)."""
+    moves = list(world.moves)
+    open_pairs = DuelPair.objects.filter(world=world, is_open=True)
+    per_move: Counter[str] = Counter()
+    edges: Counter[tuple[str, str]] = Counter()
+    for field in ("move_a", "move_b"):
+        for row in open_pairs.values("previous_move", field).annotate(n=Count("id")):
+            if row[field]:
+                per_move[row[field]] += row["n"]
+                if row["previous_move"] and row["previous_move"] != row[field]:
+                    edges[(row["previous_move"], row[field])] += row["n"]
+    size, radius = 460, 150
+    nodes = []
+    position = {}
+    for index, move in enumerate(moves):
+        angle = -math.pi / 2 + 2 * math.pi * index / max(len(moves), 1)
+        x = round(size / 2 + radius * math.cos(angle), 1)
+        y = round(size / 2 + radius * math.sin(angle), 1)
+        position[move] = (x, y)
+        nodes.append(
+            {
+                "move": move,
+                "label": MOVE_LABELS.get(move, move),
+                "x": x,
+                "y": y,
+                "count": per_move.get(move, 0),
+                "selected": bool(
+                    selection and selection.move == move and not selection.previous_move
+                ),
+            }
+        )
+    top = max(edges.values(), default=1)
+    edge_rows = []
+    for (source, target), count in sorted(edges.items()):
+        if source not in position or target not in position:
+            continue
+        (x1, y1), (x2, y2) = position[source], position[target]
+        # Stop short of the circles so the arrow heads show.
+        length = math.hypot(x2 - x1, y2 - y1) or 1.0
+        shrink = 26 / length
+        edge_rows.append(
+            {
+                "source": source,
+                "target": target,
+                "count": count,
+                "x1": round(x1 + (x2 - x1) * shrink, 1),
+                "y1": round(y1 + (y2 - y1) * shrink, 1),
+                "x2": round(x2 - (x2 - x1) * shrink, 1),
+                "y2": round(y2 - (y2 - y1) * shrink, 1),
+                "width": round(1 + 5 * count / top, 1),
+                "selected": bool(
+                    selection and selection.previous_move == source and selection.move == target
+                ),
+            }
+        )
+    return {"size": size, "nodes": nodes, "edges": edge_rows}
+
+
+# --- agreement -----------------------------------------------------------------------------
+
+
+def reviewer_agreement(world: World | None = None) -> dict[str, Any]:
+    """How often two reviewers of the same pair chose the same reply (over every two picks
+    of a pair judged more than once)."""
+    where = "AND first.world_id = %s" if world is not None else ""
+    params = [world.pk] if world is not None else []
+    with connection.cursor() as cursor:
+        # Only pairs with two or more picks can disagree; the join stays small.
+        cursor.execute(
+            f"""
+            SELECT count(*),
+                   count(*) FILTER (WHERE first.chosen_reply_id = second.chosen_reply_id)
+            FROM {Pick._meta.db_table} AS first
+            JOIN {Pick._meta.db_table} AS second
+              ON second.pair_id = first.pair_id AND second.id > first.id
+            JOIN {DuelPair._meta.db_table} AS pair
+              ON pair.id = first.pair_id AND pair.pick_count >= 2
+            WHERE TRUE {where}
+            """,  # noqa: S608 - table names come from the models, values are parameters
+            params,
+        )
+        compared, agreed = cursor.fetchone()
+    return {
+        "compared": compared,
+        "agreed": agreed,
+        "rate": round(agreed / compared, 4) if compared else None,
+    }
+
+
+def judge_agreement(world: World | None = None) -> dict[str, dict[str, Any]]:
+    """Per dimension: how often reviewers who looked at a reply agreed with the judge.
+
+    Every override counts once per dimension: a dimension the reviewer left alone is an
+    agreement; one they set agrees when within AGREEMENT_TOLERANCE of the judge's score.
+    """
+    overrides = JudgeOverride.objects.all()
+    if world is not None:
+        overrides = overrides.filter(reply__moment__world=world)
+    reviewed: Counter[str] = Counter()
+    agreed: Counter[str] = Counter()
+    for scores, judge_scores in overrides.values_list("scores", "judge_scores").iterator():
+        for dimension in DIMENSIONS:
+            reviewed[dimension] += 1
+            if dimension not in scores:
+                agreed[dimension] += 1
+                continue
+            judge_score = judge_scores.get(dimension)
+            if (
+                judge_score is not None
+                and abs(float(scores[dimension]) - float(judge_score)) <= AGREEMENT_TOLERANCE
+            ):
+                agreed[dimension] += 1
+    return {
+        dimension: {
+            "label": DIMENSION_LABELS[dimension],
+            "reviewed": reviewed[dimension],
+            "agreed": agreed[dimension],
+            "rate": round(agreed[dimension] / reviewed[dimension], 4)
+            if reviewed[dimension]
+            else None,
+        }
+        for dimension in DIMENSIONS
+    }
+
+
+def picks_frozen_up_to() -> int:
+    """Every pick with an id up to this is in a frozen version (0: none is)."""
+    latest = PreferenceVersion.objects.order_by("-number").values_list("last_pick_id", flat=True)
+    return latest.first() or 0
+
+
+def picks_with_version(picks: QuerySet[Pick]) -> QuerySet[Pick]:
+    """Annotate `frozen_in_number`: the first version holding each pick (None: not frozen)."""
+    first_version = (
+        PreferenceVersion.objects.filter(last_pick_id__gte=OuterRef("pk"))
+        .order_by("number")
+        .values("number")[:1]
+    )
+    return picks.annotate(frozen_in_number=Subquery(first_version))
+
+
+def duel_stats(world: World, *, reviewer=None) -> dict[str, Any]:
+    """The figures the Duel page and the API show beside the queue."""
+    pairs = DuelPair.objects.filter(world=world)
+    picks = Pick.objects.filter(world=world)
+    counts = pairs.aggregate(total=Count("id"), open=Count("id", filter=Q(is_open=True)))
+    return {
+        "pairs": counts["total"],
+        "open": counts["open"],
+        "picks": picks.count(),
+        "unfrozen_picks": Pick.objects.filter(id__gt=picks_frozen_up_to()).count(),
+        "my_picks": picks.filter(reviewer=reviewer).count() if reviewer is not None else None,
+        "reviewer_agreement": reviewer_agreement(world),
+        "judge_agreement": judge_agreement(world),
+    }
+
+
+# --- frozen preference versions ------------------------------------------------------------
+
+
+def preference_versions() -> QuerySet[PreferenceVersion]:
+    return PreferenceVersion.objects.select_related("extends").order_by("-number")
+
+
+def preference_version_get(*, number: Any) -> PreferenceVersion:
+    try:
+        number = int(str(number).lstrip("v"))
+    except ValueError:
+        raise DuelBadInput(f"A preference version is a number (3 or v3), not {number!r}.") from None
+    version = PreferenceVersion.objects.filter(number=number).first()
+    if version is None:
+        raise DuelNotFound(f"No preference version v{number} in this workspace.")
+    return version
+
+
+def preferences_dir() -> Path:
+    """This workspace's folder for preference versions on the datasets volume."""
+    return Path(settings.DATASETS_DIR) / connection.schema_name / "preferences"
+
+
+def preference_version_path(version: PreferenceVersion) -> Path:
+    return Path(settings.DATASETS_DIR) / version.file_path
+
+
+def preference_version_read(
+    *, version: PreferenceVersion, verify: bool = True
+) -> Iterator[PreferenceRow]:
+    """Stream the rows of a frozen version; with `verify`, refuse a file that changed."""
+    return read_rows(preference_version_path(version), sha256=version.sha256 if verify else None)
+
+
+def preference_pairs(*, version: PreferenceVersion) -> Iterator[PreferencePair]:
+    """What training reads: (dialogue, chosen, rejected, reasons) for every frozen pick."""
+    return read_pairs(preference_version_path(version), sha256=version.sha256)

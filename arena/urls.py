@@ -7,7 +7,9 @@ from django.urls import path
 from arena import views
 
 urlpatterns = [
-    path("duel/", views.placeholder, {"page": "duel"}, name="duel"),
+    path("duel/", views.duel, name="duel"),
+    path("duel/freeze/", views.duel_freeze, name="duel-freeze"),
+    path("duel/generate/", views.duel_generate, name="duel-generate"),
     path("train/", views.placeholder, {"page": "train"}, name="train"),
     path("evaluate/", views.placeholder, {"page": "evaluate"}, name="evaluate"),
     path("policies/", views.placeholder, {"page": "policies"}, name="policies"),

@@ -1,15 +1,29 @@
-"""Arena pages: real calls, and the mission pages later work fills in."""
+"""Arena pages: the Duel (compare, approve, freeze), real calls, and the mission pages later
+work fills in."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.core.paginator import Paginator
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
 
-from arena.models import Call
-from levers9.roles import MANAGER, OWNER, REVIEWER, role_required
+from arena.errors import DuelError
+from arena.judging import DIMENSION_HELP, DIMENSION_LABELS, DIMENSIONS
+from arena.models import Call, World
+from arena.selectors import (
+    QueueSelection,
+    duel_item,
+    duel_stats,
+    policy_versions_numbered,
+    preference_versions,
+    world_map,
+)
+from arena.services import duel_next, duel_pairs_generate, preference_freeze
+from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required
 
 PAGES = {
-    "duel": ("Duel", REVIEWER, "Compare two replies at one moment and pick the better one."),
     "train": (
         "Train",
         MANAGER,
@@ -63,3 +77,102 @@ def call_list(request):
 def call_detail(request, call_id: int):
     call = get_object_or_404(Call.objects.select_related("world"), pk=call_id)
     return render(request, "arena/call_detail.html", {"call": call, "turns": call.turns.all()})
+
+
+# --- the Duel ---------------------------------------------------------------------------------
+
+KEYS = [
+    ("A or ←", "A is better"),
+    ("B or →", "B is better"),
+    ("1–7", "tick a reason"),
+    ("S", "skip"),
+    ("N or Enter", "next pair, after the pick"),
+]
+
+
+def _world_in_view(request) -> World | None:
+    """The world the header's badge shows (?world=, else the one remembered in the session)."""
+    wanted = request.GET.get("world") or request.session.get("world")
+    worlds = World.objects.order_by("name")
+    world = worlds.filter(slug=wanted).first() if wanted else None
+    return world or worlds.first()
+
+
+@role_required(REVIEWER)
+def duel(request):
+    world = _world_in_view(request)
+    context = {"page": "duel", "keys": KEYS}
+    if world is None:
+        return render(request, "arena/duel.html", context)
+    try:
+        selection = QueueSelection.from_params(request.GET, world=world)
+    except DuelError as error:
+        messages.error(request, str(error))
+        selection = QueueSelection()
+    try:
+        pair = duel_next(world=world, reviewer=request.user, selection=selection)
+    except DuelError as error:  # e.g. the world's model judge cannot score right now
+        messages.error(request, str(error))
+        pair = None
+    from policies.selectors import policies_answering
+
+    context.update(
+        {
+            "duel_world": world,
+            "selection": selection,
+            "selection_params": selection.as_params(),
+            "item": duel_item(pair) if pair else None,
+            "reasons": [
+                {
+                    "key": number,
+                    "name": name,
+                    "label": DIMENSION_LABELS[name],
+                    "help": DIMENSION_HELP[name],
+                }
+                for number, name in enumerate(DIMENSIONS, start=1)
+            ],
+            "dimensions": [(name, DIMENSION_LABELS[name]) for name in DIMENSIONS],
+            "stats": duel_stats(world, reviewer=request.user),
+            "map": world_map(world, selection=selection),
+            "scenarios": world.scenarios.order_by("name"),
+            "versions": preference_versions()[:10],
+            "answering": policies_answering(),
+            "can_freeze": has_role(request.user, MANAGER),
+        }
+    )
+    return render(request, "arena/duel.html", context)
+
+
+@require_POST
+@role_required(MANAGER)
+def duel_freeze(request):
+    try:
+        version = preference_freeze(by=request.user)
+    except DuelError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(
+            request,
+            f"Froze {version.label}: {version.picks_added} new picks, {version.row_count} in all.",
+        )
+    return redirect(reverse("duel") + "#freeze")
+
+
+@require_POST
+@role_required(REVIEWER)
+def duel_generate(request):
+    world = _world_in_view(request)
+    try:
+        numbers = [int(number) for number in request.POST.getlist("versions") if number]
+        versions = policy_versions_numbered(numbers=numbers) if numbers else None
+        made = duel_pairs_generate(
+            world=world,
+            count=min(max(int(request.POST.get("count") or 20), 1), 200),
+            versions=versions,
+            scenario=request.POST.get("scenario") or None,
+        )
+    except (DuelError, ValueError) as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"{made} new pairs in the queue.")
+    return redirect("duel")

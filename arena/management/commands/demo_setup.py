@@ -9,11 +9,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django_tenants.utils import schema_context
 
-from arena.services import calls_import, world_create
+from arena.models import DuelPair, World
+from arena.services import calls_import, duel_pairs_generate, world_create
 from levers9.services import workspace_create
 
 DEMO_SLUG = "demo"
 DEMO_EMAIL = "admin@demo.localhost"
+DEMO_QUEUE = 40  # open Duel pairs per world after setup
 REAL_CALLS_FILE = (
     settings.BASE_DIR.parent
     / "shared"
@@ -49,6 +51,15 @@ class Command(BaseCommand):
                 )
             else:
                 self.stdout.write(f"No real-call file at {calls_file}; the world stays empty.")
+            # A Duel queue ready to play on every world (simulated and real calls).
+            for each in World.objects.order_by("name"):
+                waiting = DuelPair.objects.filter(world=each, is_open=True).count()
+                made = (
+                    duel_pairs_generate(world=each, count=DEMO_QUEUE - waiting)
+                    if (waiting < DEMO_QUEUE)
+                    else 0
+                )
+                self.stdout.write(f"Duel queue of {each.name}: {waiting + made} pairs ready.")
         state = "created" if result.created else "reused"
         self.stdout.write(
             self.style.SUCCESS(

@@ -1,0 +1,187 @@
+"""The preference-version file format: one TSV row per pick, and a JSON manifest beside it.
+
+Pure Python (no Django), so a trainer handed a path in its spec reads the same format the
+freeze writes. A file is UTF-8, "\\n"-terminated rows, a header row first. Every field is
+escaped the way PostgreSQL's COPY text format does it (the freeze streams the rows with COPY):
+backslash, tab, newline, carriage return, backspace, form feed and vertical tab become \\\\,
+\\t, \\n, \\r, \\b, \\f and \\v, so a reply with tabs or newlines stays on one row and reads
+back exactly. The dialogue field is the moment's dialogue as compact JSON
+([{"speaker", "text"}, ...]) and `reasons` is a comma-separated list in rubric order.
+
+    from arena.preference_format import read_pairs
+    for pair in read_pairs("var/datasets/ws_demo/preferences/v3.tsv"):
+        pair.dialogue, pair.chosen, pair.rejected, pair.reasons
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMAT = "levers9-preferences/1"
+
+COLUMNS: tuple[str, ...] = (
+    "pick_id",
+    "pack",
+    "moment_id",
+    "moment_kind",
+    "moment_at",
+    "dialogue",
+    "chosen",
+    "rejected",
+    "chosen_source",
+    "rejected_source",
+    "chosen_move",
+    "rejected_move",
+    "reasons",
+    "reviewer",
+    "picked_at",
+)
+
+_ESCAPED = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r", "b": "\b", "f": "\f", "v": "\v"}
+_ESCAPES = str.maketrans({char: "\\" + code for code, char in _ESCAPED.items()})
+_NEEDS_ESCAPE = re.compile("[\\\\\t\n\r\b\f\v]")
+_UNESCAPE = re.compile(r"\\(.)")
+
+
+def escape(value: str) -> str:
+    """One field as PostgreSQL's COPY text format writes it."""
+    if _NEEDS_ESCAPE.search(value):
+        return value.translate(_ESCAPES)
+    return value
+
+
+def unescape(value: str) -> str:
+    if "\\" not in value:
+        return value
+    return _UNESCAPE.sub(lambda match: _ESCAPED.get(match.group(1), match.group(1)), value)
+
+
+def dialogue_json(dialogue: Iterable[dict[str, str]]) -> str:
+    """The canonical JSON of a dialogue: the same turns always give the same text."""
+    return json.dumps(
+        [{"speaker": turn["speaker"], "text": turn["text"]} for turn in dialogue],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def header_line() -> str:
+    return "\t".join(COLUMNS) + "\n"
+
+
+@dataclass(frozen=True)
+class PreferenceRow:
+    """One pick as frozen."""
+
+    pick_id: int
+    pack: str
+    moment_id: int
+    moment_kind: str
+    moment_at: str
+    dialogue: list[dict[str, str]]
+    chosen: str
+    rejected: str
+    chosen_source: str
+    rejected_source: str
+    chosen_move: str
+    rejected_move: str
+    reasons: tuple[str, ...]
+    reviewer: str
+    picked_at: str
+
+
+@dataclass(frozen=True)
+class PreferencePair:
+    """What preference training reads: the prompt (dialogue so far) and the two replies."""
+
+    dialogue: list[dict[str, str]]
+    chosen: str
+    rejected: str
+    reasons: tuple[str, ...]
+    pack: str
+
+
+class PreferenceFileError(ValueError):
+    """The file is not a preference version, or not the one its manifest describes."""
+
+
+def parse_row(line: str, *, line_number: int = 0) -> PreferenceRow:
+    fields = line.rstrip("\n").split("\t")
+    if len(fields) != len(COLUMNS):
+        raise PreferenceFileError(
+            f"line {line_number}: {len(fields)} fields, expected {len(COLUMNS)}"
+        )
+    values = dict(zip(COLUMNS, (unescape(field) for field in fields), strict=True))
+    return PreferenceRow(
+        pick_id=int(values["pick_id"]),
+        pack=values["pack"],
+        moment_id=int(values["moment_id"]),
+        moment_kind=values["moment_kind"],
+        moment_at=values["moment_at"],
+        dialogue=json.loads(values["dialogue"]),
+        chosen=values["chosen"],
+        rejected=values["rejected"],
+        chosen_source=values["chosen_source"],
+        rejected_source=values["rejected_source"],
+        chosen_move=values["chosen_move"],
+        rejected_move=values["rejected_move"],
+        reasons=tuple(reason for reason in values["reasons"].split(",") if reason),
+        reviewer=values["reviewer"],
+        picked_at=values["picked_at"],
+    )
+
+
+def file_sha256(path: Path | str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_rows(path: Path | str, *, sha256: str | None = None) -> Iterator[PreferenceRow]:
+    """Stream the rows of a preference TSV; with `sha256`, refuse a file that changed."""
+    path = Path(path)
+    if sha256 is not None and file_sha256(path) != sha256:
+        raise PreferenceFileError(f"{path} does not match its sha256 {sha256}: it was changed.")
+    # newline="\n": a row ends only at "\n" (an escaped "\r" never splits a row).
+    with open(path, encoding="utf-8", newline="\n") as handle:
+        header = handle.readline()
+        if header != header_line():
+            raise PreferenceFileError(f"{path} does not start with the {FORMAT} header.")
+        for number, line in enumerate(handle, start=2):
+            yield parse_row(line, line_number=number)
+
+
+def read_pairs(path: Path | str, *, sha256: str | None = None) -> Iterator[PreferencePair]:
+    """The pairs of a preference version, for training: (dialogue, chosen, rejected, reasons)."""
+    for row in read_rows(path, sha256=sha256):
+        yield PreferencePair(
+            dialogue=row.dialogue,
+            chosen=row.chosen,
+            rejected=row.rejected,
+            reasons=row.reasons,
+            pack=row.pack,
+        )
+
+
+def manifest_text(
+    *, number: int, file_name: str, count: int, sha256: str, extends: int | None, picks_added: int
+) -> str:
+    """The manifest JSON. No clock time in it: the same picks give the same bytes."""
+    manifest = {
+        "format": FORMAT,
+        "version": number,
+        "file": file_name,
+        "count": count,
+        "sha256": sha256,
+        "extends": extends,
+        "picks_added": picks_added,
+        "columns": list(COLUMNS),
+    }
+    return json.dumps(manifest, indent=2, sort_keys=True) + "\n"

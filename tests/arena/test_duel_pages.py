@@ -1,0 +1,184 @@
+"""The Duel page and the admin's Duel views: what a reviewer and a manager see and may do."""
+
+from __future__ import annotations
+
+import pytest
+from django_tenants.utils import schema_context
+
+from arena.models import DuelPair, JudgeOverride, Pick, PreferenceVersion, World
+from arena.services import (
+    duel_next,
+    duel_pairs_generate,
+    judge_override_submit,
+    pick_submit,
+)
+from tests.arena.duel_helpers import real_world
+from tests.conftest import client_for, make_user
+
+
+@pytest.fixture(autouse=True)
+def datasets(settings, tmp_path):
+    settings.DATASETS_DIR = tmp_path
+
+
+@pytest.fixture
+def rita(workspace):
+    return make_user(workspace, "rita@acme.test", "reviewer")
+
+
+@pytest.fixture
+def reviewer(workspace, rita):
+    return client_for(workspace, "rita@acme.test")
+
+
+def _picked(workspace, user, count=2):
+    with schema_context(workspace.schema_name):
+        world = World.objects.get(slug="lettings")
+        duel_pairs_generate(world=world, count=count + 2)
+        for _ in range(count):
+            pair = duel_next(world=world, reviewer=user)
+            pick_submit(pair_id=pair.pk, reviewer=user, chosen="A", reasons=["respect"])
+        return pair
+
+
+def test_it_shows_a_pair_with_shortcuts_reasons_and_the_map(reviewer, workspace):
+    page = reviewer.get("/duel/?world=lettings")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="duel-first-item"' in html
+    assert "A / ←" in html
+    assert "N / Enter" in html
+    for reason in ("Dialect", "Respect", "Accuracy", "Progress", "Family", "Timing", "Compliance"):
+        assert reason in html
+    assert "<svg" in html
+    assert "Propose a viewing" in html
+    assert "Freezing needs the manager role." in html
+    with schema_context(workspace.schema_name):
+        held = DuelPair.objects.get(reserved_by__username="rita@acme.test")
+    assert f'"pair": {held.pk}' in html
+    # The page never names the sources before the pick.
+    assert "v1 · baseline" not in html.split("<main>")[1].split('id="stats"')[0]
+
+
+def test_it_preloads_the_queue_from_the_map(reviewer, workspace):
+    with schema_context(workspace.schema_name):
+        duel_pairs_generate(world=World.objects.get(slug="lettings"), count=8)
+        pair = DuelPair.objects.exclude(previous_move="").first()
+    html = reviewer.get(
+        f"/duel/?world=lettings&from={pair.previous_move}&move={pair.move_a}"
+    ).content.decode()
+    assert "→" in html
+    assert "clear the selection" in html
+    with schema_context(workspace.schema_name):
+        held = DuelPair.objects.get(reserved_by__username="rita@acme.test")
+    assert held.previous_move == pair.previous_move
+    bad = reviewer.get("/duel/?world=lettings&move=dance").content.decode()
+    assert "Unknown move" in bad
+
+
+def test_it_lets_a_manager_freeze_from_the_page(owner_client, workspace, rita):
+    nothing = owner_client.post("/duel/freeze/", follow=True).content.decode()
+    assert "no new picks to freeze" in nothing
+    _picked(workspace, rita)
+    done = owner_client.post("/duel/freeze/", follow=True).content.decode()
+    assert "Froze preferences v1: 2 new picks, 2 in all." in done
+    assert "/api/rl/preferences/1/download/" in done
+
+
+def test_it_refuses_a_reviewer_the_freeze_and_an_outsider_the_page(
+    reviewer, outsider_client, workspace, rita
+):
+    _picked(workspace, rita)
+    assert reviewer.post("/duel/freeze/").status_code == 403
+    outsider = outsider_client.get("/duel/")
+    assert outsider.status_code == 302
+    assert outsider_client.post("/duel/freeze/").status_code == 302
+    assert outsider_client.post("/duel/generate/").status_code == 302
+    with schema_context(workspace.schema_name):
+        assert not PreferenceVersion.objects.exists()
+
+
+def test_it_makes_pairs_from_the_page(reviewer, workspace):
+    done = reviewer.post("/duel/generate/", {"count": "3", "versions": ["1"]}, follow=True)
+    assert "3 new pairs in the queue." in done.content.decode()
+
+
+def test_it_plays_a_real_calls_world(reviewer, workspace):
+    with schema_context(workspace.schema_name):
+        real_world()
+    html = reviewer.get("/duel/?world=real").content.decode()
+    assert "call call-" in html  # the moment is a turn of a real call
+
+
+def test_it_lists_duel_models_in_the_admin(owner_client, workspace, rita):
+    pair = _picked(workspace, rita)
+    with schema_context(workspace.schema_name):
+        judge_override_submit(reply_id=pair.reply_a_id, reviewer=rita, scores={"respect": 0})
+    for url in (
+        "/admin/arena/duelpair/",
+        "/admin/arena/duelpair/?is_open__exact=1",
+        "/admin/arena/pick/",
+        "/admin/arena/pick/?q=rita",
+        "/admin/arena/pick/?frozen=no",
+        "/admin/arena/judgeoverride/",
+        "/admin/arena/preferenceversion/",
+        f"/admin/arena/duelpair/{pair.pk}/change/",
+    ):
+        assert owner_client.get(url).status_code == 200, url
+    assert owner_client.get("/admin/arena/pick/add/").status_code == 403
+
+
+def test_it_freezes_and_rescores_from_admin_actions(owner_client, workspace, rita):
+    pair = _picked(workspace, rita)
+    with schema_context(workspace.schema_name):
+        judge_override_submit(reply_id=pair.reply_a_id, reviewer=rita, scores={"respect": 0})
+        pick_ids = list(Pick.objects.values_list("pk", flat=True))
+        override_id = JudgeOverride.objects.get().pk
+    response = owner_client.post(
+        "/admin/arena/pick/",
+        {"action": "freeze_selected", "_selected_action": [min(pick_ids)]},
+        follow=True,
+    )
+    assert "Froze preferences v1: 1 new picks, 1 in all." in response.content.decode()
+    response = owner_client.post(
+        "/admin/arena/judgeoverride/",
+        {"action": "rescore", "_selected_action": [override_id]},
+        follow=True,
+    )
+    assert "Rescored 1 replies" in response.content.decode()
+    with schema_context(workspace.schema_name):
+        # Up to the newest pick selected: the first one only.
+        assert PreferenceVersion.objects.get().last_pick_id == min(pick_ids)
+
+
+def test_it_keeps_the_freeze_action_from_a_reviewer_in_the_admin(reviewer, workspace, rita):
+    _picked(workspace, rita)
+    with schema_context(workspace.schema_name):
+        pick_ids = list(Pick.objects.values_list("pk", flat=True))
+    listing = reviewer.get("/admin/arena/pick/")
+    assert listing.status_code == 200
+    assert b"freeze_selected" not in listing.content
+    reviewer.post("/admin/arena/pick/", {"action": "freeze_selected", "_selected_action": pick_ids})
+    with schema_context(workspace.schema_name):
+        assert not PreferenceVersion.objects.exists()
+
+
+def test_it_refuses_an_outsider_in_the_duel_admin(outsider_client, workspace, rita):
+    pair = _picked(workspace, rita)
+    for url in (
+        "/admin/arena/duelpair/",
+        f"/admin/arena/duelpair/{pair.pk}/change/",
+        "/admin/arena/pick/",
+        "/admin/arena/judgeoverride/",
+        "/admin/arena/preferenceversion/",
+    ):
+        response = outsider_client.get(url)
+        assert response.status_code == 302, url
+        assert "/admin/login/" in response["Location"]
+    with schema_context(workspace.schema_name):
+        pick_ids = list(Pick.objects.values_list("pk", flat=True))
+    outsider_client.post(
+        "/admin/arena/pick/", {"action": "freeze_selected", "_selected_action": pick_ids}
+    )
+    with schema_context(workspace.schema_name):
+        assert not PreferenceVersion.objects.exists()
