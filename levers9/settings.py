@@ -103,6 +103,8 @@ PUBLIC_SCHEMA_NAME = "public"
 PUBLIC_SCHEMA_URLCONF = "levers9.urls_public"
 ROOT_URLCONF = "levers9.urls"
 SHOW_PUBLIC_IF_NO_TENANT_FOUND = False
+# Set the search path only when the schema changes, not before every query.
+TENANT_LIMIT_SET_CALLS = True
 # The host of the public site (platform operators' admin).
 LEVERS9_PUBLIC_DOMAIN = os.environ.get("LEVERS9_PUBLIC_DOMAIN", "localhost")
 LEVERS9_WORKSPACE_DOMAIN_SUFFIX = os.environ.get("LEVERS9_WORKSPACE_DOMAIN_SUFFIX", "localhost")

@@ -15,6 +15,7 @@ from arena.api import (
     PreferenceVersionViewSet,
     WorldViewSet,
 )
+from evaluation.api import EvaluationViewSet
 from levers9 import api, views
 from policies.api import EndpointViewSet, PolicyVersionViewSet
 from training.api import (
@@ -33,6 +34,7 @@ api.router.register("picks", PickViewSet, basename="pick")
 api.router.register("overrides", JudgeOverrideViewSet, basename="override")
 api.router.register("preferences", PreferenceVersionViewSet, basename="preference-version")
 api.router.register("jobs", JobViewSet, basename="job")
+api.router.register("evaluations", EvaluationViewSet, basename="evaluation")
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -41,6 +43,8 @@ urlpatterns = [
     path("", include("training.urls")),
     # Before arena's placeholders: policies/, environment/ and endpoints/ are the real pages.
     path("", include("policies.urls")),
+    # Before arena's placeholders: evaluate/ is the real page.
+    path("", include("evaluation.urls")),
     path("", include("arena.urls")),
     path("admin/", admin.site.urls),
     path("api/rl/me/", api.me, name="api-me"),

@@ -8,6 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
+from arena.models import Call
 from levers9.roles import MANAGER, OWNER, HasRole
 from policies.live import (
     LiveError,
@@ -38,7 +39,8 @@ class LiveCallSerializer(serializers.Serializer):
 
 
 class LiveOutcomeSerializer(serializers.Serializer):
-    outcome = serializers.ChoiceField(choices=["won", "lost", "unknown"])
+    # The same choices as a recorded call's outcome, so the schema names one enum for both.
+    outcome = serializers.ChoiceField(choices=Call.Outcome.choices)
     turns = serializers.ListField(
         child=serializers.DictField(), required=False, help_text='[{"speaker", "text"}]'
     )

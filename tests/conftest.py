@@ -79,6 +79,13 @@ def database_url_for_workers() -> str:
 
 
 @pytest.fixture(autouse=True)
+def _volumes_in_tmp(settings, tmp_path):
+    """Specs, frozen picks and weights go to the test's own folders, never to var/."""
+    settings.DATASETS_DIR = tmp_path / "datasets"
+    settings.MODELS_DIR = tmp_path / "models"
+
+
+@pytest.fixture(autouse=True)
 def _back_to_public_schema():
     """django-tenants leaves the connection in the last request's schema; start clean."""
     yield

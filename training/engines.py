@@ -18,7 +18,7 @@ from trainers.move_strategy import SCRIPTED
 from trainers.offline_comparison import offline_agreement
 from trainers.simulator import DEFAULT_MAX_TURNS
 from training.cards import world_scenarios_spec
-from training.finish import version_from_move_strategy
+from training.finish import version_checkpoint, version_from_move_strategy
 from training.models import Job
 from training.services import JobError, job_start
 
@@ -151,6 +151,7 @@ def engines_run_promote(*, job: Job, promoted_by=None) -> PolicyVersion:
         if locked.produced_version_id:
             raise JobError(f"This run was already promoted to {locked.produced_version.label}.")
         version = version_from_move_strategy(locked, locked.result, name="promoted")
+        version_checkpoint(locked, version)
         if promoted_by is not None:
             version.created_by = promoted_by
             version.save(update_fields=["created_by"])

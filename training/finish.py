@@ -108,9 +108,29 @@ def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
     return version
 
 
+def version_checkpoint(job: Job, version: PolicyVersion) -> None:
+    """Checkpoint a new version against its parent on the held-out calls. A checkpoint that
+    cannot start (no parent, a released parent, ...) never fails the finish: the job says so."""
+    from django.db import transaction
+
+    from evaluation.services import EvaluationError, evaluation_checkpoint_start
+    from training.services import job_note
+
+    try:
+        with transaction.atomic():  # a savepoint: only the checkpoint rolls back
+            evaluation_checkpoint_start(version=version, started_by=job.started_by)
+    except EvaluationError as error:
+        job_note(job.pk, f"No checkpoint: {error}")
+
+
 def finish_for_kind(job: Job, result: Any) -> PolicyVersion | None:
     if not isinstance(result, dict):
         raise ValueError("the trainer's result is not a dict of plain values")
+    if job.kind == Job.Kind.EVALUATE:
+        from evaluation.services import evaluation_job_finish
+
+        evaluation_job_finish(job=job, result=result)
+        return None
     if job.kind == Job.Kind.SERVE:
         from policies.endpoints import endpoint_serve_finish
 
@@ -118,8 +138,11 @@ def finish_for_kind(job: Job, result: Any) -> PolicyVersion | None:
         endpoint_serve_finish(job=job, result=result)
         return None
     if job.kind == Job.Kind.TRAIN and job.trainer in {"q-learning-online", "ppo"}:
-        return version_from_move_strategy(job, result)
-    if job.kind == Job.Kind.TRAIN and job.trainer in {"rlhf", "dpo"}:
-        return version_from_wording(job, result)
-    # Engines runs end in a measurement: a version only when someone promotes it.
-    return None
+        version = version_from_move_strategy(job, result)
+    elif job.kind == Job.Kind.TRAIN and job.trainer in {"rlhf", "dpo"}:
+        version = version_from_wording(job, result)
+    else:
+        # Engines runs end in a measurement: a version only when someone promotes it.
+        return None
+    version_checkpoint(job, version)
+    return version

@@ -121,9 +121,8 @@ def test_it_refuses_another_workspace_the_live_api(outsider_client, workspace):
 
 
 def test_it_ranks_versions_on_the_leaderboard_from_evaluations(v2):
-    from evaluation.models import Evaluation, EvaluationCallSet
-
     from arena.models import World
+    from evaluation.models import Evaluation, EvaluationCallSet
     from policies.leaderboard import leaderboard
 
     world = World.objects.get(slug="lettings")

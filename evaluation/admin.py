@@ -1,0 +1,128 @@
+"""Workspace admin of evaluation: evaluations with their results, and each world's held-out
+calls. Results are written by the evaluation job only: the admin shows them read-only and
+offers "run again" (a new evaluation of the same versions) as an action."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.urls import reverse
+from django.utils.html import format_html
+
+from evaluation.models import Evaluation, EvaluationCallSet, HeldOutCall
+from evaluation.services import EvaluationError, evaluation_start
+from levers9.roles import MANAGER, REVIEWER, RoleAdminMixin, has_role
+
+
+@admin.register(Evaluation)
+class EvaluationAdmin(RoleAdminMixin, admin.ModelAdmin):
+    view_role = REVIEWER
+    change_role = MANAGER
+    list_display = [
+        "id",
+        "candidate",
+        "baseline",
+        "world",
+        "purpose",
+        "state",
+        "win_rate_shown",
+        "verdict_shown",
+        "regression_count",
+        "created_at",
+    ]
+    list_filter = ["state", "purpose", "world"]
+    search_fields = ["candidate__name", "baseline__name", "error", "judge_model"]
+    list_select_related = ["candidate", "baseline", "world"]
+    readonly_fields = [f.name for f in Evaluation._meta.fields] + ["results_page"]
+    actions = ["run_again"]
+
+    def has_add_permission(self, request, *args) -> bool:
+        return False  # evaluations start from Evaluate, the API and the checkpoints
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # what an evaluation found is not edited
+
+    @admin.display(description="Win rate")
+    def win_rate_shown(self, evaluation: Evaluation) -> str:
+        summary = evaluation.summary or {}
+        if summary.get("win_rate") is None:
+            return "—"
+        low, high = summary.get("ci") or (None, None)
+        return f"{summary['win_rate']:.3f} [{low:.3f}, {high:.3f}]"
+
+    @admin.display(description="Verdict")
+    def verdict_shown(self, evaluation: Evaluation) -> str:
+        return evaluation.verdict or "—"
+
+    @admin.display(description="Regressions")
+    def regression_count(self, evaluation: Evaluation) -> int | str:
+        if evaluation.state != Evaluation.State.DONE:
+            return "—"
+        return len((evaluation.summary or {}).get("regressions", []))
+
+    @admin.display(description="Results")
+    def results_page(self, evaluation: Evaluation) -> str:
+        url = reverse("evaluate-detail", args=[evaluation.pk])
+        return format_html('<a href="{}">Open the results page</a>', url)
+
+    def has_rerun_permission(self, request) -> bool:
+        return has_role(request.user, MANAGER)
+
+    @admin.action(
+        description="Run the selected evaluations again (same versions, world, seed)",
+        permissions=["rerun"],
+    )
+    def run_again(self, request, queryset) -> None:
+        for evaluation in queryset.select_related("world", "candidate", "baseline"):
+            try:
+                started = evaluation_start(
+                    world=evaluation.world,
+                    candidate=evaluation.candidate,
+                    baseline=evaluation.baseline,
+                    seed=evaluation.seed,
+                    started_by=request.user,
+                    purpose=evaluation.purpose,
+                )
+            except EvaluationError as error:
+                self.message_user(request, f"{evaluation}: {error}", messages.WARNING)
+            else:
+                self.message_user(request, f"Started evaluation {started.pk}: {started.title}.")
+
+
+class HeldOutCallInline(admin.TabularInline):
+    model = HeldOutCall
+    fields = ["position", "call", "scenario", "seed", "outcome", "turns"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="Agent turns")
+    def turns(self, held: HeldOutCall) -> int:
+        return held.moments.count()
+
+
+@admin.register(EvaluationCallSet)
+class EvaluationCallSetAdmin(RoleAdminMixin, admin.ModelAdmin):
+    """Chosen once per world and kept, so that evaluations stay comparable: read-only."""
+
+    view_role = REVIEWER
+    change_role = MANAGER
+    list_display = ["world", "kind", "call_count", "turns_per_call", "created_at"]
+    list_filter = ["kind"]
+    readonly_fields = ["world", "kind", "turns_per_call", "created_at"]
+    inlines = [HeldOutCallInline]
+
+    def has_add_permission(self, request, *args) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # redrawing would make earlier evaluations incomparable
+
+    @admin.display(description="Calls")
+    def call_count(self, call_set: EvaluationCallSet) -> int:
+        return call_set.calls.count()

@@ -1,0 +1,26 @@
+"""The worker side of an evaluation job: registered in training.runner.IN_WORKER_TASKS as
+"evaluate", so the job platform calls it inside the job's workspace, in the worker process,
+with the same progress reporting a trainer gets (it raises JobCancelled on a cancel)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from evaluation.models import Evaluation
+from evaluation.services import EvaluationError, evaluation_run
+from training.models import Job
+
+
+def evaluation_job_run(job_id: int, progress: Callable[..., None]) -> dict[str, Any]:
+    """Run the job's evaluation; returns its summary (plain values) as the job's result."""
+    job = Job.objects.get(pk=job_id)
+    evaluation_id = (job.finish_needs or {}).get("evaluation")
+    evaluation = (
+        Evaluation.objects.select_related("world", "call_set", "candidate", "baseline")
+        .filter(pk=evaluation_id)
+        .first()
+    )
+    if evaluation is None:
+        raise EvaluationError(f"Job {job_id} names no evaluation of this workspace.")
+    return evaluation_run(evaluation=evaluation, progress=progress)

@@ -1,0 +1,155 @@
+"""Evaluate pages (manager role): choose two versions and start, follow the job live, read
+the results (radar, win rate and its interval, regressions), open a regression as an episode,
+and — in a world of real calls — the lead-to-order lens."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+
+from arena.models import World
+from evaluation.models import Evaluation
+from evaluation.selectors import (
+    evaluation_chart_data,
+    evaluation_episode,
+    evaluation_latest_done,
+    evaluation_versions_default,
+    evaluations_recent,
+    regressions_rows,
+)
+from evaluation.services import (
+    EvaluationError,
+    evaluation_start,
+    evaluations_reconcile,
+    world_score_vs_outcome,
+)
+from levers9.roles import MANAGER, role_required
+from policies.models import PolicyVersion
+from policies.selectors import policies_answering
+from training.progress import job_payload
+
+
+def _world_in_view(request) -> World | None:
+    """The world the header shows (?world=, else the session's), as the badge chooses it."""
+    wanted = request.GET.get("world") or request.POST.get("world") or request.session.get("world")
+    return World.objects.filter(slug=wanted).first() or World.objects.order_by("name").first()
+
+
+def _results_context(evaluation: Evaluation | None) -> dict:
+    if evaluation is None or evaluation.state != Evaluation.State.DONE:
+        return {}
+    return {
+        "results": evaluation.summary,
+        "regressions": regressions_rows(evaluation),
+        "radar": evaluation_chart_data(evaluation),
+    }
+
+
+def _lens_context(world: World | None, evaluation: Evaluation | None = None) -> dict:
+    if world is None or not world.calls.exists():
+        return {}
+    if evaluation is not None and evaluation.call_set.kind != "real":
+        evaluation = None
+    return {"lens": world_score_vs_outcome(world=world, evaluation=evaluation)}
+
+
+@role_required(MANAGER)
+def evaluate(request):
+    world = _world_in_view(request)
+    if request.method == "POST":
+        return _evaluate_start(request, world)
+    evaluations_reconcile()
+    candidate, baseline = evaluation_versions_default()
+    recent = list(evaluations_recent())
+    latest = evaluation_latest_done(world=world) if world else None
+    return render(
+        request,
+        "evaluation/evaluate.html",
+        {
+            "page": "evaluate",
+            "world": world,
+            "worlds_to_evaluate": World.objects.order_by("name"),
+            "versions": policies_answering(),
+            "released": PolicyVersion.objects.exclude(status=PolicyVersion.Status.ANSWERING),
+            "default_candidate": candidate,
+            "default_baseline": baseline,
+            "evaluations": recent,
+            "job_payloads": [job_payload(e.job) for e in recent if e.job_id],
+            "evaluation": latest,
+            **_results_context(latest),
+            **_lens_context(world, latest),
+        },
+    )
+
+
+def _evaluate_start(request, world: World | None):
+    versions = {str(version.pk): version for version in PolicyVersion.objects.all()}
+    candidate = versions.get(request.POST.get("candidate", ""))
+    baseline = versions.get(request.POST.get("baseline", ""))
+    try:
+        seed = int(request.POST.get("seed") or 0)
+    except ValueError:
+        messages.error(request, "The seed must be a whole number.")
+        return redirect("evaluate")
+    if world is None or candidate is None or baseline is None:
+        messages.error(request, "Choose a world and two versions.")
+        return redirect("evaluate")
+    try:
+        evaluation = evaluation_start(
+            world=world, candidate=candidate, baseline=baseline, seed=seed, started_by=request.user
+        )
+    except EvaluationError as error:
+        messages.error(request, str(error))
+        return redirect("evaluate")
+    messages.success(request, f"Started evaluation {evaluation.pk}: {evaluation.title}.")
+    return redirect("evaluate-detail", evaluation_id=evaluation.pk)
+
+
+@role_required(MANAGER)
+def evaluation_detail(request, evaluation_id: int):
+    evaluations_reconcile()
+    evaluation = get_object_or_404(
+        Evaluation.objects.select_related("world", "call_set", "candidate", "baseline", "job"),
+        pk=evaluation_id,
+    )
+    return render(
+        request,
+        "evaluation/detail.html",
+        {
+            "page": "evaluate",
+            "evaluation": evaluation,
+            "payload": job_payload(evaluation.job) if evaluation.job_id else None,
+            **_results_context(evaluation),
+            **_lens_context(evaluation.world, evaluation),
+        },
+    )
+
+
+@role_required(MANAGER)
+def evaluation_episode_view(request, evaluation_id: int, position: int):
+    evaluation = get_object_or_404(
+        Evaluation.objects.select_related("world", "call_set", "candidate", "baseline"),
+        pk=evaluation_id,
+    )
+    episode = evaluation_episode(evaluation, position)
+    if episode is None:
+        raise Http404("No such call in this evaluation.")
+    positions = [row["position"] for row in (evaluation.summary or {}).get("per_call", [])]
+    regressions = (evaluation.summary or {}).get("regressions", [])
+    following = [p for p in regressions if p != position]
+    return render(
+        request,
+        "evaluation/episode.html",
+        {
+            "page": "evaluate",
+            "evaluation": evaluation,
+            "episode": episode,
+            "positions": positions,
+            "next_regression": next(
+                (p for p in regressions[regressions.index(position) + 1 :]), None
+            )
+            if position in regressions
+            else (following[0] if following else None),
+        },
+    )

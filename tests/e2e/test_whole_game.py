@@ -1,0 +1,87 @@
+"""The whole game in a real browser, against a real web server (with the dashboard's job
+watcher) and a real worker: duel a few pairs, freeze, train a move-strategy version, evaluate
+it against v1 (radar and regressions visible), make it live, and see it named live at home."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.conftest import PASSWORD
+from tests.processes import free_port, start_web, start_worker, stop
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+@pytest.fixture
+def game_server(e2e_workspace):
+    worker = start_worker()
+    port = free_port()
+    web = start_web(port)
+    yield f"http://{e2e_workspace.slug}.localhost:{port}"
+    stop(web)
+    stop(worker)
+
+
+def _sign_in(page, base: str, email: str) -> None:
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", email)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+
+def _until(page, url: str, selector: str, *, timeout: float) -> None:
+    """Reload `url` until `selector` shows (results pages render once their job is done)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        page.goto(url)
+        if page.query_selector(selector):
+            return
+        time.sleep(2)
+    raise AssertionError(f"{selector} never appeared on {url}")
+
+
+def test_it_plays_the_whole_game(page, game_server, e2e_workspace):
+    base = game_server
+    _sign_in(page, base, e2e_workspace.owner_email)
+
+    # Mission 3: duel three pairs with the keyboard, then freeze them.
+    page.goto(f"{base}/duel/?world=lettings")
+    page.wait_for_selector("#duel[data-pair]")
+    for _ in range(3):
+        current = page.get_attribute("#duel", "data-pair")
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_selector("#duel[data-picked='true']")
+        page.keyboard.press("n")
+        page.wait_for_function(
+            "old => document.querySelector('#duel').dataset.pair !== old", arg=current
+        )
+    page.goto(f"{base}/duel/#freeze")
+    page.click("#freeze-button")
+    page.wait_for_selector("text=Froze preferences v1")
+
+    # Mission 4: the Move strategy card makes v2, with live progress on the page.
+    page.goto(f"{base}/train/")
+    page.click("text=Train move strategy")
+    page.wait_for_selector("#live-status:has-text('on')", timeout=30_000)
+    page.wait_for_selector("[data-job] [data-field=state]:has-text('Done')", timeout=240_000)
+    assert "v2 · trained" in page.inner_text("[data-job] [data-field=version]")
+
+    # Mission 5: evaluate v2 against v1; the radar and the regressions are shown.
+    page.goto(f"{base}/evaluate/?world=lettings")
+    page.select_option("select[name=candidate]", label="v2 · trained")
+    page.select_option("select[name=baseline]", label="v1 · baseline")
+    page.click("text=Start evaluation")
+    page.wait_for_url(re.compile(r"/evaluate/\d+/"))
+    _until(page, page.url, "#radar .main-svg", timeout=300)
+    assert page.is_visible("#regressions")
+
+    # Mission 6: make v2 live and see it named live on the home page.
+    page.goto(f"{base}/policies/")
+    page.click("tr[data-version='2'] button:has-text('Make live')")
+    page.wait_for_selector("text=v2 · trained is live.")
+    page.goto(f"{base}/")
+    assert "live: v2 · trained" in page.inner_text("[data-mission='6']")

@@ -1,0 +1,79 @@
+"""Fixtures of the evaluation tests: the lettings world with v1 and a pushier v2, and a world
+of the shared real calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests.e2e.workspaces import committed_db  # noqa: F401 - a fixture
+
+REAL_CALLS = Path(settings.BASE_DIR).parent / "shared/data/real-calls/persuasionforgood/calls.jsonl"
+
+
+def pushy_strategy() -> dict:
+    """A move table that offers a slot at every turn: worse than the baseline's checklist
+    wherever the checklist does anything else."""
+    from trainers.simulator import DEFAULT_MAX_TURNS, n_states_for
+
+    return {"kind": "table", "default": ["offer_slot"] * n_states_for(DEFAULT_MAX_TURNS)}
+
+
+@pytest.fixture
+def datasets(tmp_path, settings):
+    settings.DATASETS_DIR = tmp_path / "datasets"
+    return settings.DATASETS_DIR
+
+
+@pytest.fixture
+def lettings(in_workspace, datasets):
+    from arena.models import World
+
+    return World.objects.get(slug="lettings")
+
+
+@pytest.fixture
+def baseline(in_workspace):
+    from policies.models import PolicyVersion
+
+    return PolicyVersion.objects.get(number=1)
+
+
+@pytest.fixture
+def pushy(baseline):
+    from policies.services import version_register
+
+    return version_register(
+        name="pushy",
+        parent=baseline,
+        move_strategy=pushy_strategy(),
+        learned_from={"pack": "lettings", "kind": "test"},
+    )
+
+
+@pytest.fixture
+def real_world(in_workspace, datasets):
+    from arena.services import calls_import, world_create
+
+    world = world_create(slug="persuasion", name="Persuasion for good")
+    calls_import(world=world, text=REAL_CALLS.read_text(), source=str(REAL_CALLS))
+    return world
+
+
+@pytest.fixture
+def evaluate(django_capture_on_commit_callbacks):
+    """Start an evaluation (its job stays queued: no worker here) and run it in this test."""
+    from evaluation.services import evaluation_run, evaluation_start
+
+    def run(world, candidate, baseline, *, seed: int = 0, progress=None):
+        with django_capture_on_commit_callbacks(execute=False):
+            evaluation = evaluation_start(
+                world=world, candidate=candidate, baseline=baseline, seed=seed
+            )
+        evaluation_run(evaluation=evaluation, progress=progress)
+        evaluation.refresh_from_db()
+        return evaluation
+
+    return run

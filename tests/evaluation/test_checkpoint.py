@@ -1,0 +1,78 @@
+"""The checkpoint of a new version: it against its parent on the same held-out calls, started
+as a job by the job platform's finish once the version is registered."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluation.models import Evaluation
+from evaluation.runner import evaluation_job_run
+from evaluation.services import (
+    EvaluationError,
+    call_set_ensure,
+    evaluation_checkpoint_start,
+    evaluation_job_finish,
+)
+from training.models import Job
+
+
+def test_it_checkpoints_a_version_against_its_parent_on_the_held_out_calls(
+    lettings, pushy, baseline, evaluate, django_capture_on_commit_callbacks
+):
+    earlier = evaluate(lettings, pushy, baseline)
+    with django_capture_on_commit_callbacks(execute=False):
+        job = evaluation_checkpoint_start(version=pushy)
+    assert job.kind == Job.Kind.EVALUATE
+    assert job.trainer == "evaluate"
+    assert job.world_id == lettings.pk  # the world it learned in
+    checkpoint = Evaluation.objects.get(job=job)
+    assert checkpoint.purpose == Evaluation.Purpose.CHECKPOINT
+    assert (checkpoint.candidate, checkpoint.baseline) == (pushy, baseline)
+    # The same held-out calls as every evaluation of that world.
+    assert checkpoint.call_set_id == earlier.call_set_id == call_set_ensure(world=lettings).pk
+
+    result = evaluation_job_run(job.pk, lambda step, total, **metrics: None)
+    assert result["per_call"] == earlier.summary["per_call"]
+    evaluation_job_finish(job=job, result=result)  # the dashboard's finish: already done
+    checkpoint.refresh_from_db()
+    assert checkpoint.state == Evaluation.State.DONE
+
+
+def test_it_says_why_a_version_without_a_parent_has_no_checkpoint(baseline, lettings):
+    with pytest.raises(EvaluationError, match="no parent"):
+        evaluation_checkpoint_start(version=baseline)
+
+
+def test_it_waits_for_a_new_version_whose_endpoint_is_still_starting(
+    lettings, pushy, baseline, monkeypatch, django_capture_on_commit_callbacks
+):
+    from evaluation import services
+    from policies.models import PolicyVersion
+
+    PolicyVersion.objects.filter(pk=pushy.pk).update(status=PolicyVersion.Status.STARTING)
+    with django_capture_on_commit_callbacks(execute=False):
+        job = evaluation_checkpoint_start(version=pushy)  # queued while it starts
+    waits: list[str] = []
+
+    def endpoint_comes_up(seconds: float) -> None:
+        PolicyVersion.objects.filter(pk=pushy.pk).update(status=PolicyVersion.Status.ANSWERING)
+
+    monkeypatch.setattr(services.time, "sleep", endpoint_comes_up)
+    result = evaluation_job_run(job.pk, lambda step, total, **m: waits.append(m["phase"]))
+    assert waits[0] == f"waiting for {pushy.label} to answer"
+    assert result["candidate"]["answered"] == result["moments"]
+
+
+def test_it_gives_up_on_a_version_that_never_answers(
+    lettings, pushy, baseline, monkeypatch, django_capture_on_commit_callbacks
+):
+    from evaluation import services
+    from policies.models import PolicyVersion
+
+    PolicyVersion.objects.filter(pk=pushy.pk).update(status=PolicyVersion.Status.STARTING)
+    with django_capture_on_commit_callbacks(execute=False):
+        job = evaluation_checkpoint_start(version=pushy)
+    monkeypatch.setattr(services, "ANSWER_WAIT_SECONDS", 0)
+    with pytest.raises(EvaluationError, match="starting and answers nothing"):
+        evaluation_job_run(job.pk, lambda step, total, **metrics: None)
+    assert Evaluation.objects.get(job=job).state == Evaluation.State.FAILED
