@@ -135,11 +135,30 @@ class CallAdmin(RoleAdminMixin, admin.ModelAdmin):
 
 @admin.register(Turn)
 class TurnAdmin(RoleAdminMixin, admin.ModelAdmin):
+    """Move labels: the classifier's guess, corrected here by a reviewer (the rules are in
+    trainers/move_labels.py, MOVE_RULES)."""
+
     list_display = ["call", "index", "speaker", "short_text", "move_label", "move_label_source"]
     list_filter = ["speaker", "move_label", "move_label_source", "call__world"]
     search_fields = ["text", "call__external_id"]
     list_select_related = ["call"]
-    readonly_fields = ["call", "index", "speaker", "text"]
+    list_editable = ["move_label"]
+    readonly_fields = ["call", "index", "speaker", "text", "move_label_source"]
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "move_label":
+            from trainers.simulator import MOVE_LABELS
+
+            return forms.ChoiceField(
+                choices=[("", "—"), *MOVE_LABELS.items()], required=False, label="Move"
+            )
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        if "move_label" in form.changed_data:
+            # A person's correction outranks the classifier and is never relabelled.
+            obj.move_label_source = "reviewer"
+        super().save_model(request, obj, form, change)
 
     @admin.display(description="Text")
     def short_text(self, turn: Turn) -> str:

@@ -67,8 +67,10 @@ def test_it_plays_the_whole_game(page, game_server, e2e_workspace):
     page.goto(f"{base}/train/")
     page.click("text=Train move strategy")
     page.wait_for_selector("#live-status:has-text('on')", timeout=30_000)
-    page.wait_for_selector("[data-job] [data-field=state]:has-text('Done')", timeout=240_000)
-    assert "v2 · trained" in page.inner_text("[data-job] [data-field=version]")
+    # The move-strategy job's own row (its finish starts a checkpoint job, listed above it).
+    row = page.locator("tr[data-job]", has_text="Move strategy from v1")
+    row.locator("[data-field=state]", has_text="Done").wait_for(timeout=240_000)
+    assert "v2 · trained" in row.locator("[data-field=version]").inner_text()
 
     # Mission 5: evaluate v2 against v1; the radar and the regressions are shown.
     page.goto(f"{base}/evaluate/?world=lettings")

@@ -140,3 +140,26 @@ def test_it_shows_the_page_and_a_clear_message_for_bad_knobs(workspace):
 
 def test_it_refuses_another_workspace_the_engines_pages(outsider_client):
     assert outsider_client.get("/engines/").status_code == 302
+
+
+def test_it_lets_a_reviewer_correct_a_move_label_in_the_admin(workspace):
+    from django_tenants.utils import schema_context
+
+    from arena.models import Turn
+
+    with schema_context(workspace.schema_name):
+        real = world_create(slug="real", name="Real")
+        calls_import(world=real, text=json.dumps(CALLS[0]))
+        calls_label_moves(world=real)
+        turn = Turn.objects.filter(speaker="agent").order_by("index").first()
+        assert turn.move_label_source == "classifier"
+    make_user(workspace, "mo@acme.test", "manager")
+    client = client_for(workspace, "mo@acme.test")
+    response = client.post(
+        f"/admin/arena/turn/{turn.pk}/change/", {"move_label": "close"}, follow=True
+    )
+    assert response.status_code == 200
+    with schema_context(workspace.schema_name):
+        turn.refresh_from_db()
+        assert (turn.move_label, turn.move_label_source) == ("close", "reviewer")
+        assert calls_label_moves(world=real) == 0

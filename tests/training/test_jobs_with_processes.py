@@ -58,7 +58,12 @@ def test_it_finishes_a_job_once_when_the_web_process_is_killed_mid_run(live_work
     web = start_web(free_port())
     try:
         job_id = _start_move_strategy(live_workspace)
-        wait_until(lambda: _job(schema, job_id).progress_step > 0, timeout=90, what="progress")
+        # The dashboard follows the job (its watcher is on the record) and it is training.
+        wait_until(
+            lambda: (job := _job(schema, job_id)).progress_step > 0 and job.watcher,
+            timeout=90,
+            what="progress, followed by the dashboard",
+        )
         # The dashboard dies hard mid-run; the trainer carries on headless on the worker.
         stop(web, hard=True)
         step_when_killed = _job(schema, job_id).progress_step
