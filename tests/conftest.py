@@ -19,6 +19,12 @@ from django_tenants.utils import get_public_schema_name, schema_context
 PASSWORD = "correct-horse-battery"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Browser tests run last: Playwright keeps an event loop running in the test thread,
+    and the channel layer's connection pool must not be first opened on it."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """A test database per run (test_levers9_<pid>): two suites on one server, a developer's
