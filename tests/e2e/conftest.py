@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from django.conf import settings
 
 from tests.conftest import PASSWORD, database_url_for_workers
 from tests.e2e.workspaces import fresh_workspace
+from tests.processes import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -59,12 +59,6 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "e2e" in item.keywords:
                 item.add_marker(skip)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -99,7 +93,7 @@ def e2e_server(django_db_setup, tmp_path_factory):
     folder = tmp_path_factory.mktemp("e2e-server")
     datasets_dir = folder / "datasets"
     log = folder / "daphne.log"
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "DATABASE_URL": database_url_for_workers(),
