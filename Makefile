@@ -21,6 +21,7 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(PY) manage.py migrate_schemas --verbosity 0
 	$(PY) manage.py collectstatic --noinput --verbosity 0
+	$(PY) manage.py prepare_base
 	$(PY) manage.py demo_setup
 
 run: demo

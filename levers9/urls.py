@@ -23,6 +23,7 @@ from training.api import (
     engines_run_api,
     engines_run_promote_api,
     train_move_strategy_api,
+    train_wording_api,
 )
 
 api.router.register("packs", WorldViewSet, basename="pack")
@@ -49,6 +50,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/rl/me/", api.me, name="api-me"),
     path("api/rl/train/move-strategy/", train_move_strategy_api, name="api-train-move-strategy"),
+    path("api/rl/train/wording/", train_wording_api, name="api-train-wording"),
     path("api/rl/engines/runs/", engines_run_api, name="api-engines-run"),
     path(
         "api/rl/engines/runs/<int:job_id>/promote/",

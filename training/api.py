@@ -175,3 +175,75 @@ def engines_run_promote_api(request, job_id: int):
     except JobError as error:
         return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
     return Response({"version": version.number, "label": version.label}, status=201)
+
+
+class WordingCardSerializer(serializers.Serializer):
+    method = serializers.ChoiceField(
+        choices=["rlhf", "dpo"], help_text="rlhf (Wording, the route to ship) or dpo (Benchmark)"
+    )
+    preference_version = serializers.IntegerField(help_text="A frozen preference version number")
+    parent = serializers.IntegerField(
+        required=False, help_text="Parent version number (default: the live version)"
+    )
+    pool = serializers.CharField(
+        required=False, allow_blank=True, help_text="Pool name (default: the biggest enabled)"
+    )
+    cards = serializers.IntegerField(required=False, min_value=1)
+    base = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="A listed base or a Hugging Face repo id owner/name (default: the pool's)",
+    )
+    epochs = serializers.FloatField(required=False, min_value=0.01, default=1.0)
+    seed = serializers.IntegerField(required=False, min_value=0, default=0)
+    reward_source = serializers.ChoiceField(
+        choices=["picks", "outcomes"], required=False, default="picks", help_text="RLHF only"
+    )
+    outcomes_pack = serializers.SlugField(
+        required=False, help_text="The real-call world whose outcome labels train the reward"
+    )
+
+
+@extend_schema(request=WordingCardSerializer, responses={201: JobSerializer})
+@api_view(["POST"])
+@permission_classes([HasRole.at_least(MANAGER)])
+def train_wording_api(request):
+    """The "Wording · RLHF" and "Benchmark · DPO" cards: frozen picks → a job → a version,
+    served and checkpointed. Too few pairs, a bad base or a missing pool get a 400 saying so
+    before anything runs."""
+    from arena.models import PreferenceVersion
+    from training.wording import WordingCardError, train_wording, wording_choice_from
+
+    body = WordingCardSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    data = body.validated_data
+    preference = PreferenceVersion.objects.filter(number=data["preference_version"]).first()
+    if preference is None:
+        return Response(
+            {"detail": f"No preference version v{data['preference_version']}: freeze first."},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    number = data.get("parent")
+    parent = get_object_or_404(PolicyVersion, number=number) if number else None
+    if parent is not None and not parent.can_answer:
+        return Response(
+            {"detail": f"{parent.label} is released: choose a version that can answer."},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    try:
+        choice = wording_choice_from(
+            method=data["method"],
+            preference=preference,
+            pool_name=data.get("pool") or "",
+            parent=parent,
+            cards=data.get("cards"),
+            epochs=data["epochs"],
+            seed=data["seed"],
+            base=data.get("base") or "",
+            reward_source=data["reward_source"],
+            outcomes_pack=data.get("outcomes_pack") or "",
+        )
+        job = train_wording(choice=choice, started_by=request.user)
+    except (WordingCardError, ValueError) as error:
+        return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
+    return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)

@@ -253,36 +253,21 @@ def engines_run_promote_view(request, job_id: int):
 @role_required(MANAGER)
 def train_wording_view(request):
     from arena.models import PreferenceVersion
-    from levers9.models import GpuPool
-    from training.wording import WordingCardError, WordingChoice, base_default, train_wording
+    from training.wording import WordingCardError, train_wording, wording_choice_from
 
-    method = request.POST.get("method", "")
     preference = PreferenceVersion.objects.filter(pk=request.POST.get("preference") or 0).first()
-    pool = GpuPool.objects.filter(name=request.POST.get("pool"), enabled=True).first()
     parent = {str(v.pk): v for v in policies_answering()}.get(request.POST.get("parent", ""))
     try:
-        if preference is None:
-            raise WordingCardError("Freeze the picks first: training reads only frozen versions.")
-        if pool is None:
-            raise WordingCardError("Choose an enabled pool.")
-        try:
-            cards = int(request.POST.get("cards") or (1 if pool.is_cpu else pool.card_count))
-            epochs = float(request.POST.get("epochs") or 1)
-            seed = int(request.POST.get("seed") or 0)
-        except ValueError as error:
-            raise WordingCardError("Cards, epochs and seed must be numbers.") from error
-        outcomes_world = World.objects.filter(calls__isnull=False).distinct().first()
-        choice = WordingChoice(
-            method=method,
-            preference_version=preference,
-            pool=pool,
-            card_count=cards,
-            base=(request.POST.get("base") or "").strip() or base_default(pool),
-            parent=parent or policy_live(),
-            reward_source=request.POST.get("reward_source") or "picks",
-            outcomes_world=outcomes_world,
-            epochs=epochs,
-            seed=seed,
+        choice = wording_choice_from(
+            method=request.POST.get("method", ""),
+            preference=preference,
+            pool_name=request.POST.get("pool") or "",
+            parent=parent,
+            cards=request.POST.get("cards"),
+            epochs=request.POST.get("epochs"),
+            seed=request.POST.get("seed"),
+            base=request.POST.get("base") or "",
+            reward_source=request.POST.get("reward_source") or "",
         )
         job = train_wording(choice=choice, started_by=request.user)
     except (WordingCardError, ValueError) as error:

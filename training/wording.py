@@ -107,6 +107,72 @@ def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[s
     return spec
 
 
+def wording_choice_from(
+    *,
+    method: str,
+    preference: PreferenceVersion | None,
+    pool_name: str | None,
+    parent: PolicyVersion | None,
+    cards: Any = None,
+    epochs: Any = None,
+    seed: Any = None,
+    base: str = "",
+    reward_source: str = "",
+    outcomes_pack: str = "",
+) -> WordingChoice:
+    """One card's choices as typed on the page or sent to the API; WordingCardError naming
+    the field when one is missing or not a number."""
+    from policies.selectors import policy_live
+
+    if preference is None:
+        raise WordingCardError("Freeze the picks first: training reads only frozen versions.")
+    enabled = GpuPool.objects.filter(enabled=True)
+    # No pool named: the biggest enabled one (the GPU node where there is one, else the CPU).
+    pool = (
+        enabled.filter(name=pool_name).first()
+        if pool_name
+        else enabled.order_by("-card_count", "name").first()
+    )
+    if pool is None:
+        names = ", ".join(enabled.order_by("name").values_list("name", flat=True)) or "none"
+        raise WordingCardError(f"Choose an enabled pool (enabled: {names}).")
+    try:
+        card_count = int(cards or (1 if pool.is_cpu else pool.card_count))
+        epochs_value = float(epochs or 1)
+        seed_value = int(seed or 0)
+    except (TypeError, ValueError) as error:
+        raise WordingCardError("Cards, epochs and seed must be numbers.") from error
+    if not 1 <= card_count <= pool.card_count:
+        raise WordingCardError(
+            f"Pool {pool.name} has {pool.card_count} card(s): ask for 1 to {pool.card_count}."
+        )
+    reward_source = reward_source or "picks"
+    outcomes_world = None
+    if reward_source == "outcomes":
+        worlds = World.objects.filter(calls__isnull=False).distinct()
+        outcomes_world = (
+            worlds.filter(slug=outcomes_pack).first() if outcomes_pack else worlds.first()
+        )
+        if outcomes_world is None:
+            raise WordingCardError(
+                f"No world '{outcomes_pack}' with real calls: outcome labels come from one."
+                if outcomes_pack
+                else "Outcome labels need a world with real calls: import calls first."
+            )
+    return WordingChoice(
+        method=method,
+        preference_version=preference,
+        pool=pool,
+        card_count=card_count,
+        base=(base or "").strip() or base_default(pool),
+        parent=parent or policy_live(),
+        reward_source=reward_source,
+        outcomes_world=outcomes_world,
+        epochs=epochs_value,
+        seed=seed_value,
+    )
+
+
 def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
     """Start the RLHF or DPO card. Checks the spec first; refuses with the reason."""
     if choice.method not in METHODS:

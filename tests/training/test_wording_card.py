@@ -103,3 +103,90 @@ def test_it_registers_a_trained_version_from_the_trainers_result(frozen):
     assert version.provider_model == "/models/versions/abc/merged"
     assert version.learned_from["held_out_accuracy"] == 1.0
     assert "curve" not in version.learned_from["metrics"]
+
+
+# --- the same cards through the API ------------------------------------------------------
+
+
+def _post_card(client, **body):
+    return client.post("/api/rl/train/wording/", body, content_type="application/json")
+
+
+def test_the_api_starts_a_card_and_packs_the_outcome_world(
+    frozen, owner_client, monkeypatch, django_capture_on_commit_callbacks
+):
+    from arena.services import calls_import
+    from trainers import wording_spec
+
+    monkeypatch.setitem(wording_spec.MIN_PAIRS, "rlhf", 2)
+    calls = World.objects.create(slug="calls", name="Real calls")
+    lines = [
+        {
+            "id": f"c{number}",
+            "outcome": outcome,
+            "turns": [
+                {"speaker": "customer", "text": "Hello, is the flat free?"},
+                {"speaker": "agent", "text": reply},
+            ],
+        }
+        for number, (outcome, reply) in enumerate(
+            [("won", "It is. Shall I book you a viewing?"), ("lost", "Check the website.")]
+        )
+    ]
+    calls_import(world=calls, text="\n".join(json.dumps(line) for line in lines))
+    with django_capture_on_commit_callbacks(execute=False):
+        response = _post_card(
+            owner_client,
+            method="rlhf",
+            preference_version=frozen.number,
+            reward_source="outcomes",
+            outcomes_pack="calls",
+            epochs=0.5,
+        )
+    assert response.status_code == 201, response.content
+    job = Job.objects.get(pk=response.json()["id"])
+    with open(job.spec_path) as spec_file:
+        spec = json.load(spec_file)
+    assert (job.trainer, spec["reward_source"], spec["epochs"]) == ("rlhf", "outcomes", 0.5)
+    assert sorted(example["won"] for example in spec["outcome_examples"]) == [False, True]
+    assert spec["base"] == "smollm2-135m-instruct"  # the CPU pool's default base
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"method": "dpo"}, "asks for 200 frozen pairs"),
+        ({"method": "dpo", "preference_version": 9}, "No preference version v9"),
+        ({"method": "ppo"}, "not a valid choice"),
+        ({"method": "dpo", "pool": "nowhere"}, "enabled: local-cpu"),
+        ({"method": "dpo", "cards": 7}, "ask for 1 to 1"),
+        ({"method": "rlhf", "reward_source": "outcomes", "outcomes_pack": "mars"}, "No world"),
+        ({"method": "dpo", "base": "https://example.com/model"}, "owner/name"),
+    ],
+)
+def test_the_api_refuses_a_bad_card_saying_why_and_starts_nothing(
+    frozen, owner_client, monkeypatch, body, said
+):
+    from trainers import wording_spec
+
+    if "asks for" not in said:
+        # Enough pairs, so the refusal is about the field under test.
+        monkeypatch.setitem(wording_spec.MIN_PAIRS, "dpo", 2)
+        monkeypatch.setitem(wording_spec.MIN_PAIRS, "rlhf", 2)
+    response = _post_card(owner_client, **{"preference_version": frozen.number, **body})
+    assert response.status_code == 400
+    assert said in json.dumps(response.json())
+    assert Job.objects.count() == 0
+
+
+def test_the_api_card_is_for_managers_of_this_workspace_only(frozen, workspace, outsider_client):
+    from tests.conftest import client_for, make_user
+
+    make_user(workspace, "reviewer@acme.test", "reviewer")
+    reviewer = client_for(workspace, "reviewer@acme.test")
+    assert _post_card(reviewer, method="dpo", preference_version=1).status_code == 403
+    assert _post_card(outsider_client, method="dpo", preference_version=1).status_code in {
+        401,
+        403,
+    }
+    assert Job.objects.count() == 0

@@ -1,0 +1,294 @@
+"""The wording route end to end on a running demo, through the REST API only.
+
+    make run                                   # in one terminal
+    .venv/bin/python -m bench.wording_demo     # in another
+
+What it does, as a reviewer, a manager and an owner would (every step is an API call):
+
+1. picks in the Duel until the workspace has `--dpo-picks` picks, then freezes them;
+2. Benchmark · DPO on that preference version (CPU default base), waits for the job, reads the
+   version it made (served in-process) and finds it answering in the Duel;
+3. releases it and checks the Duel's new pairs fall back to the newest version that answers;
+   serves it again (a serve job) and finds it answering again;
+4. picks on to `--rlhf-picks`, freezes, runs Wording · RLHF with the reward model fitted on the
+   real-call world's outcome labels, and reads the version's numbers (held-out AUC, KL,
+   reward before/after) and the DPO figure it is compared against.
+
+Reviewer stand-in: no person sits at the Duel here, so the picks are made by a scripted reviewer
+who prefers the reply the rubric judge scores higher (ties: A) — the point is the pipeline, not
+the taste. Prints a table of wall seconds and figures per stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from arena.judging.rubric import RubricJudge, Turn
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+@dataclass
+class Api:
+    url: str
+    host: str
+    token: str
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        if not self.url.startswith(("http://", "https://")):
+            raise DemoError(f"--url must be http(s)://…, not {self.url!r}")
+        request = urllib.request.Request(  # noqa: S310 - scheme checked just above
+            f"{self.url}{path}",
+            data=data,
+            method=method,
+            headers={
+                "Host": self.host,
+                "Authorization": f"Token {self.token}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
+                raw = response.read()
+        except urllib.error.HTTPError as error:
+            said = error.read().decode()[:400]
+            raise DemoError(f"{method} {path}: {error.code} {said}") from error
+        return json.loads(raw) if raw else None
+
+
+@dataclass
+class Row:
+    stage: str
+    seconds: float
+    figure: str
+
+
+def say(text: str) -> None:
+    print(text, flush=True)  # noqa: T201
+
+
+def picks_count(api: Api) -> int:
+    return int(api.call("GET", "/api/rl/picks/?page_size=1").get("count", 0))
+
+
+def pick_once(api: Api, pack: str, judge: RubricJudge) -> dict[str, Any] | None:
+    """One Duel round: take the next pair, pick the side the rubric prefers; the reveal."""
+    item = api.call("GET", f"/api/rl/duel/next/?pack={pack}")["item"]
+    if item is None:
+        return None
+    context = [Turn(turn["speaker"], turn["text"]) for turn in item["moment"]["dialogue"]]
+    score_a = judge.score(context, item["a"]["text"]).total
+    score_b = judge.score(context, item["b"]["text"]).total
+    chosen = "A" if score_a >= score_b else "B"
+    return api.call("POST", "/api/rl/picks/", {"pair": item["pair"], "chosen": chosen})["reveal"]
+
+
+def pick_until(api: Api, pack: str, target: int, judge: RubricJudge) -> int:
+    have = picks_count(api)
+    while have < target:
+        if pick_once(api, pack, judge) is None:
+            raise DemoError(f"The {pack} Duel ran dry at {have} picks.")
+        have += 1
+        if have % 50 == 0:
+            say(f"  {have} picks")
+    return have
+
+
+def freeze(api: Api) -> dict[str, Any]:
+    return api.call("POST", "/api/rl/preferences/freeze/", {})
+
+
+def wait_job(api: Api, job_id: int, *, limit_s: float) -> dict[str, Any]:
+    started, shown = time.monotonic(), -1.0
+    while True:
+        job = api.call("GET", f"/api/rl/jobs/{job_id}/")
+        fraction = job.get("progress_fraction") or 0.0
+        if fraction - shown >= 0.1:
+            shown = fraction
+            say(f"  job {job_id} {job['state']} {fraction:.0%}")
+        if job["state"] == "done":
+            return job
+        if job["state"] in ("failed", "cancelled"):
+            raise DemoError(f"Job {job_id} {job['state']}: {job['error']}")
+        if time.monotonic() - started > limit_s:
+            raise DemoError(f"Job {job_id} still {job['state']} after {limit_s:.0f} s")
+        time.sleep(3)
+
+
+def version_by_number(api: Api, number: int) -> dict[str, Any]:
+    for version in api.call("GET", "/api/rl/policies/?page_size=200")["results"]:
+        if version["number"] == number:
+            return version
+    raise DemoError(f"No version v{number}")
+
+
+def newest_answering(api: Api) -> dict[str, Any]:
+    versions = api.call("GET", "/api/rl/policies/?page_size=200")["results"]
+    answering = [version for version in versions if version["can_answer"]]
+    return max(answering, key=lambda version: version["number"])
+
+
+def duel_labels(api: Api, pack: str, judge: RubricJudge, *, pairs: int) -> set[str]:
+    """Make fresh pairs (between the default versions) and pick them; who wrote each side."""
+    made = api.call("POST", "/api/rl/duel/generate/", {"pack": pack, "count": pairs})["made"]
+    labels: set[str] = set()
+    # The new pairs sit among older ones in the queue: pick until the new ones are seen.
+    for _ in range(made + 80):
+        reveal = pick_once(api, pack, judge)
+        if reveal is None:
+            break
+        labels |= {side["version"] for side in reveal.values() if side["version"]}
+    return labels
+
+
+def learned(version: dict[str, Any], *keys: str) -> str:
+    learned_from = version.get("learned_from") or {}
+    facts = {**(learned_from.get("metrics") or {}), **learned_from}
+    return " · ".join(f"{key} {facts[key]}" for key in keys if facts.get(key) is not None)
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="http://127.0.0.1:8000")
+    parser.add_argument("--workspace", default="demo")
+    parser.add_argument("--email", default="admin@demo.localhost")
+    parser.add_argument("--pack", default="persuasion", help="the world to duel in")
+    parser.add_argument("--outcomes-pack", default="persuasion")
+    parser.add_argument("--dpo-picks", type=int, default=200)
+    parser.add_argument("--rlhf-picks", type=int, default=500)
+    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--job-limit", type=float, default=3600, help="seconds per job")
+    parser.add_argument("--skip-dpo", action="store_true")
+    args = parser.parse_args(argv)
+
+    token = subprocess.run(  # noqa: S603 - our own manage.py, arguments as a list
+        [sys.executable, "manage.py", "api_token", args.workspace, args.email],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    api = Api(args.url, f"{args.workspace}.localhost", token)
+    judge = RubricJudge()
+    rows: list[Row] = []
+
+    def stage(name: str, started: float, figure: str) -> None:
+        rows.append(Row(name, time.monotonic() - started, figure))
+        say(f"{name}: {figure}")
+
+    if not args.skip_dpo:
+        started = time.monotonic()
+        have = pick_until(api, args.pack, args.dpo_picks, judge)
+        frozen = freeze(api)
+        stage(
+            "Duel + freeze",
+            started,
+            f"{have} picks → preference v{frozen['number']} ({frozen['row_count']} rows)",
+        )
+
+        started = time.monotonic()
+        job = api.call(
+            "POST",
+            "/api/rl/train/wording/",
+            {"method": "dpo", "preference_version": frozen["number"], "epochs": args.epochs},
+        )
+        job = wait_job(api, job["id"], limit_s=args.job_limit)
+        dpo = version_by_number(api, job["produced_version"])
+        stage(
+            f"DPO → {dpo['label']}",
+            started,
+            learned(dpo, "held_out_accuracy", "pairs", "base") + f" · status {dpo['status']}",
+        )
+
+        started = time.monotonic()
+        labels = duel_labels(api, args.pack, judge, pairs=6)
+        if dpo["label"] not in labels:
+            raise DemoError(f"{dpo['label']} wrote none of the new Duel replies: {labels}")
+        stage("Duel with the DPO version", started, f"replies by {sorted(labels)}")
+
+        started = time.monotonic()
+        api.call("POST", f"/api/rl/policies/{dpo['id']}/release", {})
+        released = version_by_number(api, dpo["number"])
+        fallback = newest_answering(api)
+        labels = duel_labels(api, args.pack, judge, pairs=6)
+        if dpo["label"] in labels:
+            raise DemoError(f"Released {dpo['label']} still answered in the Duel")
+        stage(
+            "Release",
+            started,
+            f"{dpo['label']} {released['status']}; Duel falls back to {fallback['label']} "
+            f"(replies by {sorted(labels)})",
+        )
+
+        started = time.monotonic()
+        endpoint = api.call("POST", f"/api/rl/policies/{dpo['id']}/serve", {"gpu_count": 1})
+        if endpoint.get("job_id"):
+            wait_job(api, endpoint["job_id"], limit_s=args.job_limit)
+        for _ in range(200):
+            if version_by_number(api, dpo["number"])["can_answer"]:
+                break
+            time.sleep(3)
+        labels = duel_labels(api, args.pack, judge, pairs=6)
+        if dpo["label"] not in labels:
+            raise DemoError(f"{dpo['label']} served again but wrote no Duel reply: {labels}")
+        stage("Serve again", started, f"{dpo['label']} answering; replies by {sorted(labels)}")
+
+    started = time.monotonic()
+    have = pick_until(api, args.pack, args.rlhf_picks, judge)
+    frozen = freeze(api)
+    stage(
+        "Duel + freeze",
+        started,
+        f"{have} picks → preference v{frozen['number']} ({frozen['row_count']} rows)",
+    )
+    started = time.monotonic()
+    job = api.call(
+        "POST",
+        "/api/rl/train/wording/",
+        {
+            "method": "rlhf",
+            "preference_version": frozen["number"],
+            "epochs": args.epochs,
+            "reward_source": "outcomes",
+            "outcomes_pack": args.outcomes_pack,
+        },
+    )
+    job = wait_job(api, job["id"], limit_s=args.job_limit)
+    rlhf = version_by_number(api, job["produced_version"])
+    stage(
+        f"RLHF (outcome reward) → {rlhf['label']}",
+        started,
+        learned(
+            rlhf,
+            "reward_source",
+            "held_out_auc",
+            "outcome_examples",
+            "pairs",
+            "kl",
+            "reward_before",
+            "reward_after",
+            "clip_fraction",
+        )
+        + f" · status {rlhf['status']}",
+    )
+
+    say("")
+    width = max(len(row.stage) for row in rows)
+    for row in rows:
+        say(f"{row.stage:<{width}}  {row.seconds:8.1f} s  {row.figure}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
