@@ -386,11 +386,15 @@ def _draft(
 def _real_drafts(world: World, count: int, versions: list[Any]) -> list[_PairDraft]:
     """Moments from real calls: an agent turn not paired yet; the versions answer it and the
     real agent's own words there are a third candidate."""
+    # evaluation depends on arena, not the other way round: ask it by name at call time.
+    from evaluation.services import held_out_call_ids
+
     already_paired = DuelPair.objects.filter(
         moment__call_id=OuterRef("call_id"), moment__turn_index=OuterRef("index")
     )
     chosen = list(
         Turn.objects.filter(call__world=world, speaker=Turn.Speaker.AGENT, index__gte=1)
+        .exclude(call_id__in=held_out_call_ids(world=world))
         .filter(~Exists(already_paired))
         # A hash of the id spreads the batch over many calls, the same way every time.
         .order_by(MD5(Cast("id", output_field=CharFieldType())), "id")

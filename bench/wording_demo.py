@@ -168,7 +168,14 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--outcomes-pack", default="persuasion")
     parser.add_argument("--dpo-picks", type=int, default=200)
     parser.add_argument("--rlhf-picks", type=int, default=500)
-    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--dpo-epochs", type=float, default=1.0)
+    parser.add_argument(
+        "--rlhf-epochs",
+        type=float,
+        default=1.0,
+        help="passes over the pairs' openings and the outcome rows (0.1 is ~40 min on 2 cores)",
+    )
+    parser.add_argument("--dpo-job", type=int, help="follow this DPO job instead of starting one")
     parser.add_argument("--job-limit", type=float, default=3600, help="seconds per job")
     parser.add_argument("--skip-dpo", action="store_true")
     args = parser.parse_args(argv)
@@ -188,21 +195,28 @@ def main(argv: list[str] | None = None) -> list[Row]:
         say(f"{name}: {figure}")
 
     if not args.skip_dpo:
-        started = time.monotonic()
-        have = pick_until(api, args.pack, args.dpo_picks, judge)
-        frozen = freeze(api)
-        stage(
-            "Duel + freeze",
-            started,
-            f"{have} picks → preference v{frozen['number']} ({frozen['row_count']} rows)",
-        )
-
-        started = time.monotonic()
-        job = api.call(
-            "POST",
-            "/api/rl/train/wording/",
-            {"method": "dpo", "preference_version": frozen["number"], "epochs": args.epochs},
-        )
+        if args.dpo_job:
+            started = time.monotonic()
+            job = api.call("GET", f"/api/rl/jobs/{args.dpo_job}/")
+        else:
+            started = time.monotonic()
+            have = pick_until(api, args.pack, args.dpo_picks, judge)
+            frozen = freeze(api)
+            stage(
+                "Duel + freeze",
+                started,
+                f"{have} picks → preference v{frozen['number']} ({frozen['row_count']} rows)",
+            )
+            started = time.monotonic()
+            job = api.call(
+                "POST",
+                "/api/rl/train/wording/",
+                {
+                    "method": "dpo",
+                    "preference_version": frozen["number"],
+                    "epochs": args.dpo_epochs,
+                },
+            )
         job = wait_job(api, job["id"], limit_s=args.job_limit)
         dpo = version_by_number(api, job["produced_version"])
         stage(
@@ -259,7 +273,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         {
             "method": "rlhf",
             "preference_version": frozen["number"],
-            "epochs": args.epochs,
+            "epochs": args.rlhf_epochs,
             "reward_source": "outcomes",
             "outcomes_pack": args.outcomes_pack,
         },

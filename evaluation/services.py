@@ -319,6 +319,19 @@ def _scripted_set_fill(call_set: EvaluationCallSet) -> None:
             )
 
 
+def held_out_call_ids(*, world: World) -> set[int]:
+    """The real calls Evaluate replays for this world (chosen now if they were not yet):
+    the Duel pairs none of their moments and no reward model learns from their outcomes, so
+    a checkpoint never scores a version on calls it was trained on.
+
+    A world with fewer than twice as many calls as Evaluate holds out cannot spare them: there
+    nothing is kept back (an empty set), and the Duel and the reward model use every call."""
+    if world.calls.count() < 2 * HELD_OUT_CALLS:
+        return set()
+    call_set = call_set_ensure(world=world)
+    return set(call_set.calls.exclude(call__isnull=True).values_list("call_id", flat=True))
+
+
 def call_set_ensure(*, world: World) -> EvaluationCallSet:
     """The world's held-out calls: chosen the first time, then always the same ones."""
     existing = EvaluationCallSet.objects.filter(world=world).first()

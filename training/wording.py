@@ -59,7 +59,14 @@ def base_default(pool: GpuPool) -> str:
 
 
 def _outcome_examples(world: World) -> list[dict[str, Any]]:
-    calls = Call.objects.filter(world=world).exclude(outcome=Call.Outcome.UNKNOWN)
+    from evaluation.services import held_out_call_ids
+
+    # The calls Evaluate replays stay out, so the checkpoint scores on calls never learned from.
+    calls = (
+        Call.objects.filter(world=world)
+        .exclude(outcome=Call.Outcome.UNKNOWN)
+        .exclude(pk__in=held_out_call_ids(world=world))
+    )
     return outcome_examples_from_calls(
         {
             "id": call.external_id,

@@ -124,7 +124,11 @@ def test_it_freezes_while_reviewers_pick_without_losing_or_doubling_a_pick(
         stored = sum(_in_threads(schema, pick_or_freeze))
         assert stored == (REVIEWERS - 1) * rounds
         with schema_context(schema):
-            final = preference_freeze()  # whatever came after the last freeze in the threads
+            # Whatever came after the last freeze in the threads (on a busy machine that
+            # freeze may have come after every pick, leaving nothing new).
+            with contextlib.suppress(EmptyFreeze):
+                preference_freeze()
+            final = PreferenceVersion.objects.order_by("-number").first()
             rows = [row.pick_id for row in preference_version_read(version=final)]
             assert sorted(rows) == sorted(Pick.objects.values_list("pk", flat=True))
             assert len(rows) == len(set(rows)) == stored

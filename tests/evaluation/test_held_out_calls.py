@@ -98,3 +98,35 @@ def test_it_makes_the_same_scripted_moments_in_a_fresh_world(lettings):
     EvaluationCallSet.objects.filter(world=lettings).delete()
     call_set_ensure(world=lettings)
     assert dialogues() == first
+
+
+def test_the_duel_and_the_outcome_reward_model_never_use_the_held_out_calls(real_world):
+    """A checkpoint must not score a version on calls it learned from: the Duel pairs no
+    moment of a held-out call, and the outcome examples of the RLHF card leave them out."""
+    from arena.models import DuelPair
+    from arena.services import duel_pairs_generate
+    from evaluation.services import held_out_call_ids
+    from training.wording import _outcome_examples
+
+    duel_pairs_generate(world=real_world, count=60)  # before any evaluation ran
+    held = held_out_call_ids(world=real_world)
+    assert len(held) == HELD_OUT_CALLS
+    paired = set(
+        DuelPair.objects.filter(world=real_world).values_list("moment__call_id", flat=True)
+    )
+    assert len(paired) >= 30
+    assert not paired & held
+    held_ids = set(real_world.calls.filter(pk__in=held).values_list("external_id", flat=True))
+    examples = _outcome_examples(real_world)
+    assert examples
+    assert not {example["call_id"] for example in examples} & held_ids
+
+
+def test_a_world_too_small_to_spare_forty_calls_keeps_none_back(in_workspace, datasets):
+    from evaluation.services import held_out_call_ids
+
+    world = world_create(slug="few", name="Few calls")
+    lines = REAL_CALLS.read_text().splitlines()[: 2 * HELD_OUT_CALLS - 1]
+    calls_import(world=world, text="\n".join(lines))
+    assert held_out_call_ids(world=world) == set()
+    assert not EvaluationCallSet.objects.filter(world=world).exists()
