@@ -45,20 +45,48 @@ def train(request):
     )
 
 
+def _checkpoint_of(version) -> dict | None:
+    """The version's newest finished checkpoint against its parent on the held-out calls."""
+    if version is None:
+        return None
+    # Through the version's reverse relation: training does not import evaluation.
+    checkpoint = (
+        version.evaluations_as_candidate.filter(purpose="checkpoint", state="done")
+        .select_related("baseline")
+        .order_by("-id")
+        .first()
+    )
+    if checkpoint is None:
+        return None
+    return {
+        "win_rate": checkpoint.win_rate,
+        "verdict": checkpoint.verdict,
+        "baseline": checkpoint.baseline.label,
+        "id": checkpoint.pk,
+    }
+
+
 def _how_each_method_learns() -> dict:
-    """The world's own numbers under "How each method learns": the latest RLHF and DPO."""
+    """The world's own numbers under "How each method learns": the latest RLHF and DPO, each
+    with its checkpoint on the held-out calls (the DPO one is the number RLHF must beat)."""
     latest = {}
     for method in ("rlhf", "dpo"):
         job = Job.objects.filter(trainer=method, state=Job.State.DONE).order_by("-id").first()
         if job and job.result:
             record = job.result.get("version") or {}
+            metrics = job.result.get("metrics") or {}
             latest[method] = {
                 "job": job,
                 "pairs": record.get("pairs"),
                 "held_out_accuracy": record.get("held_out_accuracy"),
                 "held_out_auc": record.get("held_out_auc"),
                 "reward_source": record.get("reward_source"),
+                "outcome_examples": record.get("outcome_examples"),
+                "kl": metrics.get("kl"),
+                "reward_before": metrics.get("reward_before"),
+                "reward_after": metrics.get("reward_after"),
                 "version": job.produced_version,
+                "checkpoint": _checkpoint_of(job.produced_version),
             }
     return latest
 

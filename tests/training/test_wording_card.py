@@ -190,3 +190,91 @@ def test_the_api_card_is_for_managers_of_this_workspace_only(frozen, workspace, 
         403,
     }
     assert Job.objects.count() == 0
+
+
+# --- "How each method learns" on the Train page ------------------------------------------
+
+
+def _done_wording_job(method: str, version: PolicyVersion, *, result: dict) -> Job:
+    return Job.objects.create(
+        kind=Job.Kind.TRAIN,
+        trainer=method,
+        state=Job.State.DONE,
+        pool_name="local-cpu",
+        card_type="cpu",
+        produced_version=version,
+        result=result,
+    )
+
+
+def _checkpoint(version: PolicyVersion, parent: PolicyVersion, win_rate: float, verdict: str):
+    from evaluation.models import Evaluation, EvaluationCallSet
+
+    world = World.objects.get(slug="lettings")
+    call_set, _ = EvaluationCallSet.objects.get_or_create(world=world, kind="scripted")
+    Evaluation.objects.create(
+        world=world,
+        call_set=call_set,
+        candidate=version,
+        baseline=parent,
+        purpose="checkpoint",
+        state="done",
+        summary={"win_rate": win_rate, "verdict": verdict},
+    )
+
+
+def test_the_train_page_shows_each_methods_numbers_and_the_dpo_number_to_beat(
+    in_workspace, owner_client
+):
+    from policies.services import version_register
+
+    parent = PolicyVersion.objects.get(number=1)
+    dpo, rlhf = (
+        version_register(name=name, parent=parent, move_strategy={}, learned_from={})
+        for name in ("dpo benchmark", "trained")
+    )
+    _done_wording_job(
+        "dpo",
+        dpo,
+        result={
+            "version": {
+                "pairs": {"total": 200, "train": 180, "held_out": 20},
+                "held_out_accuracy": 0.85,
+            },
+            "metrics": {},
+        },
+    )
+    _done_wording_job(
+        "rlhf",
+        rlhf,
+        result={
+            "version": {
+                "pairs": {"total": 500, "train": 450, "held_out": 50},
+                "reward_source": "outcomes",
+                "held_out_auc": 0.6125,
+                "outcome_examples": {"total": 3900, "held_out_calls": 97},
+            },
+            "metrics": {"kl": 0.0123, "reward_before": -0.2, "reward_after": 0.15},
+        },
+    )
+    _checkpoint(dpo, parent, 0.55, "even")
+    _checkpoint(rlhf, parent, 0.61, "won")
+    html = owner_client.get("/train/").content.decode()
+    for shown in (
+        "200 (180 / 20)",
+        "accuracy 0.850",
+        "AUC 0.613",
+        "3900 agent turns, AUC over 97 held-out calls",
+        "KL 0.0123",
+        "-0.200 → 0.150",
+        "won 0.55 of moments vs v1 · baseline",
+    ):
+        assert shown in html, shown
+    assert "it beats the benchmark" in html
+    # A weaker RLHF says so instead.
+    Job.objects.filter(trainer="rlhf").delete()
+    rlhf_worse = version_register(name="trained", parent=parent, move_strategy={}, learned_from={})
+    _done_wording_job("rlhf", rlhf_worse, result={"version": {}, "metrics": {}})
+    _checkpoint(rlhf_worse, parent, 0.40, "lost")
+    html = owner_client.get("/train/").content.decode()
+    assert "does not beat the benchmark yet" in html
