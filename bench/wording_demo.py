@@ -159,117 +159,90 @@ def learned(version: dict[str, Any], *keys: str) -> str:
     return " · ".join(f"{key} {facts[key]}" for key in keys if facts.get(key) is not None)
 
 
-def main(argv: list[str] | None = None) -> list[Row]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="http://127.0.0.1:8000")
-    parser.add_argument("--workspace", default="demo")
-    parser.add_argument("--email", default="admin@demo.localhost")
-    parser.add_argument("--pack", default="persuasion", help="the world to duel in")
-    parser.add_argument("--outcomes-pack", default="persuasion")
-    parser.add_argument("--dpo-picks", type=int, default=200)
-    parser.add_argument("--rlhf-picks", type=int, default=500)
-    parser.add_argument("--dpo-epochs", type=float, default=1.0)
-    parser.add_argument(
-        "--rlhf-epochs",
-        type=float,
-        default=1.0,
-        help="passes over the pairs' openings and the outcome rows (0.1 is ~40 min on 2 cores)",
-    )
-    parser.add_argument("--dpo-job", type=int, help="follow this DPO job instead of starting one")
-    parser.add_argument("--job-limit", type=float, default=3600, help="seconds per job")
-    parser.add_argument("--skip-dpo", action="store_true")
-    args = parser.parse_args(argv)
+class Stages(list):
+    """The table printed at the end: one row per stage, timed from `started`."""
 
-    token = subprocess.run(  # noqa: S603 - our own manage.py, arguments as a list
-        [sys.executable, "manage.py", "api_token", args.workspace, args.email],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    api = Api(args.url, f"{args.workspace}.localhost", token)
-    judge = RubricJudge()
-    rows: list[Row] = []
-
-    def stage(name: str, started: float, figure: str) -> None:
-        rows.append(Row(name, time.monotonic() - started, figure))
+    def add(self, name: str, started: float, figure: str) -> None:
+        self.append(Row(name, time.monotonic() - started, figure))
         say(f"{name}: {figure}")
 
-    if not args.skip_dpo:
-        if args.dpo_job:
-            started = time.monotonic()
-            job = api.call("GET", f"/api/rl/jobs/{args.dpo_job}/")
-        else:
-            started = time.monotonic()
-            have = pick_until(api, args.pack, args.dpo_picks, judge)
-            frozen = freeze(api)
-            stage(
-                "Duel + freeze",
-                started,
-                f"{have} picks → preference v{frozen['number']} ({frozen['row_count']} rows)",
-            )
-            started = time.monotonic()
-            job = api.call(
-                "POST",
-                "/api/rl/train/wording/",
-                {
-                    "method": "dpo",
-                    "preference_version": frozen["number"],
-                    "epochs": args.dpo_epochs,
-                },
-            )
-        job = wait_job(api, job["id"], limit_s=args.job_limit)
-        dpo = version_by_number(api, job["produced_version"])
-        stage(
-            f"DPO → {dpo['label']}",
-            started,
-            learned(dpo, "held_out_accuracy", "pairs", "base") + f" · status {dpo['status']}",
-        )
 
-        started = time.monotonic()
-        labels = duel_labels(api, args.pack, judge, pairs=6)
-        if dpo["label"] not in labels:
-            raise DemoError(f"{dpo['label']} wrote none of the new Duel replies: {labels}")
-        stage("Duel with the DPO version", started, f"replies by {sorted(labels)}")
-
-        started = time.monotonic()
-        api.call("POST", f"/api/rl/policies/{dpo['id']}/release", {})
-        released = version_by_number(api, dpo["number"])
-        fallback = newest_answering(api)
-        labels = duel_labels(api, args.pack, judge, pairs=6)
-        if dpo["label"] in labels:
-            raise DemoError(f"Released {dpo['label']} still answered in the Duel")
-        stage(
-            "Release",
-            started,
-            f"{dpo['label']} {released['status']}; Duel falls back to {fallback['label']} "
-            f"(replies by {sorted(labels)})",
-        )
-
-        started = time.monotonic()
-        endpoint = api.call("POST", f"/api/rl/policies/{dpo['id']}/serve", {"gpu_count": 1})
-        if endpoint.get("job_id"):
-            wait_job(api, endpoint["job_id"], limit_s=args.job_limit)
-        for _ in range(200):
-            if version_by_number(api, dpo["number"])["can_answer"]:
-                break
-            time.sleep(3)
-        labels = duel_labels(api, args.pack, judge, pairs=6)
-        if dpo["label"] not in labels:
-            raise DemoError(f"{dpo['label']} served again but wrote no Duel reply: {labels}")
-        stage("Serve again", started, f"{dpo['label']} answering; replies by {sorted(labels)}")
-
+def freeze_picks(api: Api, args: argparse.Namespace, judge: RubricJudge, target: int, stages):
     started = time.monotonic()
-    have = pick_until(api, args.pack, args.rlhf_picks, judge)
+    have = pick_until(api, args.pack, target, judge)
     frozen = freeze(api)
-    stage(
+    stages.add(
         "Duel + freeze",
         started,
         f"{have} picks → preference v{frozen['number']} ({frozen['row_count']} rows)",
     )
+    return frozen
+
+
+def train_card(api: Api, args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
+    """Start a wording card and wait for its version; the version."""
+    job = api.call("POST", "/api/rl/train/wording/", body)
+    job = wait_job(api, job["id"], limit_s=args.job_limit)
+    return version_by_number(api, job["produced_version"])
+
+
+def dpo_round_trip(api: Api, args: argparse.Namespace, judge: RubricJudge, stages) -> None:
+    """DPO, its version answering in the Duel, released (the Duel falls back), served again."""
     started = time.monotonic()
-    job = api.call(
-        "POST",
-        "/api/rl/train/wording/",
+    if args.dpo_job:
+        job = wait_job(api, args.dpo_job, limit_s=args.job_limit)
+        dpo = version_by_number(api, job["produced_version"])
+    else:
+        frozen = freeze_picks(api, args, judge, args.dpo_picks, stages)
+        started = time.monotonic()
+        body = {"method": "dpo", "preference_version": frozen["number"]}
+        dpo = train_card(api, args, {**body, "epochs": args.dpo_epochs})
+    stages.add(
+        f"DPO → {dpo['label']}",
+        started,
+        learned(dpo, "held_out_accuracy", "pairs", "base") + f" · status {dpo['status']}",
+    )
+
+    started = time.monotonic()
+    labels = duel_labels(api, args.pack, judge, pairs=6)
+    if dpo["label"] not in labels:
+        raise DemoError(f"{dpo['label']} wrote none of the new Duel replies: {labels}")
+    stages.add("Duel with the DPO version", started, f"replies by {sorted(labels)}")
+
+    started = time.monotonic()
+    api.call("POST", f"/api/rl/policies/{dpo['id']}/release", {})
+    released = version_by_number(api, dpo["number"])
+    fallback = newest_answering(api)
+    labels = duel_labels(api, args.pack, judge, pairs=6)
+    if dpo["label"] in labels:
+        raise DemoError(f"Released {dpo['label']} still answered in the Duel")
+    stages.add(
+        "Release",
+        started,
+        f"{dpo['label']} {released['status']}; Duel falls back to {fallback['label']} "
+        f"(replies by {sorted(labels)})",
+    )
+
+    started = time.monotonic()
+    endpoint = api.call("POST", f"/api/rl/policies/{dpo['id']}/serve", {"gpu_count": 1})
+    if endpoint.get("job_id"):
+        wait_job(api, endpoint["job_id"], limit_s=args.job_limit)
+    for _ in range(200):
+        if version_by_number(api, dpo["number"])["can_answer"]:
+            break
+        time.sleep(3)
+    labels = duel_labels(api, args.pack, judge, pairs=6)
+    if dpo["label"] not in labels:
+        raise DemoError(f"{dpo['label']} served again but wrote no Duel reply: {labels}")
+    stages.add("Serve again", started, f"{dpo['label']} answering; replies by {sorted(labels)}")
+
+
+def rlhf_on_outcomes(api: Api, args: argparse.Namespace, judge: RubricJudge, stages) -> None:
+    frozen = freeze_picks(api, args, judge, args.rlhf_picks, stages)
+    started = time.monotonic()
+    rlhf = train_card(
+        api,
+        args,
         {
             "method": "rlhf",
             "preference_version": frozen["number"],
@@ -278,9 +251,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
             "outcomes_pack": args.outcomes_pack,
         },
     )
-    job = wait_job(api, job["id"], limit_s=args.job_limit)
-    rlhf = version_by_number(api, job["produced_version"])
-    stage(
+    stages.add(
         f"RLHF (outcome reward) → {rlhf['label']}",
         started,
         learned(
@@ -297,11 +268,45 @@ def main(argv: list[str] | None = None) -> list[Row]:
         + f" · status {rlhf['status']}",
     )
 
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="http://127.0.0.1:8000")
+    parser.add_argument("--workspace", default="demo")
+    parser.add_argument("--email", default="admin@demo.localhost")
+    parser.add_argument("--pack", default="persuasion", help="the world to duel in")
+    parser.add_argument("--outcomes-pack", default="persuasion")
+    parser.add_argument("--dpo-picks", type=int, default=200, help="0: no DPO stage")
+    parser.add_argument("--rlhf-picks", type=int, default=500, help="0: no RLHF stage")
+    parser.add_argument("--dpo-epochs", type=float, default=1.0)
+    parser.add_argument(
+        "--rlhf-epochs",
+        type=float,
+        default=1.0,
+        help="passes over the pairs' openings and the outcome rows (0.1 is ~40 min on 2 cores)",
+    )
+    parser.add_argument("--dpo-job", type=int, help="follow this DPO job instead of starting one")
+    parser.add_argument("--job-limit", type=float, default=3600, help="seconds per job")
+    args = parser.parse_args(argv)
+
+    token = subprocess.run(  # noqa: S603 - our own manage.py, arguments as a list
+        [sys.executable, "manage.py", "api_token", args.workspace, args.email],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    api = Api(args.url, f"{args.workspace}.localhost", token)
+    judge = RubricJudge()
+    stages = Stages()
+    if args.dpo_picks > 0:
+        dpo_round_trip(api, args, judge, stages)
+    if args.rlhf_picks > 0:
+        rlhf_on_outcomes(api, args, judge, stages)
     say("")
-    width = max(len(row.stage) for row in rows)
-    for row in rows:
+    width = max((len(row.stage) for row in stages), default=0)
+    for row in stages:
         say(f"{row.stage:<{width}}  {row.seconds:8.1f} s  {row.figure}")
-    return rows
+    return stages
 
 
 if __name__ == "__main__":
