@@ -97,8 +97,10 @@ def job_run(job_id: int, trainer: str) -> dict[str, Any]:
         # The dashboard queued this task only once the job's cards were granted.
         if not CardAllocation.objects.filter(pk=job.card_allocation_id, state="held").exists():
             raise JobCancelled
+        # PACKING too: the dashboard queues the task first and marks the job submitted just
+        # after, and a worker on Redis can be quicker than that (the cards are held either way).
         started = Job.objects.filter(
-            pk=job_id, state__in=[Job.State.SUBMITTED, Job.State.INTERRUPTED]
+            pk=job_id, state__in=[Job.State.PACKING, Job.State.SUBMITTED, Job.State.INTERRUPTED]
         ).update(state=Job.State.RUNNING, started_at=timezone.now(), metrics={})
         if not started and _state(job_id) != Job.State.RUNNING:
             raise JobCancelled

@@ -128,8 +128,11 @@ def job_place(*, job_id: int) -> bool:
     task_id = enqueue_in_workspace(
         JOB_TASK, job.pk, job.trainer, cluster=pool.cluster_name, task_name=f"job-{job.pk}"
     )
+    # With Redis the worker may take the task before this line runs: the task id is written
+    # whatever the state, and the worker starts a job it finds still packing (training.runner).
+    Job.objects.filter(pk=job.pk).update(task_id=task_id, submitted_at=timezone.now())
     Job.objects.filter(pk=job.pk, state=Job.State.PACKING).update(
-        state=Job.State.SUBMITTED, task_id=task_id, submitted_at=timezone.now(), metrics={}
+        state=Job.State.SUBMITTED, metrics={}
     )
     job_event_send(job.pk)
     return True

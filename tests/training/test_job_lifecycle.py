@@ -234,3 +234,37 @@ def test_it_queues_the_task_only_once_the_cards_are_granted(job, monkeypatch):
 def test_it_refuses_an_unknown_trainer(in_workspace):
     with pytest.raises(JobError, match="Unknown trainer"):
         job_start(kind="train", trainer="magic", spec={}, pool=pool_default(gpu=False))
+
+
+def test_it_runs_a_job_whose_worker_was_quicker_than_the_dashboard(
+    in_workspace, monkeypatch, django_capture_on_commit_callbacks
+):
+    """On Redis the worker can take the task before job_place marks the job submitted: the
+    job must run (not be taken for cancelled) and still get its task id."""
+    from training.runner import job_run
+
+    with django_capture_on_commit_callbacks(execute=False):
+        job = job_start(
+            kind=Job.Kind.ENGINES,
+            trainer="q-learning-online",
+            spec={
+                "algorithm": "q-learning-online",
+                "knobs": {"episodes": 64, "batch_episodes": 64, "time_budget_s": 0},
+                "scenarios": ["young-professional-price"],
+            },
+            pool=pool_default(gpu=False),
+        )
+    results: list[dict] = []
+
+    def quick_worker(_path, job_id, trainer, **_options):
+        assert Job.objects.get(pk=job_id).state == Job.State.PACKING  # the race under test
+        results.append(job_run(job_id, trainer))
+        return "task-quick"
+
+    monkeypatch.setattr("training.services.enqueue_in_workspace", quick_worker)
+    assert job_place(job_id=job.pk) is True
+    job.refresh_from_db()
+    assert "cancelled" not in results[0]
+    assert results[0]["algorithm"] == "q-learning-online"
+    assert (job.state, job.task_id) == (Job.State.RUNNING, "task-quick")
+    assert job.started_at is not None
