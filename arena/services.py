@@ -61,6 +61,7 @@ from arena.selectors import (
     reply_judgements,
     reply_source_label,
 )
+from levers9.tasks import enqueue_in_workspace
 from trainers.simulator import (
     DEFAULT_SCENARIOS,
     MOVES,
@@ -477,14 +478,24 @@ def _synthetic_drafts(
         episode = run_episode(simulated, policy, seed)
         lines = episode_dialogue(simulated, episode, seed)
         rng = np.random.default_rng(seed)
-        for turn, played_move in enumerate(episode.moves):
-            state = episode.states[turn]
+        turns = []
+        for turn, state in enumerate(episode.states[: len(episode.moves)]):
             dialogue = [
                 {"speaker": line["speaker"], "text": line["text"]} for line in lines[: 2 * turn + 1]
             ]
             digest = hashlib.sha1(  # noqa: S324 - a dedupe key, not a security measure
                 f"{scenario.slug}|{state}|{preference_format.dialogue_json(dialogue)}".encode()
             ).hexdigest()
+            turns.append((turn, state, dialogue, digest))
+        # Moments paired before are skipped before any version is asked: a model's replies
+        # take seconds each, and the opening moments of a scenario repeat across episodes.
+        digests |= set(
+            Moment.objects.filter(
+                world=world, digest__in=[digest for *_rest, digest in turns]
+            ).values_list("digest", flat=True)
+        )
+        for turn, state, dialogue, digest in turns:
+            played_move = episode.moves[turn]
             if digest in digests:
                 continue
             digests.add(digest)
@@ -666,9 +677,49 @@ def duel_next(
         )
     pair = _claim(world, reviewer, selection, now)
     if pair is None and generate:
-        duel_pairs_generate(world=world, scenario=selection.scenario or None)
+        duel_queue_refill(world=world, scenario=selection.scenario or None)
         pair = _claim(world, reviewer, selection, timezone.now())
     return pair
+
+
+SLOW_BATCH = 2
+"""Pairs written while a reviewer waits when a version answers from a model: a small model on
+a CPU takes seconds per reply, so the rest of the batch is written in the background."""
+
+
+def _answers_from_a_model(versions: Sequence[Any]) -> bool:
+    return any(getattr(version, "provider", "simulator") != "simulator" for version in versions)
+
+
+def duel_queue_refill(*, world: World, scenario: str | None = None) -> int:
+    """A reviewer found nothing left: write new pairs. The simulator answers in microseconds,
+    so a whole batch is written now; with a model answering, a few now and the rest by a
+    background task (duel_queue_top_up), so nobody waits minutes for the next pair."""
+    if not _answers_from_a_model(duel_versions()):
+        return duel_pairs_generate(world=world, scenario=scenario)
+    made = duel_pairs_generate(world=world, count=SLOW_BATCH, scenario=scenario)
+    transaction.on_commit(
+        lambda: enqueue_in_workspace(
+            "arena.services.duel_queue_top_up",
+            world.pk,
+            scenario or "",
+            task_name=f"duel-top-up-{world.slug}",
+        )
+    )
+    return made
+
+
+def duel_queue_top_up(world_id: int, scenario: str = "") -> int:
+    """Background: write pairs a few at a time (each in its own transaction, so reviewers get
+    them as they come) until the world's queue holds a batch. Returns how many it wrote."""
+    world = World.objects.get(pk=world_id)
+    made = 0
+    while DuelPair.objects.filter(world=world, is_open=True).count() < PAIR_BATCH:
+        new = duel_pairs_generate(world=world, count=SLOW_BATCH, scenario=scenario or None)
+        if not new:
+            break  # no moment left that makes a pair
+        made += new
+    return made
 
 
 def duel_skip(*, pair: DuelPair, reviewer) -> None:

@@ -123,3 +123,55 @@ def test_it_says_so_when_nothing_is_left(in_workspace, rita):
     duel_pairs_generate(world=world, count=100)
     DuelPair.objects.filter(world=world).update(is_open=False)
     assert duel_next(world=world, reviewer=rita) is None
+
+
+def test_a_model_answering_writes_a_few_pairs_now_and_the_rest_in_the_background(
+    in_workspace, monkeypatch, django_capture_on_commit_callbacks
+):
+    """A trained version on a CPU takes seconds per reply: the reviewer waits for two pairs,
+    not forty; a background task writes the rest of the batch."""
+    from arena.services import PAIR_BATCH, SLOW_BATCH, duel_queue_top_up
+    from policies.models import PolicyVersion
+    from policies.services import version_runs_on_set
+    from tests.policies.stub_server import StubModelServer
+
+    world = World.objects.get(slug="lettings")
+    reviewer = make_user(in_workspace, "slow@acme.test", "reviewer")
+    queued: list[tuple] = []
+    monkeypatch.setattr(
+        "arena.services.enqueue_in_workspace",
+        lambda *args, **options: queued.append(args) or "task-top-up",
+    )
+    stub = StubModelServer().start()
+    try:
+        version_runs_on_set(
+            version=PolicyVersion.objects.get(number=1),
+            provider="vllm",
+            model="Qwen/Qwen3-14B",
+            endpoint_url=stub.base_url,
+        )
+        with django_capture_on_commit_callbacks(execute=True):
+            pair = duel_next(world=world, reviewer=reviewer)
+        assert pair is not None
+        assert DuelPair.objects.filter(world=world).count() <= SLOW_BATCH
+        asked_now = len(stub.requests)
+        assert queued == [("arena.services.duel_queue_top_up", world.pk, "")]
+        made = duel_queue_top_up(world.pk)
+    finally:
+        stub.stop()
+    assert DuelPair.objects.filter(world=world, is_open=True).count() >= PAIR_BATCH
+    assert made >= PAIR_BATCH - SLOW_BATCH
+    assert asked_now * 4 < len(stub.requests)  # most of the model's replies came later
+
+
+def test_the_simulator_answering_refills_a_whole_batch_at_once(in_workspace, monkeypatch):
+    from arena.services import PAIR_BATCH
+
+    world = World.objects.get(slug="lettings")
+    reviewer = make_user(in_workspace, "quick@acme.test", "reviewer")
+    monkeypatch.setattr(
+        "arena.services.enqueue_in_workspace",
+        lambda *args, **options: pytest.fail("nothing to do in the background"),
+    )
+    assert duel_next(world=world, reviewer=reviewer) is not None
+    assert DuelPair.objects.filter(world=world).count() == PAIR_BATCH
