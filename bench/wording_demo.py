@@ -60,7 +60,7 @@ class Api:
             },
         )
         try:
-            with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=600) as response:  # noqa: S310
                 raw = response.read()
         except urllib.error.HTTPError as error:
             said = error.read().decode()[:400]
@@ -95,8 +95,15 @@ def pick_once(api: Api, pack: str, judge: RubricJudge) -> dict[str, Any] | None:
     return api.call("POST", "/api/rl/picks/", {"pair": item["pair"], "chosen": chosen})["reveal"]
 
 
-def pick_until(api: Api, pack: str, target: int, judge: RubricJudge) -> int:
+def pick_until(
+    api: Api, pack: str, target: int, judge: RubricJudge, *, versions: list[int] | None = None
+) -> int:
     have = picks_count(api)
+    if versions and have < target:
+        # Pairs written up front by the versions named (the simulator answers in microseconds):
+        # a trained version on a CPU would take seconds for every pair the queue refills.
+        body = {"pack": pack, "count": min(500, target - have + 10), "versions": versions}
+        api.call("POST", "/api/rl/duel/generate/", body)
     while have < target:
         if pick_once(api, pack, judge) is None:
             raise DemoError(f"The {pack} Duel ran dry at {have} picks.")
@@ -140,17 +147,18 @@ def newest_answering(api: Api) -> dict[str, Any]:
     return max(answering, key=lambda version: version["number"])
 
 
-def duel_labels(api: Api, pack: str, judge: RubricJudge, *, pairs: int) -> set[str]:
-    """Make fresh pairs (between the default versions) and pick them; who wrote each side."""
-    made = api.call("POST", "/api/rl/duel/generate/", {"pack": pack, "count": pairs})["made"]
-    labels: set[str] = set()
-    # The new pairs sit among older ones in the queue: pick until the new ones are seen.
-    for _ in range(made + 80):
+def duel_answers(api: Api, pack: str, judge: RubricJudge, label: str, *, pairs: int) -> int:
+    """Make fresh pairs between the versions the Duel picks by default and pick through the
+    queue until a reply by `label` is revealed; how many picks that took (0: never seen)."""
+    api.call("POST", "/api/rl/duel/generate/", {"pack": pack, "count": pairs})
+    # The new pairs sit among older ones in the queue (weakest first).
+    for picks in range(1, 120):
         reveal = pick_once(api, pack, judge)
         if reveal is None:
-            break
-        labels |= {side["version"] for side in reveal.values() if side["version"]}
-    return labels
+            return 0
+        if label in {side["version"] for side in reveal.values()}:
+            return picks
+    return 0
 
 
 def learned(version: dict[str, Any], *keys: str) -> str:
@@ -169,7 +177,7 @@ class Stages(list):
 
 def freeze_picks(api: Api, args: argparse.Namespace, judge: RubricJudge, target: int, stages):
     started = time.monotonic()
-    have = pick_until(api, args.pack, target, judge)
+    have = pick_until(api, args.pack, target, judge, versions=args.duel_versions)
     frozen = freeze(api)
     stages.add(
         "Duel + freeze",
@@ -204,23 +212,23 @@ def dpo_round_trip(api: Api, args: argparse.Namespace, judge: RubricJudge, stage
     )
 
     started = time.monotonic()
-    labels = duel_labels(api, args.pack, judge, pairs=6)
-    if dpo["label"] not in labels:
-        raise DemoError(f"{dpo['label']} wrote none of the new Duel replies: {labels}")
-    stages.add("Duel with the DPO version", started, f"replies by {sorted(labels)}")
+    picks = duel_answers(api, args.pack, judge, dpo["label"], pairs=3)
+    if not picks:
+        raise DemoError(f"{dpo['label']} wrote none of the Duel's new replies")
+    stages.add("Duel with the DPO version", started, f"{dpo['label']} revealed after {picks} picks")
 
     started = time.monotonic()
     api.call("POST", f"/api/rl/policies/{dpo['id']}/release", {})
     released = version_by_number(api, dpo["number"])
     fallback = newest_answering(api)
-    labels = duel_labels(api, args.pack, judge, pairs=6)
-    if dpo["label"] in labels:
-        raise DemoError(f"Released {dpo['label']} still answered in the Duel")
+    if released["can_answer"] or fallback["number"] == dpo["number"]:
+        raise DemoError(f"Released {dpo['label']} still counts as answering")
+    made = api.call("POST", "/api/rl/duel/generate/", {"pack": args.pack, "count": 3})["made"]
     stages.add(
         "Release",
         started,
-        f"{dpo['label']} {released['status']}; Duel falls back to {fallback['label']} "
-        f"(replies by {sorted(labels)})",
+        f"{dpo['label']} {released['status']}; new Duel pairs ({made}) come from "
+        f"{fallback['label']}",
     )
 
     started = time.monotonic()
@@ -231,10 +239,10 @@ def dpo_round_trip(api: Api, args: argparse.Namespace, judge: RubricJudge, stage
         if version_by_number(api, dpo["number"])["can_answer"]:
             break
         time.sleep(3)
-    labels = duel_labels(api, args.pack, judge, pairs=6)
-    if dpo["label"] not in labels:
-        raise DemoError(f"{dpo['label']} served again but wrote no Duel reply: {labels}")
-    stages.add("Serve again", started, f"{dpo['label']} answering; replies by {sorted(labels)}")
+    picks = duel_answers(api, args.pack, judge, dpo["label"], pairs=3)
+    if not picks:
+        raise DemoError(f"{dpo['label']} served again but wrote no Duel reply")
+    stages.add("Serve again", started, f"{dpo['label']} answering; revealed after {picks} picks")
 
 
 def rlhf_on_outcomes(api: Api, args: argparse.Namespace, judge: RubricJudge, stages) -> None:
@@ -284,6 +292,12 @@ def main(argv: list[str] | None = None) -> list[Row]:
         type=float,
         default=1.0,
         help="passes over the pairs' openings and the outcome rows (0.1 is ~40 min on 2 cores)",
+    )
+    parser.add_argument(
+        "--duel-versions",
+        type=lambda text: [int(number) for number in text.split(",") if number],
+        default=[1],
+        help="versions whose pairs the picks are made on (comma list; empty: the Duel's own)",
     )
     parser.add_argument("--dpo-job", type=int, help="follow this DPO job instead of starting one")
     parser.add_argument("--job-limit", type=float, default=3600, help="seconds per job")
