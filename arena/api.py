@@ -47,7 +47,7 @@ from arena.services import (
     CallImportError,
     calls_import,
     duel_next,
-    duel_pairs_generate,
+    duel_pairs_request,
     duel_skip,
     judge_override_submit,
     judgements_rescore,
@@ -402,7 +402,18 @@ class DuelViewSet(DuelErrorsMixin, viewsets.ViewSet):
 
     @extend_schema(
         request=DuelGenerateRequestSerializer,
-        responses={201: inline_serializer("DuelGenerated", {"made": serializers.IntegerField()})},
+        responses={
+            201: inline_serializer(
+                "DuelGenerated",
+                {
+                    "made": serializers.IntegerField(help_text="pairs in the queue now"),
+                    "later": serializers.IntegerField(
+                        help_text="pairs a background task writes (a version answers from a "
+                        "model, seconds per reply)"
+                    ),
+                },
+            )
+        },
     )
     @action(detail=False, methods=["post"])
     def generate(self, request):
@@ -412,13 +423,13 @@ class DuelViewSet(DuelErrorsMixin, viewsets.ViewSet):
         world = world_by_slug(params.validated_data["pack"])
         numbers = params.validated_data.get("versions")
         versions = policy_versions_numbered(numbers=numbers) if numbers else None
-        made = duel_pairs_generate(
+        requested = duel_pairs_request(
             world=world,
             count=params.validated_data["count"],
             scenario=params.validated_data.get("scenario") or None,
             versions=versions,
         )
-        return Response({"made": made}, status=201)
+        return Response({"made": requested.made, "later": requested.later}, status=201)
 
 
 class PickViewSet(

@@ -57,6 +57,7 @@ from arena.selectors import (
     duel_pair_get,
     duel_pairs_shown,
     judge_agreement,
+    policy_versions_numbered,
     preferences_dir,
     reply_judgements,
     reply_source_label,
@@ -677,7 +678,7 @@ def duel_next(
         )
     pair = _claim(world, reviewer, selection, now)
     if pair is None and generate:
-        duel_queue_refill(world=world, scenario=selection.scenario or None)
+        duel_pairs_request(world=world, scenario=selection.scenario or None)
         pair = _claim(world, reviewer, selection, timezone.now())
     return pair
 
@@ -691,31 +692,59 @@ def _answers_from_a_model(versions: Sequence[Any]) -> bool:
     return any(getattr(version, "provider", "simulator") != "simulator" for version in versions)
 
 
-def duel_queue_refill(*, world: World, scenario: str | None = None) -> int:
-    """A reviewer found nothing left: write new pairs. The simulator answers in microseconds,
-    so a whole batch is written now; with a model answering, a few now and the rest by a
-    background task (duel_queue_top_up), so nobody waits minutes for the next pair."""
-    if not _answers_from_a_model(duel_versions()):
-        return duel_pairs_generate(world=world, scenario=scenario)
-    made = duel_pairs_generate(world=world, count=SLOW_BATCH, scenario=scenario)
+@dataclass(frozen=True)
+class PairsRequested:
+    made: int
+    """Pairs in the queue now."""
+    later: int
+    """Pairs a background task is writing (a model answers, seconds per reply)."""
+
+
+def duel_pairs_request(
+    *,
+    world: World,
+    count: int = PAIR_BATCH,
+    scenario: str | None = None,
+    versions: Sequence[Any] | None = None,
+) -> PairsRequested:
+    """Make `count` pairs. The simulator answers in microseconds, so all are written now;
+    when a version answers from a model, a few now and the rest by a background task, so no
+    request (and no reviewer) waits minutes."""
+    chosen = duel_versions(versions=versions)
+    if count <= SLOW_BATCH or not _answers_from_a_model(chosen):
+        made = duel_pairs_generate(world=world, count=count, scenario=scenario, versions=versions)
+        return PairsRequested(made=made, later=0)
+    made = duel_pairs_generate(world=world, count=SLOW_BATCH, scenario=scenario, versions=versions)
+    later = count - made
+    numbers = [version.number for version in versions] if versions else []
     transaction.on_commit(
         lambda: enqueue_in_workspace(
-            "arena.services.duel_queue_top_up",
+            "arena.services.duel_pairs_generate_later",
             world.pk,
+            later,
             scenario or "",
-            task_name=f"duel-top-up-{world.slug}",
+            numbers,
+            task_name=f"duel-pairs-{world.slug}",
         )
     )
-    return made
+    return PairsRequested(made=made, later=later)
 
 
-def duel_queue_top_up(world_id: int, scenario: str = "") -> int:
-    """Background: write pairs a few at a time (each in its own transaction, so reviewers get
-    them as they come) until the world's queue holds a batch. Returns how many it wrote."""
+def duel_pairs_generate_later(
+    world_id: int, count: int, scenario: str = "", version_numbers: Sequence[int] = ()
+) -> int:
+    """Background: write `count` pairs a few at a time, each few in its own transaction so
+    reviewers get them as they come. Returns how many it wrote."""
     world = World.objects.get(pk=world_id)
+    versions = policy_versions_numbered(numbers=list(version_numbers)) if version_numbers else None
     made = 0
-    while DuelPair.objects.filter(world=world, is_open=True).count() < PAIR_BATCH:
-        new = duel_pairs_generate(world=world, count=SLOW_BATCH, scenario=scenario or None)
+    while made < count:
+        new = duel_pairs_generate(
+            world=world,
+            count=min(SLOW_BATCH, count - made),
+            scenario=scenario or None,
+            versions=versions,
+        )
         if not new:
             break  # no moment left that makes a pair
         made += new

@@ -20,7 +20,7 @@ from arena.selectors import (
     preference_versions,
     world_map,
 )
-from arena.services import duel_next, duel_pairs_generate, preference_freeze
+from arena.services import duel_next, duel_pairs_request, preference_freeze
 from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required
 
 PAGES = {
@@ -165,7 +165,7 @@ def duel_generate(request):
     try:
         numbers = [int(number) for number in request.POST.getlist("versions") if number]
         versions = policy_versions_numbered(numbers=numbers) if numbers else None
-        made = duel_pairs_generate(
+        requested = duel_pairs_request(
             world=world,
             count=min(max(int(request.POST.get("count") or 20), 1), 200),
             versions=versions,
@@ -174,5 +174,11 @@ def duel_generate(request):
     except (DuelError, ValueError) as error:
         messages.error(request, str(error))
     else:
-        messages.success(request, f"{made} new pairs in the queue.")
+        later = (
+            f" {requested.later} more are being written in the background (a model answers, "
+            "seconds per reply): they join the queue as they come."
+            if requested.later
+            else ""
+        )
+        messages.success(request, f"{requested.made} new pairs in the queue.{later}")
     return redirect("duel")

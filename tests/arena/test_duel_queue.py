@@ -130,7 +130,7 @@ def test_a_model_answering_writes_a_few_pairs_now_and_the_rest_in_the_background
 ):
     """A trained version on a CPU takes seconds per reply: the reviewer waits for two pairs,
     not forty; a background task writes the rest of the batch."""
-    from arena.services import PAIR_BATCH, SLOW_BATCH, duel_queue_top_up
+    from arena.services import PAIR_BATCH, SLOW_BATCH, duel_pairs_generate_later
     from policies.models import PolicyVersion
     from policies.services import version_runs_on_set
     from tests.policies.stub_server import StubModelServer
@@ -155,8 +155,15 @@ def test_a_model_answering_writes_a_few_pairs_now_and_the_rest_in_the_background
         assert pair is not None
         assert DuelPair.objects.filter(world=world).count() <= SLOW_BATCH
         asked_now = len(stub.requests)
-        assert queued == [("arena.services.duel_queue_top_up", world.pk, "")]
-        made = duel_queue_top_up(world.pk)
+        assert len(queued) == 1
+        path, world_id, later, scenario, numbers = queued[0]
+        assert (path, world_id, scenario, numbers) == (
+            "arena.services.duel_pairs_generate_later",
+            world.pk,
+            "",
+            [],
+        )
+        made = duel_pairs_generate_later(world_id, later, scenario, numbers)
     finally:
         stub.stop()
     assert DuelPair.objects.filter(world=world, is_open=True).count() >= PAIR_BATCH
