@@ -8,6 +8,7 @@ was deleted from Endpoints directly reads as released, so no page picks a dead d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from policies.endpoints import endpoints_reconcile
 from policies.models import Endpoint, PolicyVersion
@@ -71,6 +72,64 @@ class VersionRow:
     endpoint: Endpoint | None  # the live (or else the newest) endpoint of a trained version
     # The last evaluation against its parent: {"summary": "...", "lost": bool} or None.
     evaluation: dict | None = None
+
+    @property
+    def facts(self) -> list[tuple[str, str]]:
+        return learned_facts(self.version.learned_from or {})
+
+
+# What the Policies page says a version learned from, in this order; other keys follow.
+_FACT_ORDER = (
+    "algorithm",
+    "base",
+    "preference_version",
+    "pairs",
+    "reward_source",
+    "outcome_examples",
+    "held_out_accuracy",
+    "held_out_auc",
+    "metrics",
+    "epochs",
+    "seed",
+    "job",
+)
+# Shown elsewhere on the row (the weights under "Runs on") or too long to read in a cell.
+_FACT_SKIP = {"merged_weights", "reward_adapter", "returns", "kind", "method", "gpu", "curve"}
+
+
+def _fact_value(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, dict):
+        return ", ".join(
+            f"{key.replace('_', ' ')} {_fact_value(inner)}"
+            for key, inner in value.items()
+            if inner is not None and key not in _FACT_SKIP and not isinstance(inner, list | dict)
+        )
+    if isinstance(value, list):
+        return f"{len(value)} items"
+    return str(value)
+
+
+def learned_facts(learned_from: dict[str, Any]) -> list[tuple[str, str]]:
+    """A version's learned_from as (label, text) pairs a person can read: nested numbers
+    flattened, floats to three figures, paths and raw curves left out."""
+    keys = [key for key in _FACT_ORDER if key in learned_from]
+    keys += sorted(key for key in learned_from if key not in _FACT_ORDER)
+    facts = []
+    for key in keys:
+        value = learned_from[key]
+        if key in _FACT_SKIP or value is None or value == {} or value == []:
+            continue
+        if key == "preference_version":
+            facts.append(("picks", f"preference v{value}"))
+            continue
+        text = _fact_value(value)
+        if text:
+            facts.append((key.replace("_", " "), text))
+    return facts
 
 
 def versions_list() -> list[VersionRow]:

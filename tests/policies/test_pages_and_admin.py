@@ -37,7 +37,7 @@ def test_it_shows_versions_with_lineage_and_status_to_a_reviewer(trained_version
     text = page.content.decode()
     assert "v2 · trained ← v1 · baseline" in text
     assert "Trained endpoint" in text
-    assert "algorithm: dpo" in text
+    assert "<b>algorithm</b> dpo" in text
     assert "Runs on…" not in text  # a reviewer views; the owner changes
     response = reviewer.post(f"/policies/{trained_version.pk}/runs-on/", {"provider": "vllm"})
     assert response.status_code == 403
@@ -249,3 +249,29 @@ def test_it_refuses_the_rival_workspace_on_pages_and_in_the_admin(endpoint, outs
     assert response.status_code == 302
     endpoint.refresh_from_db()
     assert endpoint.state == Endpoint.State.STARTING
+
+
+def test_it_says_what_a_trained_version_learned_from_in_words(in_workspace, owner_client):
+    from policies.services import version_register
+
+    version_register(
+        name="trained",
+        parent=PolicyVersion.objects.get(number=1),
+        move_strategy={},
+        learned_from={
+            "algorithm": "rlhf",
+            "preference_version": 2,
+            "pairs": {"total": 500, "train": 450, "held_out": 50},
+            "held_out_auc": 0.468469191,
+            "held_out_accuracy": None,
+            "merged_weights": "/models/versions/abc/merged",
+            "metrics": {"kl": 9.8283e-05, "curve": [{"step": 1}], "policy_steps": 23},
+        },
+    )
+    html = owner_client.get("/policies/").content.decode()
+    assert "<b>picks</b> preference v2" in html
+    assert "<b>pairs</b> total 500, train 450, held out 50" in html
+    assert "<b>held out auc</b> 0.468" in html
+    assert "<b>metrics</b> kl 9.83e-05, policy steps 23" in html
+    assert "held out accuracy" not in html  # nothing to say is left out
+    assert "{&#x27;" not in html  # no raw dictionaries
