@@ -539,13 +539,12 @@ class TransformersProvider:
         usable, reason = self.available()
         if not usable:
             raise ProviderUnavailable(f"{self.label} cannot answer here: {reason}.")
-        slots = _endpoint_slots(f"{self.kind}|{self.target.model}", 1)
-        if not slots.acquire(timeout=self.limits.timeout):
-            raise ProviderBusy(f"{self.label} stayed busy for {self.limits.timeout:g} s.")
-        try:
+        # One generation at a time per model and process. Waiting for the slot is queueing
+        # for this machine's CPU, not a server that stopped answering, and every generation
+        # ends (max_tokens bounds it): no timeout here, or an evaluation asking several
+        # moments at once would record busy errors for replies that were merely queued.
+        with _endpoint_slots(f"{self.kind}|{self.target.model}", 1):
             return self._generate(messages, max_tokens)
-        finally:
-            slots.release()
 
     def _generate(self, messages: Sequence[Message], max_tokens: int) -> str:
         import torch
