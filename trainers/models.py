@@ -363,7 +363,9 @@ def quiet_deprecations() -> Iterator[None]:
     use the gradient_checkpointing names): nothing for a reader of the job's log to act on."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.* is deprecated")
-        warnings.filterwarnings("ignore", message=".*gradient_checkpointing_enable.* is deprecated")
+        warnings.filterwarnings(
+            "ignore", message=".*gradient_checkpointing_(enable|disable).* is deprecated"
+        )
         yield
 
 
