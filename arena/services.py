@@ -710,12 +710,14 @@ def duel_pairs_request(
     """Make `count` pairs. The simulator answers in microseconds, so all are written now;
     when a version answers from a model, a few now and the rest by a background task, so no
     request (and no reviewer) waits minutes."""
+    # Chosen once here (the default choice reconciles endpoints) and handed on as is.
     chosen = duel_versions(versions=versions)
     if count <= SLOW_BATCH or not _answers_from_a_model(chosen):
-        made = duel_pairs_generate(world=world, count=count, scenario=scenario, versions=versions)
+        made = duel_pairs_generate(world=world, count=count, scenario=scenario, versions=chosen)
         return PairsRequested(made=made, later=0)
-    made = duel_pairs_generate(world=world, count=SLOW_BATCH, scenario=scenario, versions=versions)
+    made = duel_pairs_generate(world=world, count=SLOW_BATCH, scenario=scenario, versions=chosen)
     later = count - made
+    # Named versions stay named; the default choice is made again when the task runs.
     numbers = [version.number for version in versions] if versions else []
     transaction.on_commit(
         lambda: enqueue_in_workspace(

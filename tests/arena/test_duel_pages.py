@@ -13,17 +13,12 @@ from arena.services import (
     pick_submit,
 )
 from tests.arena.duel_helpers import real_world
-from tests.conftest import client_for, make_user
+from tests.conftest import client_for
 
 
 @pytest.fixture(autouse=True)
 def datasets(settings, tmp_path):
     settings.DATASETS_DIR = tmp_path
-
-
-@pytest.fixture
-def rita(workspace):
-    return make_user(workspace, "rita@acme.test", "reviewer")
 
 
 @pytest.fixture

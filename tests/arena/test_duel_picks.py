@@ -8,7 +8,6 @@ import pytest
 from arena.errors import DuelBadInput, DuelConflict, DuelNotFound
 from arena.models import DuelPair, Pick, World
 from arena.services import duel_next, duel_pairs_generate, pick_submit, preference_freeze
-from tests.conftest import make_user
 
 
 @pytest.fixture
@@ -16,16 +15,6 @@ def lettings(in_workspace):
     world = World.objects.get(slug="lettings")
     duel_pairs_generate(world=world, count=6)
     return world
-
-
-@pytest.fixture
-def rita(workspace):
-    return make_user(workspace, "rita@acme.test", "reviewer")
-
-
-@pytest.fixture
-def rob(workspace):
-    return make_user(workspace, "rob@acme.test", "reviewer")
 
 
 def test_it_records_the_preference_and_where_each_reply_came_from(lettings, rita):

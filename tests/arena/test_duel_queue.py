@@ -28,16 +28,6 @@ def lettings(in_workspace):
     return world
 
 
-@pytest.fixture
-def rita(workspace):
-    return make_user(workspace, "rita@acme.test", "reviewer")
-
-
-@pytest.fixture
-def rob(workspace):
-    return make_user(workspace, "rob@acme.test", "reviewer")
-
-
 def test_it_serves_the_weakest_pair_first(lettings, rita):
     pair = duel_next(world=lettings, reviewer=rita)
     lowest = DuelPair.objects.filter(world=lettings).order_by("judge_total", "id").first()

@@ -10,7 +10,6 @@ from arena.models import DuelPair, Judgement, JudgeOverride
 from arena.selectors import judge_agreement, reply_judgements
 from arena.services import duel_pairs_generate, judge_override_submit, judgements_rescore
 from tests.arena.duel_helpers import real_world
-from tests.conftest import make_user
 
 
 @pytest.fixture
@@ -18,16 +17,6 @@ def pair(in_workspace):
     world = real_world()
     duel_pairs_generate(world=world, count=2)
     return DuelPair.objects.filter(world=world).select_related("reply_a").first()
-
-
-@pytest.fixture
-def rita(workspace):
-    return make_user(workspace, "rita@acme.test", "reviewer")
-
-
-@pytest.fixture
-def rob(workspace):
-    return make_user(workspace, "rob@acme.test", "reviewer")
 
 
 def test_it_stores_an_override_against_the_judge_model(pair, rita):

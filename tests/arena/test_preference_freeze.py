@@ -21,7 +21,6 @@ from arena.services import (
     preference_freeze,
     preference_version_write,
 )
-from tests.conftest import make_user
 
 AWKWARD = (
     "Line one\twith a tab\nline two\\with a backslash\r\nand a CRLF — café ☕ "
@@ -40,11 +39,6 @@ def lettings(in_workspace, datasets):
     world = World.objects.get(slug="lettings")
     duel_pairs_generate(world=world, count=8)
     return world
-
-
-@pytest.fixture
-def rita(workspace):
-    return make_user(workspace, "rita@acme.test", "reviewer")
 
 
 def _pick(world, reviewer, side="A", reasons=("respect",)):
