@@ -114,6 +114,8 @@ class Call(models.Model):
     outcome = models.CharField(max_length=10, choices=Outcome.choices)
     source = models.CharField(max_length=300, blank=True, help_text="The file or API it came from.")
     turn_count = models.PositiveIntegerField(default=0)
+    # One of the calls Evaluate replays (arena.held_out): never paired, never learned from.
+    held_out = models.BooleanField(default=False, db_index=True)
     imported_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from arena import judging, preference_format
 from arena.errors import DuelBadInput, DuelConflict, DuelNotFound, EmptyFreeze
+from arena.held_out import held_out_call_ids, held_out_calls_ensure
 from arena.judging import DIMENSION_WEIGHTS, DIMENSIONS, RubricJudge
 from arena.judging import Turn as JudgeTurn
 from arena.models import (
@@ -258,6 +259,8 @@ def calls_import(*, world: World, text: str, source: str = "") -> ImportReport:
         Turn.objects.bulk_create(turns, batch_size=5000)
         report.created = len(calls)
         report.turns_created = len(turns)
+        if calls:
+            held_out_calls_ensure(world=world)
     return report
 
 
@@ -388,9 +391,6 @@ def _draft(
 def _real_drafts(world: World, count: int, versions: list[Any]) -> list[_PairDraft]:
     """Moments from real calls: an agent turn not paired yet; the versions answer it and the
     real agent's own words there are a third candidate."""
-    # evaluation depends on arena, not the other way round: ask it by name at call time.
-    from evaluation.services import held_out_call_ids
-
     already_paired = DuelPair.objects.filter(
         moment__call_id=OuterRef("call_id"), moment__turn_index=OuterRef("index")
     )

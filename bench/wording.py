@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.models import TINY_BASE, base_dir, load_base, quiet_transformers, tiny_base
+from trainers.bases import TINY_BASE, base_dir, load_base, quiet_transformers, tiny_base
 from trainers.wording_spec import outcome_examples_from_calls, parse_wording_spec
 
 DEFAULT_CALLS = (

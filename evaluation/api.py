@@ -27,7 +27,6 @@ from evaluation.services import (
     LENS_BANDS,
     EvaluationError,
     evaluation_start,
-    evaluations_reconcile,
     world_score_vs_outcome,
 )
 from levers9.roles import MANAGER, REVIEWER, HasRole
@@ -181,7 +180,6 @@ class EvaluationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         return super().get_permissions()
 
     def list(self, request, *args, **kwargs):
-        evaluations_reconcile()
         return super().list(request, *args, **kwargs)
 
     @extend_schema(

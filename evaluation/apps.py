@@ -6,3 +6,30 @@ from django.apps import AppConfig
 class EvaluationConfig(AppConfig):
     name = "evaluation"
     verbose_name = "Evaluation"
+
+    def ready(self) -> None:
+        from evaluation.runner import evaluation_job_run
+        from evaluation.services import (
+            evaluation_job_ended,
+            evaluation_job_finish,
+            version_checkpoint,
+        )
+        from levers9.jobs.kinds import (
+            JobKind,
+            job_kind_register,
+            job_produced_listen,
+            trainer_register,
+        )
+
+        job_kind_register(
+            JobKind(
+                "evaluate",
+                "Evaluation",
+                finish=lambda job, result: evaluation_job_finish(job=job, result=result),
+                on_end=evaluation_job_ended,
+            )
+        )
+        # Evaluations read and write the database: they run in the worker, not as a process.
+        trainer_register("evaluate", function=evaluation_job_run)
+        # Every version a job produces is checkpointed against its parent on held-out calls.
+        job_produced_listen(version_checkpoint)

@@ -127,7 +127,7 @@ class Evaluation(models.Model):
     judge_model = models.CharField(max_length=200, blank=True)
     state = models.CharField(max_length=12, choices=State.choices, default=State.QUEUED)
     job = models.ForeignKey(
-        "training.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # Plain values: win rate and its interval, mean rewards, radar, regressions (see services).
     summary = models.JSONField(default=dict, blank=True)

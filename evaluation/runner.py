@@ -1,5 +1,5 @@
-"""The worker side of an evaluation job: registered in training.runner.IN_WORKER_TASKS as
-"evaluate", so the job platform calls it inside the job's workspace, in the worker process,
+"""The worker side of an evaluation job: registered as the in-worker trainer "evaluate"
+(evaluation.apps), so the job platform calls it inside the job's workspace, in the worker process,
 with the same progress reporting a trainer gets (it raises JobCancelled on a cancel)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from evaluation.models import Evaluation
 from evaluation.services import EvaluationError, evaluation_run
-from training.models import Job
+from levers9.jobs.models import Job
 
 
 def evaluation_job_run(job_id: int, progress: Callable[..., None]) -> dict[str, Any]:

@@ -19,10 +19,16 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from arena import judging
+from arena.held_out import (  # noqa: F401 - held_out_call_ids: read here by callers
+    HELD_OUT_CALLS,
+    TURNS_PER_CALL,
+    held_out_call_ids,
+    held_out_calls_ensure,
+    real_calls_choose,
+)
 from arena.models import Call, Judgement, Moment, Reply, Scenario, Turn, World
 from arena.preference_format import dialogue_json
 from evaluation.fanout import Answer, Ask, answers_gather
@@ -37,8 +43,6 @@ from policies.models import PolicyVersion
 from trainers.move_strategy import SCRIPTED, strategy_policy_array
 from trainers.simulator import LettingsWorld, Persona, episode_dialogue, run_episode
 
-HELD_OUT_CALLS = 40
-TURNS_PER_CALL = 4
 LENS_BANDS = 5
 # Scoring this many of a world's openings at once is a bulk load: refresh the statistics.
 ANALYZE_AFTER_ROWS = 500
@@ -209,33 +213,11 @@ def _context(moment: Moment) -> tuple[judging.Turn, ...]:
 # --- the held-out calls -----------------------------------------------------------------------
 
 
-def _call_order_key(external_id: str) -> str:
-    # A hash of the id spreads the choice over the whole file, the same way every time and
-    # in every world that holds the same calls, whatever order they were imported in.
-    return hashlib.sha256(external_id.encode()).hexdigest()
-
-
-def _real_calls_choose(world: World) -> list[Call]:
-    """Forty calls, chosen by a hash of their ids: calls with four agent turns first."""
-    calls = list(
-        world.calls.annotate(
-            agent_turns=Count("turns", filter=Q(turns__speaker=Turn.Speaker.AGENT))
-        ).filter(agent_turns__gte=1)
-    )
-    calls.sort(
-        key=lambda call: (
-            call.agent_turns < TURNS_PER_CALL,
-            _call_order_key(call.external_id),
-        )
-    )
-    chosen = calls[:HELD_OUT_CALLS]
-    chosen.sort(key=lambda call: _call_order_key(call.external_id))
-    return chosen
-
-
 def _real_set_fill(call_set: EvaluationCallSet) -> None:
     world = call_set.world
-    chosen = _real_calls_choose(world)
+    # The world's held-out calls (arena flags them at import), or for a world too small to
+    # spare them the same forty by the same hash, still used by the Duel and reward model.
+    chosen = held_out_calls_ensure(world=world) or real_calls_choose(world)
     openings = real_openings_ensure(world=world, call_ids=[call.pk for call in chosen])
     held_calls = HeldOutCall.objects.bulk_create(
         HeldOutCall(call_set=call_set, position=position, call=call, outcome=call.outcome)
@@ -319,19 +301,6 @@ def _scripted_set_fill(call_set: EvaluationCallSet) -> None:
             )
 
 
-def held_out_call_ids(*, world: World) -> set[int]:
-    """The real calls Evaluate replays for this world (chosen now if they were not yet):
-    the Duel pairs none of their moments and no reward model learns from their outcomes, so
-    a checkpoint never scores a version on calls it was trained on.
-
-    A world with fewer than twice as many calls as Evaluate holds out cannot spare them: there
-    nothing is kept back (an empty set), and the Duel and the reward model use every call."""
-    if world.calls.count() < 2 * HELD_OUT_CALLS:
-        return set()
-    call_set = call_set_ensure(world=world)
-    return set(call_set.calls.exclude(call__isnull=True).values_list("call_id", flat=True))
-
-
 def call_set_ensure(*, world: World) -> EvaluationCallSet:
     """The world's held-out calls: chosen the first time, then always the same ones."""
     existing = EvaluationCallSet.objects.filter(world=world).first()
@@ -388,10 +357,9 @@ def evaluation_start(
 ) -> Evaluation:
     """Put `candidate` against `baseline` on the world's held-out calls: a job on the CPU
     pool, followed live on the jobs websocket. A released version cannot be evaluated."""
+    from levers9.jobs.services import job_start
     from levers9.models import GpuPool
     from levers9.pools import pool_default
-    from training.models import Job
-    from training.services import job_start
 
     if candidate.pk == baseline.pk:
         raise EvaluationError(
@@ -421,7 +389,7 @@ def evaluation_start(
         )
         what = "Checkpoint" if checkpoint else "Evaluate"
         job = job_start(
-            kind=Job.Kind.EVALUATE,
+            kind="evaluate",
             trainer="evaluate",
             spec={
                 "evaluation": evaluation.pk,
@@ -650,7 +618,7 @@ def _evaluate(evaluation: Evaluation, progress: Progress) -> dict[str, Any]:
 def evaluation_run(*, evaluation: Evaluation, progress: Progress | None = None) -> dict[str, Any]:
     """Run an evaluation here and store its results; returns its summary (plain values).
     Runs once: an evaluation that already ended returns what it has."""
-    from training.runner import JobCancelled
+    from levers9.jobs.runner import JobCancelled
 
     claimed = Evaluation.objects.filter(pk=evaluation.pk, state__in=Evaluation.OPEN_STATES).update(
         state=Evaluation.State.RUNNING, started_at=timezone.now(), error=""
@@ -680,7 +648,7 @@ def evaluation_run(*, evaluation: Evaluation, progress: Progress | None = None) 
 
 
 def evaluation_job_finish(*, job, result: Any) -> None:
-    """The dashboard's finish of an evaluation job (training.finish): the worker stored the
+    """The dashboard's finish of an evaluation job (the evaluate kind's): the worker stored the
     results already; this only makes sure the evaluation says done. Idempotent."""
     Evaluation.objects.filter(job=job, state__in=Evaluation.OPEN_STATES).update(
         state=Evaluation.State.DONE,
@@ -689,14 +657,34 @@ def evaluation_job_finish(*, job, result: Any) -> None:
     )
 
 
-def evaluations_reconcile() -> int:
+def version_checkpoint(job, version: PolicyVersion) -> None:
+    """Checkpoint a new version against its parent on the held-out calls: evaluation listens
+    for every version a job produced (levers9.jobs.kinds). A checkpoint that cannot start (no
+    parent, a released parent, ...) never fails the finish: the job says so."""
+    from levers9.jobs.services import job_note
+
+    try:
+        with transaction.atomic():  # a savepoint: only the checkpoint rolls back
+            evaluation_checkpoint_start(version=version, started_by=job.started_by)
+    except EvaluationError as error:
+        job_note(job.pk, f"No checkpoint: {error}")
+
+
+def evaluation_job_ended(job) -> None:
+    """The evaluate kind's end hook: an evaluation whose job ended without it says so."""
+    evaluations_reconcile(job_id=job.pk)
+
+
+def evaluations_reconcile(*, job_id: int | None = None) -> int:
     """Open evaluations whose job ended without them (a worker that died, a cancel) say so."""
-    from training.models import Job
+    from levers9.jobs.models import Job
 
     ended = Evaluation.objects.filter(
         state__in=Evaluation.OPEN_STATES,
         job__state__in=[Job.State.FAILED, Job.State.CANCELLED, Job.State.DONE],
     ).select_related("job")
+    if job_id is not None:
+        ended = ended.filter(job_id=job_id)
     changed = 0
     for evaluation in ended:
         job = evaluation.job

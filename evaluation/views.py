@@ -21,13 +21,12 @@ from evaluation.selectors import (
 from evaluation.services import (
     EvaluationError,
     evaluation_start,
-    evaluations_reconcile,
     world_score_vs_outcome,
 )
+from levers9.jobs.progress import job_payload
 from levers9.roles import MANAGER, role_required
 from policies.models import PolicyVersion
 from policies.selectors import policies_answering
-from training.progress import job_payload
 
 
 def _world_in_view(request) -> World | None:
@@ -59,7 +58,6 @@ def evaluate(request):
     world = _world_in_view(request)
     if request.method == "POST":
         return _evaluate_start(request, world)
-    evaluations_reconcile()
     candidate, baseline = evaluation_versions_default()
     recent = list(evaluations_recent())
     latest = evaluation_latest_done(world=world) if world else None
@@ -108,7 +106,6 @@ def _evaluate_start(request, world: World | None):
 
 @role_required(MANAGER)
 def evaluation_detail(request, evaluation_id: int):
-    evaluations_reconcile()
     evaluation = get_object_or_404(
         Evaluation.objects.select_related("world", "call_set", "candidate", "baseline", "job"),
         pk=evaluation_id,

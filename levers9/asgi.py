@@ -21,8 +21,8 @@ websocket_urlpatterns = [
 ]
 
 if os.environ.get("LEVERS9_JOB_WATCHER") == "1":
-    # The dashboard follows jobs from the web process (see training/watcher.py).
-    from training.watcher import start_in_background  # noqa: E402
+    # The dashboard follows jobs from the web process (see levers9/jobs/watcher.py).
+    from levers9.jobs.watcher import start_in_background  # noqa: E402
 
     start_in_background()
 

@@ -26,9 +26,9 @@ class Mission:
 def missions_standing() -> list[Mission]:
     from arena.models import Pick, PreferenceVersion
     from evaluation.models import Evaluation
+    from levers9.jobs.models import Job
     from policies.live import live_version
     from policies.models import PolicyVersion
-    from training.models import Job
 
     frozen = PreferenceVersion.objects.order_by("-number").first()
     picks = Pick.objects.count()

@@ -90,6 +90,7 @@ TENANT_APPS = [
     "levers9.admin_site.Levers9AdminConfig",
     "django.contrib.messages",
     "rest_framework.authtoken",
+    "levers9.jobs",
     "arena",
     "policies",
     "training",

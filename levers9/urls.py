@@ -17,9 +17,9 @@ from arena.api import (
 )
 from evaluation.api import EvaluationViewSet
 from levers9 import api, views
+from levers9.jobs.api import JobViewSet
 from policies.api import EndpointViewSet, PolicyVersionViewSet
 from training.api import (
-    JobViewSet,
     engines_run_api,
     engines_run_promote_api,
     train_move_strategy_api,

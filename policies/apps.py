@@ -6,3 +6,42 @@ from django.apps import AppConfig
 class PoliciesConfig(AppConfig):
     name = "policies"
     verbose_name = "Policies"
+
+    def ready(self) -> None:
+        from django.db.models.signals import post_delete
+
+        from levers9.jobs.kinds import (
+            JobKind,
+            job_kind_register,
+            trainer_register,
+            watcher_hook_register,
+        )
+        from policies.endpoints import (
+            SERVE_KIND,
+            SERVE_TRAINER,
+            endpoint_deleted,
+            endpoints_reconcile,
+            serve_job_finish,
+        )
+        from policies.models import Endpoint
+
+        job_kind_register(
+            JobKind(
+                SERVE_KIND,
+                "Serve request",
+                finish=serve_job_finish,
+                # A serve job that ended without serving fails its endpoint and frees its cards.
+                on_end=lambda job: endpoints_reconcile(),
+                # The job's cards become the endpoint's at the finish, freed on release.
+                keeps_cards=True,
+                # vLLM splits one server across the cards itself: no torchrun.
+                data_parallel=False,
+            )
+        )
+        # Starts a vLLM server in its own session (or checks in-process weights) and returns.
+        trainer_register(SERVE_TRAINER, module="trainers.serve_local")
+        # An endpoint row deleted however it was deleted (the Endpoints page, the admin, a
+        # shell) releases its version at once; the watcher's look catches anything else.
+        # A signal, against the house rule, because it is the only hook on every delete path.
+        post_delete.connect(endpoint_deleted, sender=Endpoint, dispatch_uid="endpoint-deleted")
+        watcher_hook_register(endpoints_reconcile)

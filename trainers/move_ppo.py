@@ -35,8 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.move_strategy import SCRIPTED
-from trainers.q_learning import (
+from trainers.move_common import (
     check_algorithm,
     config_from_knobs,
     default_table,
@@ -53,6 +52,7 @@ from trainers.q_learning import (
     table_from_scores,
     table_strategy,
 )
+from trainers.move_strategy import SCRIPTED
 from trainers.runtime import Progress, silent_progress, trainer_main
 from trainers.simulator import LettingsWorld
 

@@ -49,9 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.move_labels import label_agent_turns
-from trainers.move_strategy import SCRIPTED
-from trainers.q_learning import (
+from trainers.move_common import (
     KnobError,
     check_algorithm,
     config_from_knobs,
@@ -67,6 +65,8 @@ from trainers.q_learning import (
     table_from_scores,
     table_strategy,
 )
+from trainers.move_labels import label_agent_turns
+from trainers.move_strategy import SCRIPTED
 from trainers.runtime import Progress, silent_progress, trainer_main
 from trainers.simulator import MOVE_INDEX, MOVES, N_ACTIONS, LettingsWorld, describe_state
 from trainers.value_iteration import value_iteration

@@ -10,7 +10,7 @@ Two ways to fit it, chosen on the RLHF card ("reward source"):
     out by call (no call on both sides), AUC reported.
 
 The reward is read at the last non-pad token, so the pad token always differs from eos
-(`trainers.models.ensure_distinct_pad`). RLHF uses `score()` to rate the policy's replies.
+(`trainers.bases.ensure_distinct_pad`). RLHF uses `score()` to rate the policy's replies.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from trainers.models import (
+from trainers.bases import (
     CHAT_TEMPLATE_KWARGS,
-    LORA_TARGETS,
     conversation_ids,
-    device_arguments,
     load_base,
+    lora_config,
     quiet_deprecations,
     train_quietly,
+    training_arguments,
 )
 from trainers.wording_spec import (
     Message,
@@ -79,14 +79,11 @@ class RewardModelConfig:
 
 def reward_lora_config(config: RewardModelConfig) -> Any:
     """A LoRA on the projections, with the scalar head trained in full."""
-    from peft import LoraConfig
-
-    return LoraConfig(
+    return lora_config(
         task_type="SEQ_CLS",
         r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules=list(LORA_TARGETS),
+        alpha=config.lora_alpha,
+        dropout=config.lora_dropout,
         modules_to_save=["score"],
     )
 
@@ -222,20 +219,16 @@ def fit_on_pairs(
         ]
     )
     with tempfile.TemporaryDirectory(dir=work_dir) as scratch, quiet_deprecations():
-        arguments = RewardConfig(
+        arguments = training_arguments(
+            RewardConfig,
             output_dir=scratch,
-            per_device_train_batch_size=config.batch_size,
+            batch_size=config.batch_size,
             gradient_accumulation_steps=config.gradient_accumulation_steps,
-            num_train_epochs=config.epochs,
-            max_steps=config.max_steps or -1,
+            epochs=config.epochs,
+            max_steps=config.max_steps,
             learning_rate=config.learning_rate,
-            max_length=None,  # trimmed above: RewardTrainer would drop long pairs instead
-            logging_steps=1,
-            save_strategy="no",
-            report_to="none",
-            disable_tqdm=True,
             seed=config.seed,
-            **device_arguments(),
+            max_length=None,  # trimmed above: RewardTrainer would drop long pairs instead
         )
         trainer = RewardTrainer(
             model=model,
@@ -322,20 +315,16 @@ def fit_on_outcomes(
             model, peft_config if peft_config is not None else reward_lora_config(config)
         )
     with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
-        arguments = TrainingArguments(
+        arguments = training_arguments(
+            TrainingArguments,
             output_dir=scratch,
-            per_device_train_batch_size=config.batch_size,
+            batch_size=config.batch_size,
             gradient_accumulation_steps=config.gradient_accumulation_steps,
-            num_train_epochs=config.epochs,
-            max_steps=config.max_steps or -1,
+            epochs=config.epochs,
+            max_steps=config.max_steps,
             learning_rate=config.outcome_learning_rate,
-            logging_steps=1,
-            save_strategy="no",
-            report_to="none",
-            disable_tqdm=True,
             seed=config.seed,
             remove_unused_columns=False,
-            **device_arguments(),
         )
         trainer = Trainer(
             model=peft_model,

@@ -25,17 +25,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainers.models import (
+from trainers.bases import (
     CHAT_TEMPLATE_KWARGS,
-    LORA_TARGETS,
     conversation_ids,
-    device_arguments,
     load_base,
+    lora_config,
     make_readable,
     quiet_deprecations,
     quiet_transformers,
     save_merged,
     train_quietly,
+    training_arguments,
 )
 from trainers.reward_model import (
     RewardModelConfig,
@@ -116,14 +116,11 @@ class PolicyConfig:
 
 
 def policy_lora_config(config: PolicyConfig) -> Any:
-    from peft import LoraConfig
-
-    return LoraConfig(
+    return lora_config(
         task_type="CAUSAL_LM",
         r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules=list(LORA_TARGETS),
+        alpha=config.lora_alpha,
+        dropout=config.lora_dropout,
     )
 
 
@@ -238,13 +235,15 @@ def train_policy(
     prompts = openings(pairs, tokenizer, max_tokens=config.max_prompt_length)
     callback = stages.callback("policy")
     scratch = tempfile.TemporaryDirectory(dir=spec.output_dir)
-    arguments = GRPOConfig(
+    arguments = training_arguments(
+        GRPOConfig,
         output_dir=scratch.name,
-        per_device_train_batch_size=config.batch_size,
+        batch_size=config.batch_size,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
-        num_train_epochs=config.epochs,
-        max_steps=config.max_steps or -1,
+        epochs=config.epochs,
+        max_steps=config.max_steps,
         learning_rate=config.learning_rate,
+        seed=config.seed,
         beta=config.beta,
         epsilon=config.clip_epsilon,
         num_iterations=config.updates_per_batch,
@@ -253,12 +252,6 @@ def train_policy(
         temperature=config.temperature,
         chat_template_kwargs=CHAT_TEMPLATE_KWARGS,
         loss_type="grpo",  # per-reply token mean, then the batch mean: PPO's per-token objective
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        seed=config.seed,
-        **device_arguments(),
     )
     with quiet_deprecations():
         trainer = policy_trainer_class()(

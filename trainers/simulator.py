@@ -6,7 +6,8 @@ observable state of the call (stage, objection status, coarse interest and trust
 and picks one of eight moves a turn. Transition probabilities and rewards are built once
 per persona as dense numpy arrays, so value iteration on them is exact
 (``trainers.value_iteration``), and the same arrays drive a fast vectorised sampler for
-Q-learning and evaluation.
+Q-learning and evaluation. ``scripted_reply`` and ``episode_dialogue`` turn moves and states
+into the scripted dialogue, in the words of ``trainers.simulator_wording``.
 
 Pure Python + numpy; never imports Django.
 """
@@ -19,6 +20,13 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
+
+from trainers.simulator_wording import (
+    AGENT_LINES,
+    CUSTOMER_FAMILY_OPENING,
+    CUSTOMER_LINES,
+    OBJECTION_ANSWERS,
+)
 
 # --- Moves -------------------------------------------------------------------------------
 
@@ -987,82 +995,7 @@ def simulate_returns(
 
 
 # --- Scripted wording --------------------------------------------------------------------
-
-_AGENT_LINES: dict[tuple[str, str], str] = {
-    ("greet", "formal"): (
-        "Good afternoon, thank you for calling Levers9 Lettings. How may I help you today?"
-    ),
-    ("greet", "casual"): "Hi there! Thanks for getting in touch — what are you looking for?",
-    ("give_details", "formal"): (
-        "The property is a well-kept two-bedroom flat, available from the first of the "
-        "month at £1,450 per calendar month, with a six-month minimum tenancy."
-    ),
-    ("give_details", "casual"): (
-        "So it's a lovely two-bed, free from the start of the month — £1,450 a month, "
-        "six-month minimum."
-    ),
-    ("confirm", "formal"): (
-        "May I confirm that I have understood correctly: you are looking for two "
-        "bedrooms, ideally moving in within the next two months?"
-    ),
-    ("confirm", "casual"): (
-        "Just so I've got it right — two bedrooms, and you'd like to move in the next "
-        "couple of months?"
-    ),
-    ("handle_objection", "formal"): (
-        "I understand your concern, and it is a fair one. Let me explain what we can do."
-    ),
-    ("handle_objection", "casual"): "Totally get that — here's what we can do about it.",
-    ("reassure", "formal"): (
-        "Please rest assured: the landlord is responsive, the building is well managed, "
-        "and we will be with you at every step."
-    ),
-    ("reassure", "casual"): (
-        "Honestly, you'd be in good hands — the landlord's great and we'll help with everything."
-    ),
-    ("propose_viewing", "formal"): (
-        "Would you like to arrange a viewing, so that you can see the property in person?"
-    ),
-    ("propose_viewing", "casual"): "Fancy popping round to have a look at it?",
-    ("offer_slot", "formal"): (
-        "I have availability on Thursday at 6 pm or Saturday at 11 am. Would either suit you?"
-    ),
-    ("offer_slot", "casual"): "I can do Thursday at 6 or Saturday at 11 — which works?",
-    ("close", "formal"): (
-        "Wonderful. I have booked your viewing and will send a confirmation by email. "
-        "Is there anything else I can help with?"
-    ),
-    ("close", "casual"): (
-        "Brilliant, you're booked in! I'll send the details over — anything else you need?"
-    ),
-}
-
-_OBJECTION_ANSWERS: dict[tuple[str, str], str] = {
-    ("price", "formal"): (
-        "I understand the rent is a consideration. The price includes water and "
-        "broadband, and the landlord may consider a longer tenancy at a lower rate."
-    ),
-    ("price", "casual"): (
-        "Fair enough on the price — bills like water and broadband are included, and the "
-        "landlord's open to a better rate on a longer let."
-    ),
-    ("timing", "formal"): (
-        "I appreciate the timing matters. The move-in date is flexible by a couple of "
-        "weeks, and we can hold the property with a holding deposit."
-    ),
-    ("timing", "casual"): (
-        "No worries on timing — the move-in date can shift a couple of weeks, and we can "
-        "hold it for you."
-    ),
-    ("family", "formal"): (
-        "I understand that the children come first. The primary school is a short walk "
-        "away and the garden is fully enclosed."
-    ),
-    ("family", "casual"): (
-        "Makes sense with the kids — the primary school's a short walk and the garden's "
-        "fully fenced."
-    ),
-}
+# Which line is said when; the words themselves are in trainers.simulator_wording.
 
 
 def scripted_reply(move: str, dialect: str, state: Mapping[str, Any] | None = None) -> str:
@@ -1075,72 +1008,9 @@ def scripted_reply(move: str, dialect: str, state: Mapping[str, Any] | None = No
     objection = (state or {}).get("objection")
     # Reassurance answers a family worry in the same words a rebuttal would.
     answers_objection = move == "handle_objection" or (move == "reassure" and objection == "family")
-    if answers_objection and (objection, dialect) in _OBJECTION_ANSWERS:
-        return _OBJECTION_ANSWERS[(objection, dialect)]
-    return _AGENT_LINES[(move, dialect)]
-
-
-_CUSTOMER_LINES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("won", "formal"): (
-        "Thank you, that is very helpful. I look forward to the viewing.",
-        "Excellent, thank you. I shall see you then.",
-    ),
-    ("won", "casual"): ("Perfect, see you then — cheers!", "Brilliant, thanks so much!"),
-    ("lost", "formal"): (
-        "I am afraid I shall have to leave it there. Thank you for your time.",
-        "I do not think this is for me, thank you.",
-    ),
-    ("lost", "casual"): (
-        "Ah, I'll leave it for now, thanks.",
-        "Sorry, got to run — I'll have a think.",
-    ),
-    ("opening", "formal"): (
-        "Good afternoon. I am enquiring about the flat advertised on your website.",
-        "Hello, I saw one of your properties listed and should like to know more.",
-    ),
-    ("opening", "casual"): (
-        "Hiya, I saw the flat on your site — is it still going?",
-        "Hey, calling about the two-bed you've got listed.",
-    ),
-    ("price", "formal"): (
-        "To be frank, the rent is rather more than I had hoped to pay.",
-        "I am concerned that the price is at the top of my budget.",
-    ),
-    ("price", "casual"): (
-        "Hmm, that's a bit pricey for me, to be honest.",
-        "That's more than I wanted to spend, if I'm honest.",
-    ),
-    ("timing", "formal"): (
-        "The difficulty is timing: I need to move in sooner than that.",
-        "I am not certain the dates will work with my notice period.",
-    ),
-    ("timing", "casual"): (
-        "Thing is, I need somewhere by the end of the month.",
-        "Not sure the dates line up with when I need to move.",
-    ),
-    ("family", "formal"): (
-        "My main concern is whether it is suitable for the children.",
-        "I need to be sure the area is right for my family.",
-    ),
-    ("family", "casual"): (
-        "I'm just worried whether it's right for the kids.",
-        "Is the area okay for a family, do you think?",
-    ),
-    ("closing", "formal"): ("Saturday at eleven would suit me well.",),
-    ("closing", "casual"): ("Saturday at 11 works for me!",),
-    ("viewing", "formal"): ("Yes, I should like to see it. When would be possible?",),
-    ("viewing", "casual"): ("Yeah, I'd love to see it — when can I come round?",),
-    ("cool", "formal"): (
-        "I am not yet sure it is what I am looking for.",
-        "Could you tell me a little more before I decide anything?",
-    ),
-    ("cool", "casual"): ("Hmm, not sure yet, to be honest.", "Tell me a bit more?"),
-    ("warm", "formal"): (
-        "That sounds promising. What is included in the rent?",
-        "That is helpful, thank you. Is the flat furnished?",
-    ),
-    ("warm", "casual"): ("Ooh, sounds good. What's included?", "Nice — is it furnished?"),
-}
+    if answers_objection and (objection, dialect) in OBJECTION_ANSWERS:
+        return OBJECTION_ANSWERS[(objection, dialect)]
+    return AGENT_LINES[(move, dialect)]
 
 
 def scripted_customer_line(
@@ -1163,14 +1033,10 @@ def scripted_customer_line(
         situation = "cool"
     else:
         situation = "warm"
-    lines = _CUSTOMER_LINES[(situation, persona.dialect)]
+    lines = CUSTOMER_LINES[(situation, persona.dialect)]
     line = lines[int(rng.integers(len(lines)))]
     if situation == "opening" and persona.family:
-        line += (
-            " We are a family of four."
-            if persona.dialect == "formal"
-            else " It's me, my partner and the kids."
-        )
+        line += CUSTOMER_FAMILY_OPENING[persona.dialect]
     return line
 
 

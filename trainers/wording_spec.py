@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from trainers.models import validate_base
+from trainers.bases import validate_base
 from trainers.runtime import Progress
 
 Message = dict[str, str]

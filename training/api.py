@@ -1,105 +1,27 @@
-"""API of training: jobs (with resume and cancel) and the Train cards."""
+"""API of training: the Train cards and Engines runs (jobs themselves: levers9.jobs.api)."""
 
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.decorators import action, api_view, permission_classes
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
 from arena.models import World
+from levers9.jobs.api import JobSerializer
+from levers9.jobs.models import Job
+from levers9.jobs.services import JobError
 from levers9.roles import MANAGER, HasRole
 from policies.models import PolicyVersion
 from policies.selectors import policy_live
 from training.cards import train_move_strategy
-from training.models import Job
-from training.services import JobError, job_cancel, job_resume
-
-
-class JobSerializer(serializers.ModelSerializer):
-    parent_version = serializers.SlugRelatedField(slug_field="number", read_only=True)
-    produced_version = serializers.SlugRelatedField(slug_field="number", read_only=True)
-    progress_fraction = serializers.FloatField(read_only=True)
-    eta_seconds = serializers.FloatField(read_only=True, allow_null=True)
-
-    class Meta:
-        model = Job
-        fields = [
-            "id",
-            "kind",
-            "trainer",
-            "title",
-            "state",
-            "task_id",
-            "workspace_schema",
-            "parent_version",
-            "produced_version",
-            "preference_version",
-            "base_model",
-            "pool_name",
-            "card_type",
-            "card_count",
-            "progress_step",
-            "progress_total",
-            "progress_fraction",
-            "eta_seconds",
-            "metrics",
-            "result",
-            "error",
-            "finish_needs",
-            "created_at",
-            "submitted_at",
-            "started_at",
-            "finished_at",
-        ]
-
-
-class ResumeSerializer(serializers.Serializer):
-    task_id = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        help_text="Only when the launcher never found the task: a finished task of this "
-        "job's trainer, in this workspace, started after the job was created.",
-    )
 
 
 class MoveStrategySerializer(serializers.Serializer):
     pack = serializers.SlugField(help_text="The world whose simulator it learns on")
     parent = serializers.IntegerField(required=False, help_text="Parent version number")
     seed = serializers.IntegerField(required=False, default=0, min_value=0)
-
-
-class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Training jobs of this workspace."""
-
-    serializer_class = JobSerializer
-    queryset = Job.objects.select_related("parent_version", "produced_version")
-
-    def _act(self, handler) -> Response:
-        try:
-            job = handler()
-        except JobError as error:
-            return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
-        return Response(JobSerializer(job).data)
-
-    @extend_schema(request=ResumeSerializer, responses={200: JobSerializer})
-    @action(detail=True, methods=["post"], permission_classes=[HasRole.at_least(MANAGER)])
-    def resume(self, request, pk=None):
-        """Adopt an interrupted job by hand: wait for its task, read its result, finish."""
-        body = ResumeSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        job = self.get_object()
-        return self._act(
-            lambda: job_resume(job=job, task_id=body.validated_data.get("task_id", ""))
-        )
-
-    @extend_schema(request=None, responses={200: JobSerializer})
-    @action(detail=True, methods=["post"], permission_classes=[HasRole.at_least(MANAGER)])
-    def cancel(self, request, pk=None):
-        """Cancel: stops the trainer, frees the cards, marks the job cancelled."""
-        job = self.get_object()
-        return self._act(lambda: job_cancel(job=job))
 
 
 @extend_schema(request=MoveStrategySerializer, responses={201: JobSerializer})
@@ -169,7 +91,7 @@ def engines_run_promote_api(request, job_id: int):
     """Make a finished Engines run a version (once)."""
     from training.engines import engines_run_promote
 
-    job = get_object_or_404(Job, pk=job_id, kind=Job.Kind.ENGINES)
+    job = get_object_or_404(Job, pk=job_id, kind="engines")
     try:
         version = engines_run_promote(job=job, promoted_by=request.user)
     except JobError as error:

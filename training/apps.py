@@ -2,7 +2,27 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
+# Trainer name → the module a worker runs as `python -m <module> --spec ... --out ...`.
+TRAINER_MODULES = {
+    "q-learning-online": "trainers.q_learning",
+    "ppo": "trainers.move_ppo",
+    "reward-model": "trainers.move_reward_model",
+    "rlhf": "trainers.rlhf",
+    "dpo": "trainers.dpo",
+}
+
 
 class TrainingConfig(AppConfig):
     name = "training"
     verbose_name = "Training"
+
+    def ready(self) -> None:
+        from levers9.jobs.kinds import JobKind, job_kind_register, trainer_register
+        from training.finish import train_job_finish
+
+        # A Train card always ends in a version; an Engines run ends in a measurement, and
+        # becomes a version only when someone promotes it (training.engines).
+        job_kind_register(JobKind("train", "Train card", finish=train_job_finish))
+        job_kind_register(JobKind("engines", "Engines run"))
+        for name, module in TRAINER_MODULES.items():
+            trainer_register(name, module=module)

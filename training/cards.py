@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from arena.models import World
+from levers9.jobs.models import Job
+from levers9.jobs.services import job_start
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from trainers.move_strategy import SCRIPTED
 from trainers.simulator import DEFAULT_MAX_TURNS
-from training.models import Job
-from training.services import job_start
 
 MOVE_STRATEGY_ALGORITHM = "q-learning-online"
 
@@ -48,7 +48,7 @@ def train_move_strategy(
         "parent_version": parent.number,
     }
     return job_start(
-        kind=Job.Kind.TRAIN,
+        kind="train",
         trainer=MOVE_STRATEGY_ALGORITHM,
         spec=spec,
         pool=pool_default(gpu=False),

@@ -10,6 +10,8 @@ from typing import Any
 from django.db import transaction
 
 from arena.models import Call, Turn, World
+from levers9.jobs.models import Job
+from levers9.jobs.services import JobError, job_produced, job_start
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from trainers.engines import ALGORITHMS, KnobError, validate_spec
@@ -18,9 +20,7 @@ from trainers.move_strategy import SCRIPTED
 from trainers.offline_comparison import offline_agreement
 from trainers.simulator import DEFAULT_MAX_TURNS
 from training.cards import world_scenarios_spec
-from training.finish import version_checkpoint, version_from_move_strategy
-from training.models import Job
-from training.services import JobError, job_start
+from training.finish import version_from_move_strategy
 
 __all__ = [
     "KnobError",
@@ -114,7 +114,7 @@ def engines_run_start(
         raise KnobError(f"{world.name} has no simulated scenarios to learn on", knob="pack")
     validate_spec(spec)
     return job_start(
-        kind=Job.Kind.ENGINES,
+        kind="engines",
         trainer=algorithm,
         spec=spec,
         pool=pool_default(gpu=False),
@@ -142,7 +142,7 @@ def engines_run_offline_comparison(*, job: Job, world: World | None) -> dict[str
 
 def engines_run_promote(*, job: Job, promoted_by=None) -> PolicyVersion:
     """Make a finished Engines run a version — once."""
-    if job.kind != Job.Kind.ENGINES or job.state != Job.State.DONE:
+    if job.kind != "engines" or job.state != Job.State.DONE:
         raise JobError("Only a finished Engines run can be promoted.")
     if not (job.result or {}).get("strategy"):
         raise JobError("This run learned no move strategy (a reward model without planning).")
@@ -151,7 +151,7 @@ def engines_run_promote(*, job: Job, promoted_by=None) -> PolicyVersion:
         if locked.produced_version_id:
             raise JobError(f"This run was already promoted to {locked.produced_version.label}.")
         version = version_from_move_strategy(locked, locked.result, name="promoted")
-        version_checkpoint(locked, version)
+        job_produced(locked, version)  # the checkpoint listens for it
         if promoted_by is not None:
             version.created_by = promoted_by
             version.save(update_fields=["created_by"])

@@ -1,15 +1,16 @@
 """What finishing a job means, per kind: the one place a job turns into a version.
 
-Called by training.services.job_finish inside its exactly-once claim.
+Called by levers9.jobs.services.job_finish inside its exactly-once claim.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from levers9.jobs.models import Job
+from levers9.jobs.services import job_note
 from policies.models import PolicyVersion
 from policies.services import version_register
-from training.models import Job
 
 # What a version keeps of a move-strategy result (the full result stays on the job).
 _RETURN_KEYS = (
@@ -102,47 +103,18 @@ def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
             started_by=job.started_by,
         )
     except PolicyError as error:  # the version stays, released with its weights: Serve again
-        from training.services import job_note
-
         job_note(job.pk, f"Not served: {error}")
     return version
 
 
-def version_checkpoint(job: Job, version: PolicyVersion) -> None:
-    """Checkpoint a new version against its parent on the held-out calls. A checkpoint that
-    cannot start (no parent, a released parent, ...) never fails the finish: the job says so."""
-    from django.db import transaction
-
-    from evaluation.services import EvaluationError, evaluation_checkpoint_start
-    from training.services import job_note
-
-    try:
-        with transaction.atomic():  # a savepoint: only the checkpoint rolls back
-            evaluation_checkpoint_start(version=version, started_by=job.started_by)
-    except EvaluationError as error:
-        job_note(job.pk, f"No checkpoint: {error}")
+MOVE_STRATEGY_TRAINERS = {"q-learning-online", "ppo"}
+WORDING_TRAINERS = {"rlhf", "dpo"}
 
 
-def finish_for_kind(job: Job, result: Any) -> PolicyVersion | None:
-    if not isinstance(result, dict):
-        raise ValueError("the trainer's result is not a dict of plain values")
-    if job.kind == Job.Kind.EVALUATE:
-        from evaluation.services import evaluation_job_finish
-
-        evaluation_job_finish(job=job, result=result)
-        return None
-    if job.kind == Job.Kind.SERVE:
-        from policies.endpoints import endpoint_serve_finish
-
-        # The endpoint serves; the job lets go of its cards, so the job's end does not free them.
-        endpoint_serve_finish(job=job, result=result)
-        return None
-    if job.kind == Job.Kind.TRAIN and job.trainer in {"q-learning-online", "ppo"}:
-        version = version_from_move_strategy(job, result)
-    elif job.kind == Job.Kind.TRAIN and job.trainer in {"rlhf", "dpo"}:
-        version = version_from_wording(job, result)
-    else:
-        # Engines runs end in a measurement: a version only when someone promotes it.
-        return None
-    version_checkpoint(job, version)
-    return version
+def train_job_finish(job: Job, result: dict[str, Any]) -> PolicyVersion | None:
+    """A Train card's job always ends in a version (checkpointed by evaluation's listener)."""
+    if job.trainer in MOVE_STRATEGY_TRAINERS:
+        return version_from_move_strategy(job, result)
+    if job.trainer in WORDING_TRAINERS:
+        return version_from_wording(job, result)
+    raise ValueError(f"a Train card does not run {job.trainer}")

@@ -7,13 +7,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from arena.models import World
+from levers9.jobs.models import Job
+from levers9.jobs.progress import job_payload
+from levers9.jobs.selectors import job_list_recent, job_log_tail
+from levers9.jobs.services import JobError, job_cancel, job_resume
 from levers9.roles import MANAGER, role_required
 from policies.selectors import policies_answering, policy_live
 from training.cards import train_move_strategy
-from training.models import Job
-from training.progress import job_payload
-from training.selectors import job_list_recent, job_log_tail
-from training.services import JobError, job_cancel, job_resume
 
 
 @role_required(MANAGER)
@@ -171,7 +171,7 @@ def _form_knobs(post, algorithm: str) -> dict:
 def engines(request):
     from trainers.engines import ALGORITHMS, knob_help
 
-    runs = Job.objects.filter(kind=Job.Kind.ENGINES).select_related("produced_version")[:30]
+    runs = Job.objects.filter(kind="engines").select_related("produced_version")[:30]
     chosen = request.POST.get("algorithm") or request.GET.get("algorithm") or "q-learning-online"
     error, error_knob = "", ""
     if request.method == "POST":
@@ -234,7 +234,7 @@ def engines_run(request, job_id: int):
     job = get_object_or_404(
         Job.objects.select_related("parent_version", "produced_version", "world"),
         pk=job_id,
-        kind=Job.Kind.ENGINES,
+        kind="engines",
     )
     real_world = World.objects.filter(calls__isnull=False).distinct().first()
     comparison = engines_run_offline_comparison(job=job, world=real_world)
@@ -267,7 +267,7 @@ def engines_run(request, job_id: int):
 def engines_run_promote_view(request, job_id: int):
     from training.engines import engines_run_promote
 
-    job = get_object_or_404(Job, pk=job_id, kind=Job.Kind.ENGINES)
+    job = get_object_or_404(Job, pk=job_id, kind="engines")
     try:
         version = engines_run_promote(job=job, promoted_by=request.user)
     except JobError as error:

@@ -12,14 +12,15 @@ from typing import Any
 
 from django.conf import settings
 
+from arena.held_out import held_out_call_ids
 from arena.models import Call, PreferenceVersion, World
 from arena.selectors import preference_pairs
+from levers9.jobs.models import Job
+from levers9.jobs.services import job_start
 from levers9.models import GpuPool
 from policies.models import PolicyVersion
-from trainers.models import LISTED_BASES, default_base
+from trainers.bases import LISTED_BASES, default_base
 from trainers.wording_spec import MIN_PAIRS, outcome_examples_from_calls, parse_wording_spec
-from training.models import Job
-from training.services import job_start
 
 METHODS = {"rlhf": "Wording · RLHF", "dpo": "Benchmark · DPO"}
 DEFAULT_SYSTEM = (
@@ -59,8 +60,6 @@ def base_default(pool: GpuPool) -> str:
 
 
 def _outcome_examples(world: World) -> list[dict[str, Any]]:
-    from evaluation.services import held_out_call_ids
-
     # The calls Evaluate replays stay out, so the checkpoint scores on calls never learned from.
     calls = (
         Call.objects.filter(world=world)
@@ -199,7 +198,7 @@ def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
     except ValueError as error:
         raise WordingCardError(str(error)) from error
     return job_start(
-        kind=Job.Kind.TRAIN,
+        kind="train",
         trainer=choice.method,
         spec=spec,
         pool=choice.pool,

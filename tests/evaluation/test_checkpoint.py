@@ -13,7 +13,6 @@ from evaluation.services import (
     evaluation_checkpoint_start,
     evaluation_job_finish,
 )
-from training.models import Job
 
 
 def test_it_checkpoints_a_version_against_its_parent_on_the_held_out_calls(
@@ -22,7 +21,7 @@ def test_it_checkpoints_a_version_against_its_parent_on_the_held_out_calls(
     earlier = evaluate(lettings, pushy, baseline)
     with django_capture_on_commit_callbacks(execute=False):
         job = evaluation_checkpoint_start(version=pushy)
-    assert job.kind == Job.Kind.EVALUATE
+    assert job.kind == "evaluate"
     assert job.trainer == "evaluate"
     assert job.world_id == lettings.pk  # the world it learned in
     checkpoint = Evaluation.objects.get(job=job)

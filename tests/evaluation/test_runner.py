@@ -10,9 +10,10 @@ import pytest
 from evaluation.models import Evaluation
 from evaluation.runner import evaluation_job_run
 from evaluation.services import evaluation_start, evaluations_reconcile
+from levers9.jobs import runner
+from levers9.jobs.kinds import job_kind, trainer_lookup
+from levers9.jobs.models import Job
 from levers9.task_results import plain_value_from_pickle
-from training import runner
-from training.models import Job
 
 
 @pytest.fixture
@@ -22,12 +23,13 @@ def started(lettings, pushy, baseline, django_capture_on_commit_callbacks):
 
 
 def test_it_is_registered_as_an_in_worker_task():
-    assert runner.IN_WORKER_TASKS["evaluate"] == "evaluation.runner.evaluation_job_run"
+    assert trainer_lookup("evaluate").function is evaluation_job_run
+    assert job_kind("evaluate").label == "Evaluation"
 
 
 def test_it_runs_the_job_reports_progress_and_returns_plain_values(started):
     job = started.job
-    assert job.kind == Job.Kind.EVALUATE
+    assert job.kind == "evaluate"
     assert job.finish_needs == {"evaluation": started.pk}
     seen: list[tuple[int, int, dict]] = []
 

@@ -73,10 +73,10 @@ def gpu_pool(db):
 
 @pytest.fixture
 def serve_trainer(monkeypatch):
-    """The serve trainer as the lead registers it in training.runner."""
-    from training import runner
+    """The serve trainer, as policies registers it with the job platform."""
+    from levers9.jobs.kinds import trainer_lookup
 
-    monkeypatch.setitem(runner.TRAINER_MODULES, "serve", "trainers.serve_local")
+    assert trainer_lookup("serve").module == "trainers.serve_local"
 
 
 @pytest.fixture

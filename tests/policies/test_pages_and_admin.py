@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from arena.models import World
+from levers9.jobs.models import Job
 from levers9.models import CardAllocation
 from policies.endpoints import endpoint_serve_finish, version_serve
 from policies.models import Endpoint, PolicyVersion
 from tests.conftest import client_for, make_user
-from training.models import Job
 
 
 @pytest.fixture

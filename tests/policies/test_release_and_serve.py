@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 
 from arena.models import Moment, World
+from levers9.jobs.models import Job
 from levers9.models import CardAllocation, Workspace
 from levers9.pools import cards_request, cards_try_grant
 from policies.agents import VersionCannotAnswer, version_reply
@@ -21,7 +22,6 @@ from policies.endpoints import (
 from policies.errors import PolicyBadRequest, PolicyConflict
 from policies.models import Endpoint, PolicyVersion
 from policies.selectors import policies_answering
-from training.models import Job
 
 
 def _serving(version, pool, stub, *, gpu_count=4) -> Endpoint:
@@ -157,12 +157,14 @@ def test_it_counts_an_endpoint_error_and_says_the_version_did_not_answer(
 
 
 def test_it_marks_a_version_released_when_its_endpoint_was_deleted(
-    serving, trained_version, owner_client
+    serving, trained_version, owner_client, django_capture_on_commit_callbacks
 ):
     allocation_id = serving.card_allocation_id
-    Endpoint.objects.filter(pk=serving.pk).delete()
+    with django_capture_on_commit_callbacks(execute=True):
+        Endpoint.objects.filter(pk=serving.pk).delete()
+    # The delete reconciles (once committed): the list read that follows only reads.
     trained_version.refresh_from_db()
-    assert trained_version.status == PolicyVersion.Status.ANSWERING  # nobody looked yet
+    assert trained_version.status == PolicyVersion.Status.RELEASED
 
     listing = owner_client.get("/api/rl/policies/")
     assert listing.status_code == 200
@@ -245,11 +247,12 @@ def test_it_refuses_to_serve_a_version_whose_weights_are_gone(
 
 
 def test_it_cancels_the_serve_job_of_an_endpoint_deleted_while_starting(
-    trained_version, gpu_pool, serve_trainer, owner_client
+    trained_version, gpu_pool, serve_trainer, owner_client, django_capture_on_commit_callbacks
 ):
     endpoint = version_serve(version=trained_version, gpu_count=1, pool_name=gpu_pool.name)
-    Endpoint.objects.filter(pk=endpoint.pk).delete()
-    owner_client.get("/endpoints/")  # the list read
+    with django_capture_on_commit_callbacks(execute=True):
+        Endpoint.objects.filter(pk=endpoint.pk).delete()
+    assert owner_client.get("/endpoints/").status_code == 200
     assert Job.objects.get(pk=endpoint.job_id).state == Job.State.CANCELLED
     assert _allocation(endpoint).state == CardAllocation.State.RELEASED
     trained_version.refresh_from_db()

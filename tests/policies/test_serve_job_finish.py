@@ -1,6 +1,5 @@
 """A serve job through the platform's finish: the endpoint serves and keeps its cards after
-the job ends. training.finish gets the serve hook from the lead; until it lands here, the
-test installs exactly that hook (see the report of the providers work)."""
+the job ends: the platform's finish runs the serve kind that policies registers."""
 
 from __future__ import annotations
 
@@ -10,29 +9,23 @@ import pytest
 from django.utils import timezone
 from django_q.models import Task
 
+from levers9.jobs.kinds import job_kind
+from levers9.jobs.models import Job
+from levers9.jobs.services import JOB_TASK, job_finish
 from levers9.models import CardAllocation
 from levers9.pools import cards_try_grant
 from policies.endpoints import version_serve
 from policies.models import Endpoint, PolicyVersion
 from policies.selectors import versions_list
-from training import finish
-from training.models import Job
-from training.services import JOB_TASK, job_finish
 
 
 @pytest.fixture
-def serve_hook(monkeypatch):
-    original = finish.finish_for_kind
-
-    def finish_for_kind(job, result):
-        if job.kind == Job.Kind.SERVE:
-            from policies.endpoints import endpoint_serve_finish
-
-            endpoint_serve_finish(job=job, result=result)
-            return None
-        return original(job, result)
-
-    monkeypatch.setattr(finish, "finish_for_kind", finish_for_kind)
+def serve_hook():
+    """The serve kind's finish, as policies registers it with the job platform."""
+    kind = job_kind("serve")
+    assert kind.finish is not None
+    assert kind.keeps_cards
+    return kind
 
 
 def _task_done(job: Job, result) -> None:

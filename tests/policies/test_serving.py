@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from arena.models import Moment, World
+from levers9.jobs.models import Job
 from levers9.pools import cards_try_grant
 from policies.agents import version_reply
 from policies.endpoints import endpoint_release, endpoint_serve_finish, version_serve
@@ -22,7 +23,6 @@ from policies.models import Endpoint, PolicyVersion
 from policies.providers import ModelTarget, TransformersProvider, local_models_forget
 from trainers import serve_local
 from trainers.serve_local import ServeConfig, vllm_command
-from training.models import Job
 
 
 def test_it_builds_the_gpu_command_with_an_adapter():
@@ -149,9 +149,9 @@ def _tiny_weights(folder: Path) -> Path:
     pytest.importorskip("torch", reason="torch is not installed (the training requirements)")
     pytest.importorskip("transformers", reason="transformers is not installed")
     try:
-        from trainers.models import tiny_base
+        from trainers.bases import tiny_base
     except ImportError:
-        pytest.skip("trainers.models.tiny_base (the wording work) is not in this tree")
+        pytest.skip("trainers.bases.tiny_base (the wording work) is not in this tree")
     model, tokenizer = tiny_base(folder, texts=["Good morning, is the flat still free?"])
     # Untrained, it only ever says blank lines: keep it to tokens that show on a page.
     blank = [i for i in range(len(tokenizer)) if not tokenizer.decode([i]).strip()]

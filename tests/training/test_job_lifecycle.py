@@ -14,12 +14,8 @@ from django.db import connection
 from django.utils import timezone
 from django_q.models import Task
 
-from levers9.models import CardAllocation
-from levers9.pools import pool_default
-from policies.models import PolicyVersion
-from trainers.move_strategy import SCRIPTED, strategy_table
-from training.models import Job
-from training.services import (
+from levers9.jobs.models import Job
+from levers9.jobs.services import (
     JOB_TASK,
     JobError,
     job_cancel,
@@ -29,6 +25,10 @@ from training.services import (
     job_start,
     jobs_follow,
 )
+from levers9.models import CardAllocation
+from levers9.pools import pool_default
+from policies.models import PolicyVersion
+from trainers.move_strategy import SCRIPTED, strategy_table
 
 
 def _learned_result() -> dict:
@@ -47,7 +47,7 @@ def job(in_workspace, django_capture_on_commit_callbacks):
     parent = PolicyVersion.objects.get(number=1)
     with django_capture_on_commit_callbacks(execute=False):
         return job_start(
-            kind=Job.Kind.TRAIN,
+            kind="train",
             trainer="q-learning-online",
             spec={"algorithm": "q-learning-online"},
             pool=pool_default(gpu=False),
@@ -209,7 +209,7 @@ def test_it_cancels_and_frees_the_cards(job):
 def test_it_queues_the_task_only_once_the_cards_are_granted(job, monkeypatch):
     queued: list[tuple] = []
     monkeypatch.setattr(
-        "training.services.enqueue_in_workspace",
+        "levers9.jobs.services.enqueue_in_workspace",
         lambda *args, **kwargs: queued.append(args) or "task-1",
     )
     blocker = CardAllocation.objects.get(pk=job.card_allocation_id)
@@ -241,11 +241,11 @@ def test_it_runs_a_job_whose_worker_was_quicker_than_the_dashboard(
 ):
     """On Redis the worker can take the task before job_place marks the job submitted: the
     job must run (not be taken for cancelled) and still get its task id."""
-    from training.runner import job_run
+    from levers9.jobs.runner import job_run
 
     with django_capture_on_commit_callbacks(execute=False):
         job = job_start(
-            kind=Job.Kind.ENGINES,
+            kind="engines",
             trainer="q-learning-online",
             spec={
                 "algorithm": "q-learning-online",
@@ -261,7 +261,7 @@ def test_it_runs_a_job_whose_worker_was_quicker_than_the_dashboard(
         results.append(job_run(job_id, trainer))
         return "task-quick"
 
-    monkeypatch.setattr("training.services.enqueue_in_workspace", quick_worker)
+    monkeypatch.setattr("levers9.jobs.services.enqueue_in_workspace", quick_worker)
     assert job_place(job_id=job.pk) is True
     job.refresh_from_db()
     assert "cancelled" not in results[0]

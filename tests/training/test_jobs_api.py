@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 from django_tenants.utils import schema_context
 
+from levers9.jobs.models import Job
+from levers9.jobs.services import job_start
 from levers9.pools import pool_default
-from training.models import Job
-from training.services import job_start
 
 
 @pytest.fixture
 def job_id(workspace, django_capture_on_commit_callbacks):
     with schema_context(workspace.schema_name), django_capture_on_commit_callbacks(execute=False):
         return job_start(
-            kind=Job.Kind.ENGINES,
+            kind="engines",
             trainer="q-learning-online",
             spec={"algorithm": "q-learning-online"},
             pool=pool_default(gpu=False),

@@ -17,13 +17,13 @@ from django.db import connection
 from django_tenants.utils import schema_context
 
 from arena.models import World
+from levers9.jobs.models import Job
 from levers9.models import CardAllocation, Domain, Workspace
 from levers9.services import workspace_create
 from policies.models import PolicyVersion
 from tests.conftest import PASSWORD
 from tests.processes import free_port, start_web, start_worker, stop, wait_until
 from training.cards import train_move_strategy
-from training.models import Job
 
 pytestmark = pytest.mark.slow
 
@@ -141,8 +141,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_it_runs_fifty_jobs_on_a_one_card_pool_one_at_a_time_in_order(live_workspace):
+    from levers9.jobs.services import job_start
     from levers9.models import GpuPool
-    from training.services import job_start
 
     schema = live_workspace.schema_name
     cluster = f"one-card-{uuid.uuid4().hex[:6]}"
@@ -159,9 +159,7 @@ def test_it_runs_fifty_jobs_on_a_one_card_pool_one_at_a_time_in_order(live_works
     try:
         with schema_context(schema):
             job_ids = [
-                job_start(
-                    kind=Job.Kind.ENGINES, trainer="q-learning-online", spec=spec, pool=pool
-                ).pk
+                job_start(kind="engines", trainer="q-learning-online", spec=spec, pool=pool).pk
                 for _ in range(int(os.environ.get("FIFTY", 50)))
             ]
         wait_until(

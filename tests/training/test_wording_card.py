@@ -10,10 +10,10 @@ from django.contrib.auth import get_user_model
 
 from arena.models import World
 from arena.services import duel_next, duel_pairs_generate, pick_submit, preference_freeze
+from levers9.jobs.models import Job
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from training.finish import version_from_wording
-from training.models import Job
 from training.wording import WordingCardError, WordingChoice, train_wording
 
 
@@ -77,7 +77,7 @@ def test_it_packs_the_frozen_pairs_into_the_spec_and_starts_a_job(
 def test_it_registers_a_trained_version_from_the_trainers_result(frozen):
     parent = PolicyVersion.objects.get(number=1)
     job = Job.objects.create(
-        kind=Job.Kind.TRAIN,
+        kind="train",
         trainer="dpo",
         workspace_schema="ws_acme",
         pool_name="local-cpu",
@@ -197,7 +197,7 @@ def test_the_api_card_is_for_managers_of_this_workspace_only(frozen, workspace, 
 
 def _done_wording_job(method: str, version: PolicyVersion, *, result: dict) -> Job:
     return Job.objects.create(
-        kind=Job.Kind.TRAIN,
+        kind="train",
         trainer=method,
         state=Job.State.DONE,
         pool_name="local-cpu",

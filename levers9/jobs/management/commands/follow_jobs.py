@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from training.runner import this_process
-from training.watcher import follow_all_workspaces, watch_forever
+from levers9.jobs.runner import this_process
+from levers9.jobs.watcher import follow_all_workspaces, watch_forever
 
 
 class Command(BaseCommand):

@@ -1,9 +1,10 @@
 """The job lifecycle on the platform: start, follow, finish exactly once, cancel, resume.
 
 packing → submitted(task_id) → running → finishing → done | failed, plus interrupted and
-cancelled. The worker runs the trainer (training.runner); the dashboard follows the job and
-finishes it (training.watcher) — so a dashboard restart never stops a training, and the finish
-(register, serve, checkpoint) is claimed with a conditional update and runs once.
+cancelled. The worker runs the trainer (levers9.jobs.runner); the dashboard follows the job
+and finishes it (levers9.jobs.watcher) — so a dashboard restart never stops a training, and the
+finish (the job kind's: register, serve, checkpoint) is claimed with a conditional update and
+runs once. What a kind's finish does is the registering app's (levers9.jobs.kinds).
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q, Value
+from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from levers9.jobs.kinds import job_kind, produced_listeners, trainer_lookup, watcher_hooks
+from levers9.jobs.models import Job
+from levers9.jobs.progress import job_event_send
+from levers9.jobs.runner import this_process
 from levers9.models import GpuPool
 from levers9.pools import cards_queue_position, cards_release, cards_request, cards_try_grant
 from levers9.task_results import (
@@ -32,11 +37,8 @@ from levers9.task_results import (
     task_result_read,
 )
 from levers9.tasks import enqueue_in_workspace
-from training.models import Job
-from training.progress import job_event_send
-from training.runner import IN_WORKER_TASKS, TRAINER_MODULES, this_process
 
-JOB_TASK = "training.runner.job_run"
+JOB_TASK = "levers9.jobs.runner.job_run"
 # A dashboard that has not looked at its jobs for this long is gone; another adopts them.
 WATCHER_TIMEOUT = timedelta(seconds=30)
 # A worker that has not beaten for this long (and is not on this host to ask) is gone.
@@ -76,9 +78,11 @@ def job_start(
     finish_needs: dict[str, Any] | None = None,
 ) -> Job:
     """Pack the spec onto the datasets volume, ask for cards, and queue one task on the pool."""
-    if trainer not in TRAINER_MODULES and trainer not in IN_WORKER_TASKS:
-        known = ", ".join([*TRAINER_MODULES, *IN_WORKER_TASKS])
-        raise JobError(f"Unknown trainer '{trainer}': choose one of {known}.")
+    try:
+        trainer_lookup(trainer)
+        job_kind(kind)
+    except LookupError as error:
+        raise JobError(str(error)) from None
     job = Job.objects.create(
         kind=kind,
         trainer=trainer,
@@ -129,7 +133,7 @@ def job_place(*, job_id: int) -> bool:
         JOB_TASK, job.pk, job.trainer, cluster=pool.cluster_name, task_name=f"job-{job.pk}"
     )
     # With Redis the worker may take the task before this line runs: the task id is written
-    # whatever the state, and the worker starts a job it finds still packing (training.runner).
+    # whatever the state, and the worker starts a job it finds still packing (jobs.runner).
     Job.objects.filter(pk=job.pk).update(task_id=task_id, submitted_at=timezone.now())
     Job.objects.filter(pk=job.pk, state=Job.State.PACKING).update(
         state=Job.State.SUBMITTED, metrics={}
@@ -177,14 +181,30 @@ def job_finish(*, job_id: int) -> bool:
         return _job_end(job, Job.State.FAILED, error=f"The trainer failed: {result}")
     if isinstance(result, dict) and result.get("cancelled"):
         return _job_end(job, Job.State.CANCELLED)
-    from training.finish import finish_for_kind
-
     try:
         with transaction.atomic():
-            produced = finish_for_kind(job, result)
+            produced = _finish_for_kind(job, result)
     except Exception as error:  # the finish's own failure is the job's, said in words
         return _job_end(job, Job.State.FAILED, error=f"The finish failed: {error}", result=result)
     return _job_end(job, Job.State.DONE, result=result, produced_version=produced)
+
+
+def _finish_for_kind(job: Job, result: Any) -> Any:
+    """The registered kind's finish, then everyone listening for versions a job produced."""
+    if not isinstance(result, dict):
+        raise ValueError("the trainer's result is not a dict of plain values")
+    kind = job_kind(job.kind)
+    produced = kind.finish(job, result) if kind.finish else None
+    if produced is not None:
+        job_produced(job, produced)
+    return produced
+
+
+def job_produced(job: Job, version: Any) -> None:
+    """Tell the listeners (the checkpoint) that `job` produced `version`: called by the finish,
+    and by whoever makes a version from a job's result later (promoting an Engines run)."""
+    for listener in produced_listeners():
+        listener(job, version)
 
 
 def _job_end(job: Job, state: str, *, error: str = "", result=None, produced_version=None) -> bool:
@@ -196,8 +216,18 @@ def _job_end(job: Job, state: str, *, error: str = "", result=None, produced_ver
         finished_at=timezone.now(),
     )
     cards_release(allocation_id=job.card_allocation_id)
-    job_event_send(job.pk)
+    _job_ended(job.pk)
     return state == Job.State.DONE
+
+
+def _job_ended(job_id: int) -> None:
+    """The job has ended (done, failed or cancelled): its kind's end hook, then the event."""
+    job = Job.objects.get(pk=job_id)
+    with contextlib.suppress(LookupError):
+        kind = job_kind(job.kind)
+        if kind.on_end is not None:
+            kind.on_end(job)
+    job_event_send(job.pk)
 
 
 # --- cancel ----------------------------------------------------------------------------
@@ -220,7 +250,7 @@ def job_cancel(*, job: Job) -> Job:
     # The worker sees the state within seconds and stops the trainer; free the cards now.
     cards_release(allocation_id=job.card_allocation_id)
     _kill_local_trainer(job)
-    job_event_send(job.pk)
+    _job_ended(job.pk)
     job.refresh_from_db()
     return job
 
@@ -308,6 +338,9 @@ def jobs_follow(*, watcher: str | None = None) -> list[int]:
             and not _process_alive(job.worker, job.heartbeat_at, WORKER_TIMEOUT)
         ):
             _fail_lost_worker(job)
+    # What the apps keep in step with the jobs (endpoints whose row was deleted, ...).
+    for hook in watcher_hooks():
+        hook()
     return finished
 
 
@@ -360,7 +393,7 @@ def _fail_lost_worker(job: Job) -> None:
     if failed:
         cards_release(allocation_id=job.card_allocation_id)
         _kill_local_trainer(job)
-        job_event_send(job.pk)
+        _job_ended(job.pk)
 
 
 # --- resume (by hand) -------------------------------------------------------------------
@@ -419,7 +452,3 @@ def _check_task_belongs(job: Job, task_id: str) -> None:
         raise JobError(f"Task '{task_id}' ran {arguments[3]}, not this job's {job.trainer}.")
     if started is None or started < job.created_at:
         raise JobError(f"Task '{task_id}' started before this job was created.")
-
-
-def jobs_active_filter() -> Q:
-    return Q(state__in=[*Job.ACTIVE_STATES, Job.State.INTERRUPTED])

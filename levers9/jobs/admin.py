@@ -1,15 +1,15 @@
-"""Workspace admin of training: jobs with their progress, cancel and resume as actions."""
+"""Workspace admin of the job platform: jobs with their progress, cancel and resume as actions."""
 
 from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
+from levers9.jobs.models import Job
+from levers9.jobs.progress import job_payload
+from levers9.jobs.selectors import job_log_tail
+from levers9.jobs.services import JobError, job_cancel, job_resume
 from levers9.roles import MANAGER, RoleAdminMixin
-from training.models import Job
-from training.progress import job_payload
-from training.selectors import job_log_tail
-from training.services import JobError, job_cancel, job_resume
 
 
 @admin.register(Job)
@@ -28,7 +28,7 @@ class JobAdmin(RoleAdminMixin, admin.ModelAdmin):
     search_fields = ["title", "trainer", "task_id", "error"]
     list_select_related = ["produced_version"]
     actions = ["cancel_jobs", "resume_jobs"]
-    change_form_template = "admin/training/job/change_form.html"
+    change_form_template = "admin/jobs/job/change_form.html"
     readonly_fields = [f.name for f in Job._meta.fields] + ["progress_bar", "log"]
 
     class Media:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from levers9.events import workspace_event_send
-from training.models import Job
+from levers9.jobs.models import Job
 
 
 def job_payload(job: Job) -> dict[str, Any]:

@@ -1,7 +1,11 @@
-"""Workspace-schema models of training: jobs on the platform and their lifecycle.
+"""Workspace-schema model of the job platform: one row per job, whatever app started it.
 
 packing → submitted(task_id) → running → finishing → done | failed, plus interrupted (the
 dashboard lost sight of a running task; it carries on as `task_id`) and cancelled.
+
+What a job *is* (train card, evaluation, serve request, ...) is its `kind`, a name an app
+registered in levers9.jobs.kinds; the platform itself knows no kind. The table keeps the name it
+had when jobs lived in training (`training_job`), so moving the model changed no data.
 """
 
 from __future__ import annotations
@@ -11,12 +15,6 @@ from django.db import models
 
 
 class Job(models.Model):
-    class Kind(models.TextChoices):
-        TRAIN = "train", "Train card"
-        ENGINES = "engines", "Engines run"
-        EVALUATE = "evaluate", "Evaluation"
-        SERVE = "serve", "Serve request"
-
     class State(models.TextChoices):
         PACKING = "packing", "Packing"
         SUBMITTED = "submitted", "Submitted"
@@ -30,7 +28,8 @@ class Job(models.Model):
     ACTIVE_STATES = (State.PACKING, State.SUBMITTED, State.RUNNING, State.FINISHING)
     ENDED_STATES = (State.DONE, State.FAILED, State.CANCELLED)
 
-    kind = models.CharField(max_length=20, choices=Kind.choices)
+    # A kind registered by an app (levers9.jobs.kinds.job_kind_register).
+    kind = models.CharField(max_length=20)
     trainer = models.CharField(max_length=60, help_text="e.g. q-learning-online, rlhf, dpo")
     title = models.CharField(max_length=200, blank=True)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PACKING)
@@ -87,11 +86,18 @@ class Job(models.Model):
     finish_claimed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "training_job"
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["state"])]
+        indexes = [models.Index(fields=["state"], name="training_jo_state_191524_idx")]
 
     def __str__(self) -> str:
         return f"Job {self.pk} · {self.trainer} · {self.state}"
+
+    @property
+    def kind_label(self) -> str:
+        from levers9.jobs.kinds import job_kind_label
+
+        return job_kind_label(self.kind)
 
     @property
     def is_active(self) -> bool:

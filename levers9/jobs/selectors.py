@@ -1,4 +1,4 @@
-"""Reads of training."""
+"""Reads of the job platform."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.db.models import QuerySet
 
-from training.models import Job
+from levers9.jobs.models import Job
 
 LOG_TAIL_BYTES = 20_000
 

@@ -13,7 +13,7 @@ import threading
 from django.db import close_old_connections
 from django_tenants.utils import get_public_schema_name, schema_context
 
-from training.runner import this_process
+from levers9.jobs.runner import this_process
 
 logger = logging.getLogger(__name__)
 _started: threading.Thread | None = None
@@ -21,8 +21,8 @@ _started: threading.Thread | None = None
 
 def follow_all_workspaces(*, watcher: str) -> int:
     """One look at every workspace's jobs; returns how many were finished."""
+    from levers9.jobs.services import jobs_follow
     from levers9.models import Workspace
-    from training.services import jobs_follow
 
     finished = 0
     for schema_name in Workspace.objects.exclude(schema_name=get_public_schema_name()).values_list(

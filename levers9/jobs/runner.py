@@ -1,11 +1,12 @@
 """The worker side of a job: run the trainer process and stream its progress.
 
-The task is queued only once the job holds its cards (training.services.job_place), so a
+The task is queued only once the job holds its cards (levers9.jobs.services.job_place), so a
 worker never sits blocked waiting for cards while jobs behind it could run.
 
 Runs inside the job's workspace (levers9.tasks.run_in_workspace). It never finishes the job:
-the dashboard does that (training.watcher), so a job keeps running headless while the
-dashboard restarts, and is adopted afterwards.
+the dashboard does that (levers9.jobs.watcher), so a job keeps running headless while the
+dashboard restarts, and is adopted afterwards. What runs is the job's trainer, as the app that
+registered it said (levers9.jobs.kinds): a trainer module in its own process, or a function.
 """
 
 from __future__ import annotations
@@ -26,29 +27,15 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from levers9.jobs.kinds import job_kind, trainer_lookup
+from levers9.jobs.models import Job
+from levers9.jobs.progress import job_event_send
 from levers9.models import CardAllocation
 from levers9.pools import cards_release
 from trainers.runtime import parse_progress_line
-from training.models import Job
-from training.progress import job_event_send
 
 logger = logging.getLogger(__name__)
 
-# Trainer name → the module run as `python -m <module> --spec ... --out ...`.
-TRAINER_MODULES: dict[str, str] = {
-    "q-learning-online": "trainers.q_learning",
-    "ppo": "trainers.move_ppo",
-    "reward-model": "trainers.move_reward_model",
-    "rlhf": "trainers.rlhf",
-    "dpo": "trainers.dpo",
-    # Starts a vLLM server in its own session (or checks in-process weights) and returns.
-    "serve": "trainers.serve_local",
-}
-# Jobs whose work needs the database (evaluations, serve requests) run in the worker itself:
-# name → "module.function(job_id, progress) -> dict of plain values".
-IN_WORKER_TASKS: dict[str, str] = {
-    "evaluate": "evaluation.runner.evaluation_job_run",
-}
 PROGRESS_WRITE_INTERVAL = 0.5  # seconds between progress writes to the job row
 HEARTBEAT_INTERVAL = 2.0
 
@@ -62,12 +49,13 @@ class JobCancelled(Exception):
 
 
 def _trainer_command(job: Job, spec_path: Path, out_path: Path) -> list[str]:
-    module = TRAINER_MODULES.get(job.trainer)
-    if module is None:
-        raise ValueError(f"Unknown trainer '{job.trainer}'.")
+    module = trainer_lookup(job.trainer).module
+    if not module:
+        raise ValueError(f"Trainer '{job.trainer}' runs in the worker, not as a process.")
     arguments = ["-m", module, "--spec", str(spec_path), "--out", str(out_path)]
-    # vLLM splits one server across the cards itself: no torchrun for serving.
-    if job.kind != Job.Kind.SERVE and job.card_count > 1 and job.card_type.lower() != "cpu":
+    # A server (vLLM) splits itself across the cards: such kinds say they are not data parallel.
+    data_parallel = job_kind(job.kind).data_parallel
+    if data_parallel and job.card_count > 1 and job.card_type.lower() != "cpu":
         # Data parallel across the cards: one process per card (torchrun; see ARCHITECTURE).
         return [
             sys.executable,
@@ -105,12 +93,12 @@ def job_run(job_id: int, trainer: str) -> dict[str, Any]:
         if not started and _state(job_id) != Job.State.RUNNING:
             raise JobCancelled
         job_event_send(job_id)
-        if job.trainer in IN_WORKER_TASKS:
+        if trainer_lookup(job.trainer).in_worker:
             return _run_in_worker(job)
         result = _run_trainer(job)
-        # A served version keeps its cards: its endpoint takes them over at the finish
-        # (policies.endpoints.endpoint_serve_finish) and frees them on release.
-        keep_cards = job.kind == Job.Kind.SERVE
+        # A served version keeps its cards: its endpoint takes them over at the finish and
+        # frees them on release (the serve kind says so).
+        keep_cards = job_kind(job.kind).keeps_cards
         return result
     except JobCancelled:
         return {"cancelled": True}
@@ -118,7 +106,7 @@ def job_run(job_id: int, trainer: str) -> dict[str, Any]:
         # Free the cards the moment the trainer ends and hand them to the next in line,
         # rather than waiting for the dashboard's next look.
         if not keep_cards and cards_release(allocation_id=job.card_allocation_id):
-            from training.services import pool_place_next
+            from levers9.jobs.services import pool_place_next
 
             pool_place_next(pool_id=CardAllocation.objects.get(pk=job.card_allocation_id).pool_id)
 
@@ -180,10 +168,7 @@ def _run_trainer(job: Job) -> dict[str, Any]:
 
 def _run_in_worker(job: Job) -> dict[str, Any]:
     """Call the job's function here, with the same progress reporting a trainer gets."""
-    import importlib
-
-    module_name, _, name = IN_WORKER_TASKS[job.trainer].rpartition(".")
-    function = getattr(importlib.import_module(module_name), name)
+    function = trainer_lookup(job.trainer).function
     last_write = 0.0
 
     def progress(step: int, total: int, **metrics: Any) -> None:

@@ -1,0 +1,116 @@
+"""The registry of job kinds and trainers: what the apps above the platform fill in.
+
+The platform runs, follows and finishes jobs without knowing what they are for. Each app says
+so in its `AppConfig.ready()`:
+
+  job_kind_register(JobKind(...))     a kind: how a finished job turns into something (a version,
+                                      a served endpoint, an evaluation's results), what happens
+                                      whenever one ends, whether its cards outlive the task
+  trainer_register(name, module=...)  what a job's task runs: a trainer module run as its own
+                                      process (`python -m module --spec ... --out ...`) ...
+  trainer_register(name, function=...)  ... or a function called in the worker, for work that
+                                      needs the database (evaluations)
+  job_produced_listen(listener)       told of every version a job produced (the checkpoint)
+  watcher_hook_register(hook)         called in every workspace on each look of the watcher
+                                      (reconciling what a deletion elsewhere left behind)
+
+Lookups of an unknown name say which names are known: a job row naming a kind whose app is not
+installed fails in words instead of being finished by nobody.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# The finish: (job, the task's plain-value result) -> what it produced (a version) or None.
+Finish = Callable[[Any, dict[str, Any]], Any]
+# Called with the job once it has ended, whichever way (done, failed, cancelled).
+OnEnd = Callable[[Any], None]
+# An in-worker job function: (job id, progress(step, total, **metrics)) -> plain values.
+InWorker = Callable[[int, Callable[..., None]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str
+    label: str
+    finish: Finish | None = None
+    on_end: OnEnd | None = None
+    # A serve job's cards become its endpoint's at the finish: the task must not free them.
+    keeps_cards: bool = False
+    # Data parallel across several cards (torchrun); a server splits itself across them.
+    data_parallel: bool = True
+
+
+@dataclass(frozen=True)
+class Trainer:
+    name: str
+    module: str = ""
+    function: InWorker | None = None
+
+    @property
+    def in_worker(self) -> bool:
+        return self.function is not None
+
+
+_KINDS: dict[str, JobKind] = {}
+TRAINERS: dict[str, Trainer] = {}
+_PRODUCED_LISTENERS: list[Callable[[Any, Any], None]] = []
+_WATCHER_HOOKS: list[Callable[[], None]] = []
+
+
+def job_kind_register(kind: JobKind) -> None:
+    _KINDS[kind.name] = kind
+
+
+def trainer_register(name: str, *, module: str = "", function: InWorker | None = None) -> None:
+    if bool(module) == (function is not None):
+        raise ValueError(f"Trainer '{name}' needs exactly one of a module or a function.")
+    TRAINERS[name] = Trainer(name, module=module, function=function)
+
+
+def job_produced_listen(listener: Callable[[Any, Any], None]) -> None:
+    """`listener(job, version)` runs inside the finish's transaction for every version a job
+    produced (or that was promoted from one)."""
+    if listener not in _PRODUCED_LISTENERS:
+        _PRODUCED_LISTENERS.append(listener)
+
+
+def watcher_hook_register(hook: Callable[[], None]) -> None:
+    if hook not in _WATCHER_HOOKS:
+        _WATCHER_HOOKS.append(hook)
+
+
+def job_kind(name: str) -> JobKind:
+    kind = _KINDS.get(name)
+    if kind is None:
+        known = ", ".join(sorted(_KINDS)) or "none"
+        raise LookupError(f"No job kind '{name}' is registered (known: {known}).")
+    return kind
+
+
+def job_kind_label(name: str) -> str:
+    kind = _KINDS.get(name)
+    return kind.label if kind else name
+
+
+def job_kinds() -> list[JobKind]:
+    return sorted(_KINDS.values(), key=lambda kind: kind.name)
+
+
+def trainer_lookup(name: str) -> Trainer:
+    found = TRAINERS.get(name)
+    if found is None:
+        known = ", ".join(sorted(TRAINERS)) or "none"
+        raise LookupError(f"Unknown trainer '{name}': choose one of {known}.")
+    return found
+
+
+def produced_listeners() -> list[Callable[[Any, Any], None]]:
+    return list(_PRODUCED_LISTENERS)
+
+
+def watcher_hooks() -> list[Callable[[], None]]:
+    return list(_WATCHER_HOOKS)
