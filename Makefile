@@ -30,6 +30,7 @@ run: demo
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest
 
 lint: $(STAMP)

@@ -1,5 +1,6 @@
 """Workspace admin of the arena: worlds, scenarios, real calls (with upload), moments, replies,
-and the Duel's pairs, picks (freeze as an action), overrides (rescore) and preference versions."""
+the Duel's pairs, picks (freeze as an action), overrides (rescore) and preference versions, and
+each world's judge connection."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from arena.errors import DuelError
 from arena.models import (
     Call,
     DuelPair,
+    JudgeConnection,
     Judgement,
     JudgeOverride,
     Moment,
@@ -475,3 +477,17 @@ class PreferenceVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
             version.number,
             version.file_path.rsplit("/", 1)[-1] or "—",
         )
+
+
+@admin.register(JudgeConnection)
+class JudgeConnectionAdmin(RoleAdminMixin, admin.ModelAdmin):
+    view_role = MANAGER
+    change_role = MANAGER
+    list_display = ["world", "endpoint_url", "lora_adapter", "api_key_env", "updated_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Set under Environment → Judge, where the address and the key variable are checked.
+        return [field.name for field in JudgeConnection._meta.fields]
+
+    def has_add_permission(self, request, *args) -> bool:
+        return False

@@ -39,6 +39,7 @@ from arena.selectors import (
     preference_version_path,
     preference_versions,
     world_by_slug,
+    world_in_view,
     world_list_with_counts,
 )
 from arena.services import (
@@ -219,11 +220,7 @@ def _world_for(request) -> World:
     )
     if slug:
         return world_by_slug(str(slug))
-    world = None
-    remembered = request.session.get("world") if hasattr(request, "session") else None
-    if remembered:
-        world = World.objects.filter(slug=remembered).first()
-    world = world or World.objects.order_by("name").first()
+    world = world_in_view(request)
     if world is None:
         raise DuelNotFound("This workspace has no world yet.")
     return world

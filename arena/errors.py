@@ -1,4 +1,5 @@
-"""Errors of the Duel and the freeze, each with the HTTP status an API or page answers with.
+"""Errors of the Duel, the freeze and a model connection (Environment → Judge), each with the
+HTTP status an API or page answers with.
 
 Raised by services and selectors before anything is written, so a refused request never
 loses what was already saved.
@@ -33,3 +34,22 @@ class DuelConflict(DuelError):
 
 class EmptyFreeze(DuelConflict):
     """There is no new pick to freeze."""
+
+
+class ModelConnectionError(Exception):
+    """A model role's connection (a judge's or an agent's: provider, model, address, key
+    variable) that cannot be stored; the message says why."""
+
+    status = 400
+
+
+class ModelConnectionBadRequest(ModelConnectionError):
+    """Wrong as given: an unknown provider, a bad model name, address or key variable."""
+
+    status = 400
+
+
+class ModelConnectionConflict(ModelConnectionError):
+    """Well formed, but not offered here: a hosted provider whose key is not set on the pod."""
+
+    status = 409

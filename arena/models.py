@@ -15,6 +15,14 @@ from arena.judging import DIMENSIONS
 from trainers.simulator import MOVES
 
 DEFAULT_JUDGE = "rubric"
+# The agent's system prompt where a world sets none: the one prompt the conversation builder
+# puts first, in training and in serving alike (arena.conversation).
+DEFAULT_SYSTEM_PROMPT = (
+    "You are the agent on a live sales call for {world}. Write only your next turn: one to "
+    "three short sentences, in the customer's own register (casual or formal), courteous, "
+    "honest, with no pressure and never asking for card or bank details. Move the call one "
+    "step forward."
+)
 
 
 def default_moves() -> list[str]:
@@ -29,6 +37,12 @@ class World(models.Model):
     slug = models.SlugField(max_length=60, unique=True)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
+    # What the agent is told before every call, in training and serving (blank: the default).
+    system_prompt = models.TextField(
+        blank=True,
+        help_text="The agent's system prompt, used for training and serving alike. "
+        "Blank: the default prompt naming the world.",
+    )
     moves = models.JSONField(default=default_moves)
     dimensions = models.JSONField(default=default_dimensions)
     # Environment → Judge. "rubric" is the deterministic default; model judges come later.
@@ -45,10 +59,34 @@ class World(models.Model):
         return self.name
 
     @property
+    def agent_system_prompt(self) -> str:
+        """The system prompt the agent's conversations open with (the one field used)."""
+        return self.system_prompt.strip() or DEFAULT_SYSTEM_PROMPT.format(world=self.name)
+
+    @property
     def judge_label(self) -> str:
         if self.judge_provider == DEFAULT_JUDGE:
             return "rubric judge"
         return f"{self.judge_provider}: {self.judge_model}"
+
+
+class JudgeConnection(models.Model):
+    """How a world's vLLM judge is reached (Environment → Judge). The world itself names the
+    provider and the model (World.judge_provider / judge_model); this holds the rest."""
+
+    world = models.OneToOneField(World, on_delete=models.CASCADE, related_name="judge_connection")
+    endpoint_url = models.URLField(blank=True)
+    lora_adapter = models.CharField(max_length=200, blank=True)
+    # The NAME of the environment variable holding the key, never the key.
+    api_key_env = models.CharField(max_length=64, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        # Created by policies before the judge's wiring moved here; the table kept its name.
+        db_table = "policies_judgeconnection"
+
+    def __str__(self) -> str:
+        return f"judge connection of {self.world}"
 
 
 class Scenario(models.Model):

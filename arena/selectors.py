@@ -124,12 +124,24 @@ class QueueSelection:
         return " · ".join(parts) or "everything, weakest first"
 
 
+def world_in_view(request, *, first_if_none: bool = True) -> World | None:
+    """The one answer to "which world is in view": ?world= (in the query or a form), else the
+    one the session remembers (the header's badge remembers it), else the first by name. A
+    read: remembering is the page frame's (policies.context_processors)."""
+    data = getattr(request, "POST", None) or {}
+    session = getattr(request, "session", None) or {}
+    wanted = request.GET.get("world") or data.get("world") or session.get("world")
+    world = World.objects.filter(slug=wanted).first() if wanted else None
+    if world is None and first_if_none:
+        world = World.objects.order_by("name").first()
+    return world
+
+
 def policy_versions_numbered(*, numbers: list[int]) -> list[Any]:
     """The policy versions with these numbers, or DuelNotFound naming the missing ones."""
-    # policies depends on arena, not the other way round: ask it by name at call time.
-    from policies.models import PolicyVersion
+    from arena.agents import agents
 
-    versions = list(PolicyVersion.objects.filter(number__in=numbers).order_by("number"))
+    versions = agents().numbered(numbers)
     missing = sorted(set(numbers) - {version.number for version in versions})
     if missing:
         raise DuelNotFound(f"No version {', '.join(f'v{n}' for n in missing)} in this workspace.")

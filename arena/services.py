@@ -34,10 +34,12 @@ from django.db.models import CharField as CharFieldType
 from django.db.models.functions import MD5, Cast
 from django.utils import timezone
 
-from arena import judging, preference_format
+from arena import preference_format
+from arena.agents import AgentCannotAnswer, agents
 from arena.errors import DuelBadInput, DuelConflict, DuelNotFound, EmptyFreeze
 from arena.held_out import held_out_call_ids, held_out_calls_ensure
-from arena.judging import DIMENSION_WEIGHTS, DIMENSIONS, RubricJudge
+from arena.judges import judge_for_world
+from arena.judging import DIMENSION_WEIGHTS, DIMENSIONS
 from arena.judging import Turn as JudgeTurn
 from arena.models import (
     Call,
@@ -112,6 +114,22 @@ def world_create(*, slug: str, name: str, description: str = "") -> World:
     world, _created = World.objects.get_or_create(
         slug=slug, defaults={"name": name, "description": description}
     )
+    return world
+
+
+SYSTEM_PROMPT_MAX = 4000
+
+
+def world_system_prompt_set(*, world: World, system_prompt: str) -> World:
+    """Set the agent's system prompt of a world (blank: the default naming the world). The
+    next training and every reply served from now on open with it."""
+    text = (system_prompt or "").strip()
+    if len(text) > SYSTEM_PROMPT_MAX:
+        raise DuelBadInput(
+            f"system_prompt is {len(text)} characters; keep it under {SYSTEM_PROMPT_MAX}."
+        )
+    World.objects.filter(pk=world.pk).update(system_prompt=text)
+    world.refresh_from_db()
     return world
 
 
@@ -286,9 +304,6 @@ def _advisory_lock(name: str) -> None:
 def duel_versions(*, versions: Sequence[Any] | None = None) -> list[Any]:
     """The versions that answer in the Duel: those the reviewer chose, else the live version
     and the newest version that can answer (one of them when they are the same)."""
-    # policies depends on arena, not the other way round: ask it by name at call time.
-    from policies.selectors import policies_answering, policy_live
-
     if versions:
         chosen: list[Any] = []
         for version in versions:
@@ -300,9 +315,9 @@ def duel_versions(*, versions: Sequence[Any] | None = None) -> list[Any]:
             if version not in chosen:
                 chosen.append(version)
         return chosen
-    live = policy_live()
+    live = agents().live()
     chosen = [live] if live is not None and live.can_answer else []
-    answering = policies_answering()
+    answering = agents().answering()
     if answering and answering[0] not in chosen:
         chosen.append(answering[0])
     return chosen
@@ -331,19 +346,15 @@ class _PairDraft:
 
 def _judge_for(world: World) -> Any:
     """The judge the world names under Environment → Judge (the rubric judge by default)."""
-    # judge_for_world arrives with the model-judge work; without it, the rubric judge.
-    choose = getattr(judging, "judge_for_world", None)
-    return choose(world) if choose is not None else RubricJudge()
+    return judge_for_world(world)
 
 
 def _version_candidates(moment: Moment, versions: Sequence[Any]) -> list[_Candidate]:
-    from policies.agents import VersionCannotAnswer, version_reply
-
     candidates = []
     for version in versions:
         try:
-            answer = version_reply(version, moment)
-        except VersionCannotAnswer:
+            answer = agents().reply(version, moment)
+        except AgentCannotAnswer:
             continue  # a version that cannot answer is simply not a candidate
         candidates.append(_Candidate(answer.text, Reply.Source.POLICY, answer.move, version))
     return candidates

@@ -1,4 +1,4 @@
-"""Pages of a workspace. Missions and steps that later work fills start as placeholders."""
+"""Pages of the arena: the Duel, its freeze, real calls, and Environment → Judge."""
 
 from __future__ import annotations
 
@@ -10,13 +10,7 @@ urlpatterns = [
     path("duel/", views.duel, name="duel"),
     path("duel/freeze/", views.duel_freeze, name="duel-freeze"),
     path("duel/generate/", views.duel_generate, name="duel-generate"),
-    path("train/", views.placeholder, {"page": "train"}, name="train"),
-    path("evaluate/", views.placeholder, {"page": "evaluate"}, name="evaluate"),
-    path("policies/", views.placeholder, {"page": "policies"}, name="policies"),
-    path("environment/", views.placeholder, {"page": "environment"}, name="environment"),
-    path("engines/", views.placeholder, {"page": "engines"}, name="engines"),
-    path("endpoints/", views.placeholder, {"page": "endpoints"}, name="endpoints"),
-    path("release/", views.placeholder, {"page": "release"}, name="release"),
+    path("environment/", views.environment_page, name="environment"),
     path("calls/", views.call_list, name="calls"),
     path("calls/<int:call_id>/", views.call_detail, name="call-detail"),
 ]

@@ -1,5 +1,5 @@
-"""Arena pages: the Duel (compare, approve, freeze), real calls, and the mission pages later
-work fills in."""
+"""Arena pages: the Duel (compare, approve, freeze), real calls, Environment → Judge (each
+world's judge and the rubric), and the mission pages later work fills in."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from arena.agents import agents
 from arena.errors import DuelError
 from arena.judging import DIMENSION_HELP, DIMENSION_LABELS, DIMENSIONS
-from arena.models import Call, World
+from arena.models import Call, JudgeConnection, World
 from arena.selectors import (
     QueueSelection,
     duel_item,
@@ -21,43 +22,8 @@ from arena.selectors import (
     world_map,
 )
 from arena.services import duel_next, duel_pairs_request, preference_freeze
-from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required
-
-PAGES = {
-    "train": (
-        "Train",
-        MANAGER,
-        "Make the next numbered version: move strategy, wording, benchmark.",
-    ),
-    "evaluate": (
-        "Evaluate",
-        MANAGER,
-        "Two versions on the same calls: win rate, radar, regressions.",
-    ),
-    "policies": ("Policies", REVIEWER, "Every version with its lineage, provider and results."),
-    "environment": ("Environment", MANAGER, "The world's judge and its rubric."),
-    "engines": ("Engines", MANAGER, "Run a learning algorithm with knobs and measure it."),
-    "endpoints": ("Endpoints", OWNER, "Where versions are served, and the cards they hold."),
-    "release": (
-        "Release",
-        OWNER,
-        "Canary: share live calls between the live version and a candidate.",
-    ),
-}
-
-
-def placeholder(request, page: str):
-    title, role, purpose = PAGES[page]
-
-    @role_required(role)
-    def show(request):
-        return render(
-            request,
-            "placeholder.html",
-            {"title": title, "purpose": purpose, "needed_role": role, "page": page},
-        )
-
-    return show(request)
+from levers9.providers import provider_choices
+from levers9.roles import MANAGER, REVIEWER, has_role, role_required
 
 
 @role_required(REVIEWER)
@@ -114,8 +80,6 @@ def duel(request):
     except DuelError as error:  # e.g. the world's model judge cannot score right now
         messages.error(request, str(error))
         pair = None
-    from policies.selectors import policies_answering
-
     context.update(
         {
             "duel_world": world,
@@ -136,7 +100,7 @@ def duel(request):
             "map": world_map(world, selection=selection),
             "scenarios": world.scenarios.order_by("name"),
             "versions": preference_versions()[:10],
-            "answering": policies_answering(),
+            "answering": agents().answering(),
             "can_freeze": has_role(request.user, MANAGER),
         }
     )
@@ -182,3 +146,21 @@ def duel_generate(request):
         )
         messages.success(request, f"{requested.made} new pairs in the queue.{later}")
     return redirect("duel")
+
+
+@role_required(MANAGER)
+def environment_page(request):
+    worlds = list(World.objects.order_by("name"))
+    connections = {c.world_id: c for c in JudgeConnection.objects.filter(world__in=worlds)}
+    return render(
+        request,
+        "arena/environment.html",
+        {
+            "page": "environment",
+            "worlds": [(world, connections.get(world.pk)) for world in worlds],
+            "choices": {choice.provider: choice for choice in provider_choices()},
+            "dimensions": [
+                (name, DIMENSION_LABELS[name], DIMENSION_HELP[name]) for name in DIMENSIONS
+            ],
+        },
+    )

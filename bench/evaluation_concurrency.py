@@ -156,17 +156,17 @@ def _run_once(*, slug: str, calls_text: str, versions, stub: OpenAIStub, slots: 
     """A fresh world of the same calls judged by the stub, and one evaluation run in it."""
     import logging
 
+    from arena.judges import world_judge_set
     from arena.services import calls_import, world_create
     from evaluation.models import Evaluation
     from evaluation.services import call_set_ensure, evaluation_run
-    from policies import providers
-    from policies.services import world_judge_set
+    from levers9 import providers
 
     # The provider's per-endpoint bound is read from the environment and sized by its first
     # caller in the process: set it, and forget the slots of the previous run.
     os.environ["LEVERS9_PROVIDER_CONCURRENCY"] = str(slots)
     providers._SEMAPHORES.clear()
-    for name in ("policies.providers", "httpx", "httpx2", "openai"):
+    for name in ("levers9.providers", "httpx", "httpx2", "openai"):
         logging.getLogger(name).setLevel(logging.WARNING)
     world = world_create(slug=slug, name=f"Bench ({slots} slots)")
     calls_import(world=world, text=calls_text, source="bench")

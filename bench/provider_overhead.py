@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from policies.providers import CallLimits, ModelTarget, provider_for
+from levers9.providers import CallLimits, ModelTarget, provider_for
 
 _ANSWER = json.dumps(
     {

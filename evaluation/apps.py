@@ -8,18 +8,23 @@ class EvaluationConfig(AppConfig):
     verbose_name = "Evaluation"
 
     def ready(self) -> None:
+        from evaluation.missions import boss_fight_mission
         from evaluation.runner import evaluation_job_run
+        from evaluation.selectors import evaluation_games, version_verdicts
         from evaluation.services import (
             evaluation_job_ended,
             evaluation_job_finish,
             version_checkpoint,
         )
+        from levers9.game import mission_register
         from levers9.jobs.kinds import (
             JobKind,
             job_kind_register,
             job_produced_listen,
             trainer_register,
         )
+        from policies.leaderboard import leaderboard_games_source_register
+        from policies.selectors import version_verdicts_register
 
         job_kind_register(
             JobKind(
@@ -33,3 +38,7 @@ class EvaluationConfig(AppConfig):
         trainer_register("evaluate", function=evaluation_job_run)
         # Every version a job produces is checkpointed against its parent on held-out calls.
         job_produced_listen(version_checkpoint)
+        mission_register(5, boss_fight_mission)
+        # The Policies page ranks and judges versions by their evaluations.
+        leaderboard_games_source_register(evaluation_games)
+        version_verdicts_register(version_verdicts)

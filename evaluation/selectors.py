@@ -221,6 +221,18 @@ def evaluation_versions_default() -> tuple[PolicyVersion | None, PolicyVersion |
     return candidate, baseline
 
 
+def evaluation_games(labels: dict[int, str]) -> list[tuple[str, str]]:
+    """The leaderboard's games from evaluations: one per turn won or lost (registered with
+    policies.leaderboard in evaluation.apps)."""
+    games: list[tuple[str, str]] = []
+    for evaluation in Evaluation.objects.filter(state=Evaluation.State.DONE):
+        summary = evaluation.summary or {}
+        candidate, baseline = labels[evaluation.candidate_id], labels[evaluation.baseline_id]
+        games += [(candidate, baseline)] * int(summary.get("wins") or 0)
+        games += [(baseline, candidate)] * int(summary.get("losses") or 0)
+    return games
+
+
 def version_verdicts() -> dict[int, dict[str, Any]]:
     """Each evaluated version's last finished evaluation as the candidate — against its
     parent when there is one — as the Policies page shows it: {"summary": words, "lost":

@@ -29,6 +29,7 @@ from arena.held_out import (  # noqa: F401 - held_out_call_ids: read here by cal
     held_out_calls_ensure,
     real_calls_choose,
 )
+from arena.judges import judge_for_world
 from arena.models import Call, Judgement, Moment, Reply, Scenario, Turn, World
 from arena.preference_format import dialogue_json
 from evaluation.fanout import Answer, Ask, answers_gather
@@ -67,14 +68,13 @@ def _advisory_lock(name: str) -> None:
 
 def world_judge(world: World) -> Any:
     """The judge the world names under Environment → Judge (the rubric judge by default)."""
-    choose = getattr(judging, "judge_for_world", None)
-    return choose(world) if choose is not None else judging.RubricJudge()
+    return judge_for_world(world)
 
 
 def _slots(judge_or_version: Any) -> int:
     """How many requests one endpoint takes from us at once. Local work (the rubric judge,
     the simulator) gains nothing from threads and takes one."""
-    from policies.providers import CallLimits
+    from levers9.providers import CallLimits
 
     if isinstance(judge_or_version, judging.RubricJudge):
         return 1

@@ -9,6 +9,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 
 from arena.models import World
+from arena.selectors import world_in_view
 from evaluation.models import Evaluation
 from evaluation.selectors import (
     evaluation_chart_data,
@@ -27,12 +28,6 @@ from levers9.jobs.progress import job_payload
 from levers9.roles import MANAGER, role_required
 from policies.models import PolicyVersion
 from policies.selectors import policies_answering
-
-
-def _world_in_view(request) -> World | None:
-    """The world the header shows (?world=, else the session's), as the badge chooses it."""
-    wanted = request.GET.get("world") or request.POST.get("world") or request.session.get("world")
-    return World.objects.filter(slug=wanted).first() or World.objects.order_by("name").first()
 
 
 def _results_context(evaluation: Evaluation | None) -> dict:
@@ -55,7 +50,7 @@ def _lens_context(world: World | None, evaluation: Evaluation | None = None) -> 
 
 @role_required(MANAGER)
 def evaluate(request):
-    world = _world_in_view(request)
+    world = world_in_view(request)
     if request.method == "POST":
         return _evaluate_start(request, world)
     candidate, baseline = evaluation_versions_default()

@@ -1,4 +1,5 @@
-"""What every workspace page shows in its header: workspace, role, world and its badge."""
+"""What every workspace page shows in its header: the workspace and the user's role (the world
+and its badge: policies.context_processors)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,4 @@ def workspace(request) -> dict:
     tenant = getattr(request, "tenant", None)
     if tenant is None or connection.schema_name == "public":
         return {"workspace": None}
-    context = {"workspace": tenant, "role": user_role(request.user)}
-    if request.user.is_authenticated:
-        from levers9.selectors import world_badge_for
-
-        context.update(world_badge_for(request))
-    return context
+    return {"workspace": tenant, "role": user_role(request.user)}

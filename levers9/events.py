@@ -12,7 +12,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import connection, transaction
+from django.db import connection
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +39,3 @@ def workspace_event_send(
         return
     message = {"type": "workspace.event", "topic": topic, "payload": payload}
     async_to_sync(layer.group_send)(workspace_group(schema_name, topic), message)
-
-
-def workspace_event_send_on_commit(payload: dict[str, Any], *, topic: str = "jobs") -> None:
-    schema_name = connection.schema_name
-    transaction.on_commit(
-        lambda: workspace_event_send(payload, topic=topic, schema_name=schema_name)
-    )

@@ -134,6 +134,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "levers9.context_processors.workspace",
+                "policies.context_processors.world_badge",
             ],
         },
     },

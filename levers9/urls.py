@@ -42,9 +42,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("training.urls")),
-    # Before arena's placeholders: policies/, environment/ and endpoints/ are the real pages.
     path("", include("policies.urls")),
-    # Before arena's placeholders: evaluate/ is the real page.
     path("", include("evaluation.urls")),
     path("", include("arena.urls")),
     path("admin/", admin.site.urls),

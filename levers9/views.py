@@ -10,19 +10,10 @@ from levers9.models import Workspace
 
 @login_required
 def home(request):
-    from arena.selectors import world_list_with_counts
     from levers9.game import home_context
-    from policies.models import PolicyVersion
 
-    return render(
-        request,
-        "home.html",
-        {
-            **home_context(),
-            "world_rows": world_list_with_counts(),
-            "versions": PolicyVersion.objects.select_related("parent"),
-        },
-    )
+    # The missions and the rest of the page are the apps' (levers9.game).
+    return render(request, "home.html", home_context())
 
 
 def public_index(request):

@@ -1,4 +1,4 @@
-"""Workspace admin of the policy registry: versions, endpoints, judge connections.
+"""Workspace admin of the policy registry: versions and endpoints.
 
 Where a version runs, serving and releasing change through the services (Runs on, serve,
 release); the admin shows those fields read-only and offers the operations as actions.
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from levers9.roles import MANAGER, OWNER, REVIEWER, RoleAdminMixin
+from levers9.roles import OWNER, REVIEWER, RoleAdminMixin
 from policies.endpoints import endpoint_delete, endpoint_release, version_release
 from policies.errors import PolicyError
-from policies.models import Endpoint, JudgeConnection, PolicyVersion
+from policies.models import Endpoint, PolicyVersion
 
 
 def _each(modeladmin, request, items, operation, done: str) -> None:
@@ -109,17 +109,3 @@ class EndpointAdmin(RoleAdminMixin, admin.ModelAdmin):
     def delete_queryset(self, request, queryset) -> None:
         for endpoint in queryset:
             endpoint_delete(endpoint=endpoint)
-
-
-@admin.register(JudgeConnection)
-class JudgeConnectionAdmin(RoleAdminMixin, admin.ModelAdmin):
-    view_role = MANAGER
-    change_role = MANAGER
-    list_display = ["world", "endpoint_url", "lora_adapter", "api_key_env", "updated_at"]
-
-    def get_readonly_fields(self, request, obj=None):
-        # Set under Environment → Judge, where the address and the key variable are checked.
-        return [field.name for field in JudgeConnection._meta.fields]
-
-    def has_add_permission(self, request, *args) -> bool:
-        return False

@@ -9,16 +9,16 @@ while that endpoint serves. A released version answers nothing and is never aske
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 from django.conf import settings
 
+from arena.agents import AgentCannotAnswer, AgentReply
+from arena.conversation import moment_messages
 from arena.models import Moment
-from policies.models import Endpoint, PolicyVersion
-from policies.providers import (
+from levers9.providers import (
     CallLimits,
-    Message,
     ModelTarget,
     Provider,
     ProviderError,
@@ -27,29 +27,18 @@ from policies.providers import (
     dialogue_state_index,
     provider_for,
 )
+from policies.models import Endpoint, PolicyVersion
 from trainers.simulator import Persona
 
 AGENT_MAX_TOKENS = 160
-AGENT_SYSTEM_PROMPT = (
-    "You are the agent on a live sales call for {world}. Write only your next turn: one to "
-    "three short sentences, in the customer's own register (casual or formal), courteous, "
-    "honest, with no pressure and never asking for card or bank details. Move the call one "
-    "step forward."
-)
 
 
-class VersionCannotAnswer(RuntimeError):
+class VersionCannotAnswer(AgentCannotAnswer):
     """The version is released (or its provider is unavailable) and answers nothing."""
 
 
 class VersionDidNotAnswer(VersionCannotAnswer):
     """The version was asked, and its endpoint gave no usable reply (the message says why)."""
-
-
-@dataclass(frozen=True)
-class AgentReply:
-    text: str
-    move: str
 
 
 def _dialect_of(moment: Moment) -> str:
@@ -63,17 +52,6 @@ def moment_state_index(moment: Moment) -> int:
     if moment.simulator_state is not None:
         return moment.simulator_state
     return dialogue_state_index(moment.dialogue())
-
-
-def moment_messages(moment: Moment) -> list[Message]:
-    """The call so far as chat messages for a model agent: the customer is the user."""
-    messages: list[Message] = [
-        {"role": "system", "content": AGENT_SYSTEM_PROMPT.format(world=moment.world.name)}
-    ]
-    for turn in moment.dialogue():
-        role = "assistant" if turn["speaker"] == "agent" else "user"
-        messages.append({"role": role, "content": turn["text"]})
-    return messages
 
 
 def trained_target(version: PolicyVersion, endpoint: Endpoint) -> ModelTarget:
@@ -154,3 +132,23 @@ def version_reply(version: PolicyVersion, moment: Moment) -> AgentReply:
         )
     # A model's words carry no labelled move: the move is what a reviewer or classifier says.
     return AgentReply(text=text, move="")
+
+
+class RegistryAgents:
+    """The arena's agent directory (arena.agents), filled from the policy registry."""
+
+    def live(self) -> PolicyVersion | None:
+        from policies.live import live_version
+
+        return live_version()
+
+    def answering(self) -> list[PolicyVersion]:
+        return list(
+            PolicyVersion.objects.filter(status=PolicyVersion.Status.ANSWERING).order_by("-number")
+        )
+
+    def numbered(self, numbers: Sequence[int]) -> list[PolicyVersion]:
+        return list(PolicyVersion.objects.filter(number__in=numbers).order_by("number"))
+
+    def reply(self, version: PolicyVersion, moment: Moment) -> AgentReply:
+        return version_reply(version, moment)

@@ -10,12 +10,15 @@ class PoliciesConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_delete
 
+        from arena.agents import agent_directory_register
+        from levers9.game import home_part_register, mission_register
         from levers9.jobs.kinds import (
             JobKind,
             job_kind_register,
             trainer_register,
             watcher_hook_register,
         )
+        from policies.agents import RegistryAgents
         from policies.endpoints import (
             SERVE_KIND,
             SERVE_TRAINER,
@@ -23,6 +26,7 @@ class PoliciesConfig(AppConfig):
             endpoints_reconcile,
             serve_job_finish,
         )
+        from policies.missions import crown_mission, home_versions
         from policies.models import Endpoint
 
         job_kind_register(
@@ -45,3 +49,7 @@ class PoliciesConfig(AppConfig):
         # A signal, against the house rule, because it is the only hook on every delete path.
         post_delete.connect(endpoint_deleted, sender=Endpoint, dispatch_uid="endpoint-deleted")
         watcher_hook_register(endpoints_reconcile)
+        # The Duel asks the registry's versions for replies without importing policies.
+        agent_directory_register(RegistryAgents())
+        mission_register(6, crown_mission)
+        home_part_register("versions", home_versions)

@@ -304,7 +304,7 @@ def _serve_job_cancel(job_id: int | None) -> None:
 
 def _endpoint_stop(endpoint: Endpoint) -> None:
     if endpoint.kind == Endpoint.Kind.TRANSFORMERS:
-        from policies.providers import local_models_forget
+        from levers9.providers import local_models_forget
 
         local_models_forget(version_weights_dir(endpoint.version))
         return

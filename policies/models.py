@@ -1,9 +1,10 @@
 """Workspace-schema models of the policy registry: numbered agent versions and their lineage,
-the endpoints that serve trained versions, and where a model judge is reached.
+and the endpoints that serve trained versions. (Where a model judge is reached, JudgeConnection,
+is the arena's.)
 
 `v1 · baseline` is the hand-written start every workspace gets; Train makes v2 and later.
-Keys are never stored here: a version or a judge records model names, addresses and, at
-most, the NAME of the environment variable that holds a key on the dashboard pod.
+Keys are never stored here: a version records model names, addresses and, at most, the NAME
+of the environment variable that holds a key on the dashboard pod.
 """
 
 from __future__ import annotations
@@ -154,23 +155,6 @@ class Endpoint(models.Model):
         if not self.request_count:
             return None
         return self.error_count / self.request_count
-
-
-class JudgeConnection(models.Model):
-    """How a world's vLLM judge is reached (Environment → Judge). The world itself names the
-    provider and the model (World.judge_provider / judge_model); this holds the rest."""
-
-    world = models.OneToOneField(
-        "arena.World", on_delete=models.CASCADE, related_name="judge_connection"
-    )
-    endpoint_url = models.URLField(blank=True)
-    lora_adapter = models.CharField(max_length=200, blank=True)
-    # The NAME of the environment variable holding the key, never the key.
-    api_key_env = models.CharField(max_length=64, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self) -> str:
-        return f"judge connection of {self.world}"
 
 
 class LivePeriod(models.Model):

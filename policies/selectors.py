@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.models import Endpoint, PolicyVersion
-from policies.providers import ProviderChoice, provider_choices
 
 
 def policy_live() -> PolicyVersion | None:
@@ -40,9 +39,9 @@ def policy_agent_label(version: PolicyVersion | None) -> str:
 
 def policies_answering() -> list[PolicyVersion]:
     """Versions that can answer, newest first: what the Duel, Train and Evaluate pick from."""
-    return list(
-        PolicyVersion.objects.filter(status=PolicyVersion.Status.ANSWERING).order_by("-number")
-    )
+    from policies.agents import RegistryAgents
+
+    return RegistryAgents().answering()
 
 
 def version_lineage(version: PolicyVersion, *, known: dict[int, PolicyVersion] | None = None):
@@ -130,6 +129,26 @@ def learned_facts(learned_from: dict[str, Any]) -> list[tuple[str, str]]:
     return facts
 
 
+# What Evaluate says of each version ({version id: {"summary", "lost", ...}}): evaluation
+# lives above the registry and registers its reader here (evaluation.apps).
+_verdicts: list[Any] = []
+
+
+def version_verdicts_register(read: Any) -> None:
+    _verdicts[:] = [read]
+
+
+def versions_with_verdicts() -> list[VersionRow]:
+    """The version rows, each with its last evaluation's verdict when Evaluate has one."""
+    import dataclasses
+
+    rows = versions_list()
+    if not _verdicts:
+        return rows
+    verdicts = _verdicts[0]()
+    return [dataclasses.replace(row, evaluation=verdicts.get(row.version.pk)) for row in rows]
+
+
 def versions_list() -> list[VersionRow]:
     """Every version, newest first, with its lineage and its endpoint."""
     versions = list(PolicyVersion.objects.order_by("-number"))
@@ -152,9 +171,3 @@ def versions_list() -> list[VersionRow]:
 def endpoints_list() -> list[Endpoint]:
     """Every endpoint, newest first, with its version."""
     return list(Endpoint.objects.select_related("version").order_by("-created_at", "-id"))
-
-
-def runs_on_choices() -> list[ProviderChoice]:
-    """The "Runs on" options: OpenAI and Anthropic only when the pod holds their key (else the
-    choice names the variable it is missing)."""
-    return provider_choices()

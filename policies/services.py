@@ -1,28 +1,17 @@
-"""Writes of the policy registry: versions, where each one runs, and the world's judge.
+"""Writes of the policy registry: versions and where each one runs.
 
-Serving and releasing trained versions are in policies.endpoints.
+Serving and releasing trained versions are in policies.endpoints; the world's judge
+(Environment → Judge) is arena.judges'.
 """
 
 from __future__ import annotations
 
-import os
-import re
-
-from django.db import transaction
-
-from arena.models import DEFAULT_JUDGE, World
+from arena import judges
+from arena.errors import ModelConnectionConflict, ModelConnectionError
+from arena.models import DEFAULT_JUDGE, JudgeConnection, World
+from levers9.providers import SIMULATOR
 from policies.errors import PolicyBadRequest, PolicyConflict
-from policies.models import JudgeConnection, PolicyVersion
-from policies.providers import (
-    ANTHROPIC,
-    HOSTED_KEY_ENVS,
-    OPENAI,
-    SIMULATOR,
-    VLLM,
-    base_url_problem,
-    key_env_problem,
-    scrub,
-)
+from policies.models import PolicyVersion
 
 BASELINE_NAME = "baseline"
 
@@ -88,22 +77,6 @@ def version_register(
 # --- Runs on: where a version's agent answers -------------------------------------------------
 
 JUDGE_MODEL = "judge"  # "Runs on" the world's judge model
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$")
-_LOOKS_LIKE_KEY = re.compile(r"^(?:sk|pk|rk)-|^sk_|^hf_", re.IGNORECASE)
-
-
-def _model_name_clean(model: str) -> str:
-    model = (model or "").strip()
-    if not model:
-        raise PolicyBadRequest("Name the model, such as gpt-4o-mini or Qwen/Qwen3-14B.")
-    if _LOOKS_LIKE_KEY.match(model) or scrub(model) != model:
-        # A model field is shown on pages and in the API: a key typed there would leak.
-        raise PolicyBadRequest("That looks like a key, not a model name: type the model name.")
-    if not _MODEL_NAME.match(model):
-        raise PolicyBadRequest(
-            f"'{model}' is not a model name: letters, digits and . _ : / @ + - only."
-        )
-    return model
 
 
 def model_connection_clean(
@@ -114,30 +87,21 @@ def model_connection_clean(
     lora_adapter: str = "",
     api_key_env: str = "",
 ) -> dict[str, str]:
-    """The fields of a model role (agent or judge) as they will be stored, or PolicyBadRequest
-    saying what is wrong. OpenAI and Anthropic are refused while their key is missing."""
-    if provider not in (VLLM, OPENAI, ANTHROPIC):
-        raise PolicyBadRequest(f"No model provider '{provider}': choose vllm, openai or anthropic.")
-    model = _model_name_clean(model)
-    if provider in HOSTED_KEY_ENVS:
-        name = HOSTED_KEY_ENVS[provider]
-        if not os.environ.get(name):
-            label = "OpenAI" if provider == OPENAI else "Anthropic"
-            raise PolicyConflict(f"{label} is not offered here: set {name} on the dashboard pod.")
-        return {"provider_model": model, "endpoint_url": "", "lora_adapter": "", "api_key_env": ""}
-    endpoint_url = (endpoint_url or "").strip()
-    problem = base_url_problem(endpoint_url) or key_env_problem((api_key_env or "").strip())
-    if problem:
-        raise PolicyBadRequest(problem)
-    lora_adapter = (lora_adapter or "").strip()
-    if lora_adapter:
-        lora_adapter = _model_name_clean(lora_adapter)
-    return {
-        "provider_model": model,
-        "endpoint_url": endpoint_url,
-        "lora_adapter": lora_adapter,
-        "api_key_env": (api_key_env or "").strip(),
-    }
+    """arena's model_connection_clean (one set of rules for agents and judges), refusing with
+    the registry's errors: PolicyConflict where a hosted provider's key is missing, else
+    PolicyBadRequest saying what is wrong."""
+    try:
+        return judges.model_connection_clean(
+            provider=provider,
+            model=model,
+            endpoint_url=endpoint_url,
+            lora_adapter=lora_adapter,
+            api_key_env=api_key_env,
+        )
+    except ModelConnectionConflict as error:
+        raise PolicyConflict(str(error)) from None
+    except ModelConnectionError as error:
+        raise PolicyBadRequest(str(error)) from None
 
 
 def version_runs_on_set(
@@ -187,47 +151,3 @@ def version_runs_on_set(
     PolicyVersion.objects.filter(pk=version.pk).update(provider=provider, **fields)
     version.refresh_from_db()
     return version
-
-
-# --- Environment → Judge -----------------------------------------------------------------------
-
-
-def world_judge_set(
-    *,
-    world: World,
-    provider: str,
-    model: str = "",
-    endpoint_url: str = "",
-    lora_adapter: str = "",
-    api_key_env: str = "",
-) -> World:
-    """Name the world's judge: the rubric judge, or a provider's model (the rubric as a JSON
-    prompt). New judgements are stored under the judge's name; earlier ones stay."""
-    with transaction.atomic():
-        if provider == DEFAULT_JUDGE:
-            World.objects.filter(pk=world.pk).update(judge_provider=DEFAULT_JUDGE, judge_model="")
-            JudgeConnection.objects.filter(world=world).delete()
-        else:
-            fields = model_connection_clean(
-                provider=provider,
-                model=model,
-                endpoint_url=endpoint_url,
-                lora_adapter=lora_adapter,
-                api_key_env=api_key_env,
-            )
-            World.objects.filter(pk=world.pk).update(
-                judge_provider=provider, judge_model=fields["provider_model"]
-            )
-            if provider == VLLM:
-                JudgeConnection.objects.update_or_create(
-                    world=world,
-                    defaults={
-                        "endpoint_url": fields["endpoint_url"],
-                        "lora_adapter": fields["lora_adapter"],
-                        "api_key_env": fields["api_key_env"],
-                    },
-                )
-            else:
-                JudgeConnection.objects.filter(world=world).delete()
-    world.refresh_from_db()
-    return world

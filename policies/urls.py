@@ -69,8 +69,12 @@ urlpatterns = [
     path("policies/<int:version_id>/runs-on/", views.version_runs_on, name="version-runs-on"),
     path("policies/<int:version_id>/release/", views.version_release_view, name="version-release"),
     path("policies/<int:version_id>/serve/", views.version_serve_view, name="version-serve"),
-    path("environment/", views.environment_page, name="environment"),
     path("environment/<slug:slug>/judge/", views.world_judge, name="world-judge"),
+    path(
+        "policies/worlds/<slug:slug>/system-prompt/",
+        views.world_system_prompt,
+        name="world-system-prompt",
+    ),
     path("endpoints/", views.endpoints_page, name="endpoints"),
     path(
         "endpoints/<int:endpoint_id>/release/",

@@ -1,52 +1,40 @@
-"""Pages of the policy registry: Policies (versions, Runs on, release and serve), Environment
-(each world's judge) and Endpoints. Thin: parse, call one service, say what happened."""
+"""Pages of the policy registry: Policies (versions, Runs on, release and serve), setting a
+world's judge (the Environment page itself is arena's) and Endpoints. Thin: parse, call one
+service, say what happened."""
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from arena.judging import DIMENSION_HELP, DIMENSION_LABELS, DIMENSIONS
+from arena.errors import DuelError, ModelConnectionError
+from arena.judges import world_judge_set
 from arena.models import World
+from arena.selectors import world_in_view
+from arena.services import world_system_prompt_set
 from levers9.models import GpuPool
+from levers9.providers import provider_choices
 from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required
 from policies.endpoints import endpoint_release, version_release, version_serve
 from policies.errors import PolicyError
 from policies.leaderboard import leaderboard
-from policies.models import Endpoint, JudgeConnection, PolicyVersion
-from policies.providers import provider_choices
-from policies.selectors import endpoints_list, policy_live, versions_list
-from policies.services import JUDGE_MODEL, version_runs_on_set, world_judge_set
-
-
-def _world_in_view(request) -> World | None:
-    slug = request.POST.get("world") or request.GET.get("world") or request.session.get("world")
-    return World.objects.filter(slug=slug).first() or World.objects.order_by("name").first()
-
-
-def versions_with_verdicts():
-    """The version rows, each with its last evaluation's verdict when Evaluate has one."""
-    import dataclasses
-    import importlib
-
-    rows = versions_list()
-    try:
-        verdicts = importlib.import_module("evaluation.selectors").version_verdicts()
-    except (ImportError, AttributeError):
-        return rows
-    return [dataclasses.replace(row, evaluation=verdicts.get(row.version.pk)) for row in rows]
+from policies.models import Endpoint, PolicyVersion
+from policies.selectors import endpoints_list, policy_live, versions_with_verdicts
+from policies.services import JUDGE_MODEL, version_runs_on_set
 
 
 @role_required(REVIEWER)
 def policies_page(request):
-    world = _world_in_view(request)
+    world = world_in_view(request)
     return render(
         request,
         "policies/policies.html",
         {
             "page": "policies",
             "rows": versions_with_verdicts(),
+            "can_edit_prompt": has_role(request.user, MANAGER),
             "leaderboard": leaderboard(),
             "live": policy_live(),
             "can_change": has_role(request.user, OWNER),
@@ -74,7 +62,7 @@ def version_runs_on(request, version_id: int):
             endpoint_url=request.POST.get("endpoint_url", ""),
             lora_adapter=request.POST.get("lora_adapter", ""),
             api_key_env=request.POST.get("api_key_env", ""),
-            world=_world_in_view(request) if provider == JUDGE_MODEL else None,
+            world=world_in_view(request) if provider == JUDGE_MODEL else None,
         )
     except PolicyError as error:
         messages.error(request, str(error))
@@ -120,24 +108,6 @@ def version_serve_view(request, version_id: int):
     return redirect("policies")
 
 
-@role_required(MANAGER)
-def environment_page(request):
-    worlds = list(World.objects.order_by("name"))
-    connections = {c.world_id: c for c in JudgeConnection.objects.filter(world__in=worlds)}
-    return render(
-        request,
-        "policies/environment.html",
-        {
-            "page": "environment",
-            "worlds": [(world, connections.get(world.pk)) for world in worlds],
-            "choices": {choice.provider: choice for choice in provider_choices()},
-            "dimensions": [
-                (name, DIMENSION_LABELS[name], DIMENSION_HELP[name]) for name in DIMENSIONS
-            ],
-        },
-    )
-
-
 @require_POST
 @role_required(MANAGER)
 def world_judge(request, slug: str):
@@ -151,7 +121,7 @@ def world_judge(request, slug: str):
             lora_adapter=request.POST.get("lora_adapter", ""),
             api_key_env=request.POST.get("api_key_env", ""),
         )
-    except PolicyError as error:
+    except ModelConnectionError as error:
         messages.error(request, str(error))
     else:
         messages.success(request, f"{world.name} is now judged by the {world.judge_label}.")
@@ -176,3 +146,20 @@ def endpoint_release_view(request, endpoint_id: int):
     else:
         messages.success(request, f"Endpoint {endpoint.pk} released: its cards are free.")
     return redirect("endpoints")
+
+
+@require_POST
+@role_required(MANAGER)
+def world_system_prompt(request, slug: str):
+    """The agent's system prompt of a world: what every conversation opens with, trained and
+    served alike."""
+    world = get_object_or_404(World, slug=slug)
+    try:
+        world = world_system_prompt_set(
+            world=world, system_prompt=request.POST.get("system_prompt", "")
+        )
+    except DuelError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"The agent's system prompt of {world.name} is saved.")
+    return redirect(f"{reverse('policies')}?world={world.slug}")

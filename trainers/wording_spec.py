@@ -4,9 +4,10 @@ The Train step writes one JSON spec per job:
 
     {"pack": "lettings", "version": 3,            # version = the frozen preference version
      "base": "Qwen/Qwen3-14B", "gpu": {"type": "rtx-pro-6000", "count": 4},
-     "epochs": 1, "system": "You are ...", "seed": 0,
+     "epochs": 1, "system": "You are ...", "seed": 0,   # system: the world's system prompt
      "pairs": [{"dialogue": [{"speaker": "customer", "text": ...}, ...]   # or "prompt": messages
-                "chosen": "...", "rejected": "...", "reasons": ["respect"], "call_id": "..."}],
+                "chosen": "...", "rejected": "...", "reasons": ["respect"], "call_id": "...",
+                "system": "..."}],                 # optional: this pair's world's prompt
      "reward_source": "picks" | "outcomes",        # RLHF only
      "outcome_examples": [{"call_id", "dialogue": [...], "reply", "won"}],
      "output_dir": "versions/lettings/v7",          # relative: under models_dir
@@ -16,7 +17,8 @@ The Train step writes one JSON spec per job:
 
 This module stays light (no torch, no transformers at import) so the Django side can refuse a
 bad spec at Train time with the same messages. It also holds the data helpers both routes share:
-dialogues to chat messages, outcome examples from real calls, the held-out split, prompt trimming.
+outcome examples from real calls, the held-out split, prompt trimming. Dialogues become chat
+messages in the one conversation builder (trainers.conversation), the one serving uses too.
 """
 
 from __future__ import annotations
@@ -32,17 +34,14 @@ from typing import Any, Literal
 import numpy as np
 
 from trainers.bases import validate_base
+from trainers.conversation import Message, conversation_messages
 from trainers.runtime import Progress
 
-Message = dict[str, str]
 Trainer = Literal["rlhf", "dpo"]
 
 MIN_PAIRS: dict[str, int] = {"rlhf": 500, "dpo": 200}
 """Pairs each route asks for: a reward model needs about twice DPO's to generalise."""
 REWARD_SOURCES = ("picks", "outcomes")
-CALL_STARTS = "(the call connects)"
-"""Stands in for the customer's first turn when the agent speaks first: many chat templates
-(Gemma's among them) refuse a conversation that does not open with a user turn."""
 OPENING_AGENT_TURNS = 4
 """An outcome example is each of the first four agent turns of a call (as Evaluate replays)."""
 
@@ -235,6 +234,9 @@ def _text(item: Mapping[str, Any], key: str, where: str) -> str:
 
 
 def _conversation(item: Mapping[str, Any], where: str, system: str) -> tuple[Message, ...]:
+    # An item from another world than the spec's carries that world's system prompt.
+    if isinstance(item.get("system"), str) and item["system"]:
+        system = item["system"]
     if "prompt" in item:
         prompt = item["prompt"]
         if not isinstance(prompt, list) or not all(
@@ -244,10 +246,14 @@ def _conversation(item: Mapping[str, Any], where: str, system: str) -> tuple[Mes
             for m in prompt
         ):
             raise ValueError(f"{where}: 'prompt' must be a list of {{role, content}} messages.")
-        messages = [{"role": m["role"], "content": m["content"]} for m in prompt]
-        if system and not any(m["role"] == "system" for m in messages):
-            messages.insert(0, {"role": "system", "content": system})
-        return tuple(_opening_with_user(messages))
+        # Through the one builder too: the prompt's own system message wins over the spec's.
+        own_system = "\n\n".join(m["content"] for m in prompt if m["role"] == "system")
+        turns = [
+            {"speaker": "agent" if m["role"] == "assistant" else "customer", "text": m["content"]}
+            for m in prompt
+            if m["role"] != "system"
+        ]
+        return tuple(conversation_messages(turns, system_prompt=own_system or system))
     if "dialogue" in item:
         dialogue = item["dialogue"]
         if not isinstance(dialogue, list) or not all(
@@ -259,7 +265,7 @@ def _conversation(item: Mapping[str, Any], where: str, system: str) -> tuple[Mes
             raise ValueError(
                 f"{where}: 'dialogue' must be a list of {{speaker: agent|customer, text}} turns."
             )
-        return tuple(dialogue_messages(dialogue, system=system))
+        return tuple(conversation_messages(dialogue, system_prompt=system))
     raise ValueError(f"{where} has neither 'prompt' (messages) nor 'dialogue' (turns).")
 
 
@@ -299,26 +305,6 @@ def _parse_outcome(item: Any, index: int, system: str) -> OutcomeExample:
 
 
 # --- conversations ------------------------------------------------------------------------
-
-
-def dialogue_messages(dialogue: Iterable[Mapping[str, str]], *, system: str = "") -> list[Message]:
-    """A real call's turns as chat messages: the agent is the assistant, the customer the
-    user; consecutive turns by the same speaker are joined (templates expect alternation)."""
-    messages: list[Message] = [{"role": "system", "content": system}] if system else []
-    for turn in dialogue:
-        role = "assistant" if turn["speaker"] == "agent" else "user"
-        if messages and messages[-1]["role"] == role:
-            messages[-1] = {"role": role, "content": messages[-1]["content"] + "\n" + turn["text"]}
-        else:
-            messages.append({"role": role, "content": turn["text"]})
-    return _opening_with_user(messages)
-
-
-def _opening_with_user(messages: list[Message]) -> list[Message]:
-    start = 1 if messages and messages[0]["role"] == "system" else 0
-    if len(messages) == start or messages[start]["role"] != "user":
-        messages.insert(start, {"role": "user", "content": CALL_STARTS})
-    return messages
 
 
 def outcome_examples_from_calls(

@@ -17,8 +17,10 @@ class TrainingConfig(AppConfig):
     verbose_name = "Training"
 
     def ready(self) -> None:
+        from levers9.game import mission_register
         from levers9.jobs.kinds import JobKind, job_kind_register, trainer_register
         from training.finish import train_job_finish
+        from training.missions import level_up_mission
 
         # A Train card always ends in a version; an Engines run ends in a measurement, and
         # becomes a version only when someone promotes it (training.engines).
@@ -26,3 +28,4 @@ class TrainingConfig(AppConfig):
         job_kind_register(JobKind("engines", "Engines run"))
         for name, module in TRAINER_MODULES.items():
             trainer_register(name, module=module)
+        mission_register(4, level_up_mission)

@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from arena.models import World
+from arena.selectors import world_in_view
 from levers9.jobs.models import Job
 from levers9.jobs.progress import job_payload
 from levers9.jobs.selectors import job_list_recent, job_log_tail
@@ -21,7 +22,7 @@ def train(request):
     from arena.models import PreferenceVersion
     from levers9.models import GpuPool
     from trainers.wording_spec import MIN_PAIRS
-    from training.wording import DEFAULT_SYSTEM, bases_offered
+    from training.wording import bases_offered
 
     jobs = list(job_list_recent())
     pools = list(GpuPool.objects.filter(enabled=True))
@@ -39,7 +40,6 @@ def train(request):
             "default_pool": next((p for p in pools if not p.is_cpu), pools[0] if pools else None),
             "bases": bases_offered(),
             "min_pairs": MIN_PAIRS,
-            "default_system": DEFAULT_SYSTEM,
             "learned": _how_each_method_learns(),
         },
     )
@@ -94,8 +94,8 @@ def _how_each_method_learns() -> dict:
 @require_POST
 @role_required(MANAGER)
 def train_move_strategy_view(request):
-    world = World.objects.filter(slug=request.POST.get("world") or request.session.get("world"))
-    world = world.first() or World.objects.filter(scenarios__isnull=False).first()
+    world = world_in_view(request, first_if_none=False)
+    world = world or World.objects.filter(scenarios__isnull=False).first()
     versions = {str(version.pk): version for version in policies_answering()}
     parent = versions.get(request.POST.get("parent", "")) or policy_live()
     try:
@@ -177,7 +177,7 @@ def engines(request):
     if request.method == "POST":
         from training.engines import KnobError, engines_run_start
 
-        world = World.objects.filter(slug=request.session.get("world")).first()
+        world = world_in_view(request, first_if_none=False)
         world = (
             world
             if world and world.scenarios.exists()

@@ -23,10 +23,6 @@ from trainers.bases import LISTED_BASES, default_base
 from trainers.wording_spec import MIN_PAIRS, outcome_examples_from_calls, parse_wording_spec
 
 METHODS = {"rlhf": "Wording · RLHF", "dpo": "Benchmark · DPO"}
-DEFAULT_SYSTEM = (
-    "You are a courteous, accurate sales agent. Answer the customer in their own register, "
-    "move the conversation forward, and never pressure or mislead."
-)
 
 
 class WordingCardError(ValueError):
@@ -45,7 +41,6 @@ class WordingChoice:
     outcomes_world: World | None = None
     epochs: float = 1.0
     seed: int = 0
-    system: str = DEFAULT_SYSTEM
     max_steps: int | None = None
     min_pairs: int | None = None
 
@@ -66,7 +61,7 @@ def _outcome_examples(world: World) -> list[dict[str, Any]]:
         .exclude(outcome=Call.Outcome.UNKNOWN)
         .exclude(pk__in=held_out_call_ids(world=world))
     )
-    return outcome_examples_from_calls(
+    examples = outcome_examples_from_calls(
         {
             "id": call.external_id,
             "outcome": call.outcome,
@@ -74,26 +69,39 @@ def _outcome_examples(world: World) -> list[dict[str, Any]]:
         }
         for call in calls.prefetch_related("turns")
     )
+    # The outcome world's agent prompt, as its version would be served there.
+    return [{**example, "system": world.agent_system_prompt} for example in examples]
+
+
+def _system_prompts(packs: set[str]) -> dict[str, str]:
+    """Each world's agent system prompt (World.system_prompt), by slug."""
+    return {world.slug: world.agent_system_prompt for world in World.objects.filter(slug__in=packs)}
 
 
 def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[str, Any]:
     frozen = list(preference_pairs(version=choice.preference_version))
+    prompts = _system_prompts({pair.pack for pair in frozen})
+    pack = frozen[0].pack if frozen else ""
+    # The spec's system prompt is the (first) world's; a pair from another world carries its
+    # own, so every pair is trained on the messages its world's version is served.
+    system = prompts.get(pack, "")
     pairs = [
         {
             "dialogue": pair.dialogue,
             "chosen": pair.chosen,
             "rejected": pair.rejected,
             "reasons": list(pair.reasons),
+            **({"system": prompts[pair.pack]} if prompts.get(pair.pack, system) != system else {}),
         }
         for pair in frozen
     ]
     spec: dict[str, Any] = {
-        "pack": frozen[0].pack if frozen else "",
+        "pack": pack,
         "version": choice.preference_version.number,
         "base": choice.base,
         "gpu": {"type": choice.pool.card_type, "count": choice.card_count},
         "epochs": choice.epochs,
-        "system": choice.system,
+        "system": system,
         "pairs": pairs,
         "seed": choice.seed,
         "models_dir": str(settings.MODELS_DIR),

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection, transaction
+from django_tenants.utils import schema_context
+
 from levers9.events import workspace_event_send
 from levers9.jobs.models import Job
 
@@ -27,6 +30,15 @@ def job_payload(job: Job) -> dict[str, Any]:
 
 
 def job_event_send(job_id: int) -> None:
-    job = Job.objects.select_related("produced_version").filter(pk=job_id).first()
-    if job is not None:
-        workspace_event_send({"type": "job", "job": job_payload(job)})
+    """Tell the workspace's browsers how the job stands once the write that changed it is
+    committed (at once outside a transaction): an event sent from inside an atomic block that
+    rolls back would show a state that never was."""
+    schema_name = connection.schema_name
+    transaction.on_commit(lambda: _job_event_push(job_id, schema_name))
+
+
+def _job_event_push(job_id: int, schema_name: str) -> None:
+    with schema_context(schema_name):
+        job = Job.objects.select_related("produced_version").filter(pk=job_id).first()
+        if job is not None:
+            workspace_event_send({"type": "job", "job": job_payload(job)}, schema_name=schema_name)

@@ -85,7 +85,7 @@ def test_it_records_a_reply_that_failed_as_an_error_not_a_score():
 
 @pytest.fixture
 def stub(monkeypatch):
-    from policies import providers
+    from levers9 import providers
 
     monkeypatch.setenv("LEVERS9_PROVIDER_CONCURRENCY", "8")
     providers._SEMAPHORES.clear()

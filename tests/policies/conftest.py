@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from policies import providers
+from levers9 import providers
 from tests.policies.stub_server import StubModelServer
 
 KEY_VARIABLES = (

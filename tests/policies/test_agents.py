@@ -9,6 +9,7 @@ from arena.models import Moment, World
 from policies.agents import VersionCannotAnswer, version_reply
 from policies.models import PolicyVersion
 from policies.services import version_runs_on_set
+from trainers.conversation import CALL_CONNECTS
 
 
 @pytest.fixture
@@ -44,7 +45,10 @@ def test_it_answers_from_a_vllm_endpoint_once_moved_there(moment, stub):
     messages = stub.requests[0].body["messages"]
     assert messages[0]["role"] == "system"
     assert "Lettings" in messages[0]["content"]
-    assert [m["role"] for m in messages[1:]] == ["assistant", "user"]
+    # The one conversation builder (trainers.conversation) opens a call the agent opened with
+    # the customer's stage direction, exactly as the version was trained.
+    assert [m["role"] for m in messages[1:]] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == CALL_CONNECTS
     assert messages[-1]["content"] == "Hi, it's a bit expensive for us."
 
 

@@ -8,9 +8,9 @@ import secrets
 
 import pytest
 
-from arena.models import Moment, World
+from arena.models import JudgeConnection, Moment, World
 from policies.agents import VersionDidNotAnswer, version_reply
-from policies.models import Endpoint, JudgeConnection, PolicyVersion
+from policies.models import Endpoint, PolicyVersion
 from tests.policies.stub_server import Answer
 
 

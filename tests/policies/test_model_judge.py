@@ -8,13 +8,11 @@ import json
 
 import pytest
 
-from arena.judging import DIMENSIONS, ModelJudge, RubricJudge, Turn, judge_for_world
-from arena.models import Judgement, Moment, Reply, World
-from policies.errors import PolicyBadRequest, PolicyConflict
-from policies.judges import judgement_record, model_judge_for_world
-from policies.models import JudgeConnection
-from policies.providers import ModelTarget, provider_for
-from policies.services import world_judge_set
+from arena.errors import ModelConnectionBadRequest, ModelConnectionConflict
+from arena.judges import judge_for_world, judgement_record, model_judge_for_world, world_judge_set
+from arena.judging import DIMENSIONS, ModelJudge, RubricJudge, Turn
+from arena.models import JudgeConnection, Judgement, Moment, Reply, World
+from levers9.providers import ModelTarget, provider_for
 from tests.policies.stub_server import Answer
 
 GOOD_SCORES = {
@@ -139,10 +137,10 @@ def test_it_keeps_the_vllm_judge_address_and_goes_back_to_the_rubric(world):
 
 def test_it_refuses_a_hosted_judge_without_its_key(in_workspace):
     world = World.objects.get(slug="lettings")
-    with pytest.raises(PolicyConflict) as raised:
+    with pytest.raises(ModelConnectionConflict) as raised:
         world_judge_set(world=world, provider="anthropic", model="claude-test-model")
     assert "ANTHROPIC_API_KEY" in str(raised.value)
-    with pytest.raises(PolicyBadRequest):
+    with pytest.raises(ModelConnectionBadRequest):
         world_judge_set(world=world, provider="vllm", model="m", endpoint_url="ftp://nope")
 
 

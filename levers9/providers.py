@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
+from trainers.conversation import CALL_CONNECTS, CUSTOMER_WAITS, STAGE_DIRECTIONS
 from trainers.move_strategy import SCRIPTED, choose_move
 from trainers.simulator import (
     DEFAULT_MAX_TURNS,
@@ -455,10 +456,7 @@ class AnthropicProvider(_RemoteProvider):
         )
 
 
-# Stage directions from the customer's side, where a conversation needs a user turn.
-CALL_CONNECTS = "(The call connects.)"
-CUSTOMER_WAITS = "(The customer waits for you to go on.)"
-STAGE_DIRECTIONS = frozenset({CALL_CONNECTS, CUSTOMER_WAITS})
+# The stage directions the one conversation builder writes (trainers.conversation).
 
 
 def alternating_turns(messages: Sequence[Message]) -> list[dict[str, str]]:

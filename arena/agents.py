@@ -1,0 +1,50 @@
+"""The agent role as the arena sees it: which versions answer, and what one says at a moment.
+
+The Duel asks versions for replies, but versions, their providers and endpoints live above the
+arena (in policies). So the arena names what it needs here and policies fills it in its
+`AppConfig.ready()` (`agent_directory_register`): the arena never imports policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class AgentCannotAnswer(RuntimeError):
+    """The version is released (or its provider is unavailable) and answers nothing."""
+
+
+@dataclass(frozen=True)
+class AgentReply:
+    text: str
+    move: str
+
+
+class AgentDirectory(Protocol):
+    def live(self) -> Any | None:
+        """The version taking live calls."""
+
+    def answering(self) -> list[Any]:
+        """Versions that can answer, newest first."""
+
+    def numbered(self, numbers: Sequence[int]) -> list[Any]:
+        """The versions with these numbers (only those that exist), in number order."""
+
+    def reply(self, version: Any, moment: Any) -> AgentReply:
+        """What `version` says at `moment`, or AgentCannotAnswer."""
+
+
+_directory: AgentDirectory | None = None
+
+
+def agent_directory_register(directory: AgentDirectory) -> None:
+    global _directory
+    _directory = directory
+
+
+def agents() -> AgentDirectory:
+    if _directory is None:
+        raise LookupError("No agent directory is registered: is the policies app installed?")
+    return _directory

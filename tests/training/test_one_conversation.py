@@ -1,0 +1,87 @@
+"""A trained version is served exactly the messages it was trained on: the spec the wording
+cards write and the reply a version is asked for go through one conversation builder, opening
+with the world's one system prompt."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from arena.models import Pick, World
+from arena.services import (
+    duel_next,
+    duel_pairs_generate,
+    pick_submit,
+    preference_freeze,
+    world_system_prompt_set,
+)
+from levers9.pools import pool_default
+from policies import agents
+from policies.models import PolicyVersion
+from trainers.wording_spec import parse_wording_spec
+from training.wording import WordingChoice, wording_spec_build
+
+PROMPT = "You are Ada, the letting agent of Hearth & Key. Be brief and kind."
+
+
+@pytest.fixture
+def frozen_lettings(in_workspace):
+    world = World.objects.get(slug="lettings")
+    world_system_prompt_set(world=world, system_prompt=PROMPT)
+    reviewer = get_user_model().objects.get(username="owner@acme.test")
+    duel_pairs_generate(world=world, count=4)
+    for _ in range(2):
+        pair = duel_next(world=world, reviewer=reviewer)
+        pick_submit(pair_id=pair.pk, reviewer=reviewer, chosen="A", reasons=["respect"])
+    return preference_freeze(by=reviewer)
+
+
+class _Recording:
+    """A provider that keeps the messages it is asked with (the model itself is not the
+    point here: what it is sent is)."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[dict[str, str]]] = []
+
+    def available(self):
+        return True, ""
+
+    def reply(self, messages, *, max_tokens):
+        self.asked.append([dict(message) for message in messages])
+        return "Of course: shall we find a time that suits you?"
+
+
+def test_training_and_serving_build_the_same_messages_for_one_moment(frozen_lettings, monkeypatch):
+    choice = WordingChoice(
+        method="dpo",
+        preference_version=frozen_lettings,
+        pool=pool_default(gpu=False),
+        card_count=1,
+        base="smollm2-135m-instruct",
+        parent=PolicyVersion.objects.get(number=1),
+        min_pairs=2,
+    )
+    spec = wording_spec_build(choice, job_folder_hint="versions/test")
+    assert spec["system"] == PROMPT
+    trained_on = parse_wording_spec(spec, trainer="dpo").pairs
+
+    moment = Pick.objects.select_related("pair__moment").first().pair.moment
+    recording = _Recording()
+    version = PolicyVersion.objects.get(number=1)
+    version.provider = PolicyVersion.Provider.OPENAI  # any model-backed version
+    monkeypatch.setattr(agents, "version_provider", lambda _version: (recording, None))
+    agents.version_reply(version, moment)
+    served = recording.asked[0]
+
+    assert served[0] == {"role": "system", "content": PROMPT}
+    assert served[-1]["role"] == "user"
+    training_prompts = [list(pair.prompt) for pair in trained_on]
+    assert served in training_prompts
+
+
+def test_the_default_prompt_names_the_world_and_is_one_field(in_workspace):
+    world = World.objects.get(slug="lettings")
+    assert world.system_prompt == ""
+    assert world.name in world.agent_system_prompt
+    world = world_system_prompt_set(world=world, system_prompt="  Be brief.  ")
+    assert world.agent_system_prompt == "Be brief."
