@@ -97,6 +97,8 @@ TENANT_APPS = [
     "evaluation",
 ]
 INSTALLED_APPS = SHARED_APPS + [app for app in TENANT_APPS if app not in SHARED_APPS]
+# The packages whose functions a queued task may name (levers9.tasks refuses any other).
+LEVERS9_TASK_PACKAGES = frozenset({"levers9", "arena", "policies", "training", "evaluation"})
 
 TENANT_MODEL = "levers9.Workspace"
 TENANT_DOMAIN_MODEL = "levers9.Domain"

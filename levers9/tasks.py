@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django_q.tasks import async_task
 from django_tenants.utils import get_public_schema_name, schema_context
@@ -18,7 +19,7 @@ from django_tenants.utils import get_public_schema_name, schema_context
 
 def _resolve(dotted_path: str):
     module_name, _, attribute = dotted_path.rpartition(".")
-    if module_name.split(".")[0] not in {"arena", "training", "evaluation", "policies", "levers9"}:
+    if module_name.split(".")[0] not in settings.LEVERS9_TASK_PACKAGES:
         # The dotted path is stored in the queue; only our own code may be named there.
         raise ValueError(f"Refusing to run '{dotted_path}': not a Levers9 Arena function.")
     return getattr(importlib.import_module(module_name), attribute)
