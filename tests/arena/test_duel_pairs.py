@@ -108,8 +108,7 @@ def test_it_refuses_a_released_version_chosen_by_the_reviewer(in_workspace):
 
 
 def test_it_makes_no_pair_when_the_judge_cannot_score(in_workspace, monkeypatch):
-    from arena import services
-    from arena.services import JudgeFailed
+    from arena.services import JudgeFailed, pairs
 
     class BrokenJudge:
         model_name = "broken-judge"
@@ -117,7 +116,7 @@ def test_it_makes_no_pair_when_the_judge_cannot_score(in_workspace, monkeypatch)
         def score(self, context, reply):
             raise RuntimeError("the model did not answer")
 
-    monkeypatch.setattr(services, "_judge_for", lambda world: BrokenJudge())
+    monkeypatch.setattr(pairs, "_judge_for", lambda world: BrokenJudge())
     world = real_world()
     with pytest.raises(JudgeFailed, match="broken-judge.*did not answer"):
         duel_pairs_generate(world=world, count=3)

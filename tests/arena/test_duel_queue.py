@@ -129,7 +129,7 @@ def test_a_model_answering_writes_a_few_pairs_now_and_the_rest_in_the_background
     reviewer = make_user(in_workspace, "slow@acme.test", "reviewer")
     queued: list[tuple] = []
     monkeypatch.setattr(
-        "arena.services.enqueue_in_workspace",
+        "arena.services.pairs.enqueue_in_workspace",
         lambda *args, **options: queued.append(args) or "task-top-up",
     )
     stub = StubModelServer().start()
@@ -167,7 +167,7 @@ def test_the_simulator_answering_refills_a_whole_batch_at_once(in_workspace, mon
     world = World.objects.get(slug="lettings")
     reviewer = make_user(in_workspace, "quick@acme.test", "reviewer")
     monkeypatch.setattr(
-        "arena.services.enqueue_in_workspace",
+        "arena.services.pairs.enqueue_in_workspace",
         lambda *args, **options: pytest.fail("nothing to do in the background"),
     )
     assert duel_next(world=world, reviewer=reviewer) is not None

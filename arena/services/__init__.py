@@ -1,0 +1,104 @@
+"""Writes of the arena, in the workspace schema: worlds and their scenarios, real-call
+import, the Duel (pairs, reservations, picks, overrides, rescoring) and freezing picks into
+preference versions.
+
+Each sub-domain has its module (worlds, calls, pairs, queue, overrides, freeze); this package
+re-exports their services, so callers import from `arena.services` and dotted task paths
+such as "arena.services.duel_pairs_generate_later" and "arena.services.world_create_lettings"
+keep resolving here. A test that patches what a service reads patches it in the module that
+holds the service (say "arena.services.pairs.enqueue_in_workspace"), not here.
+"""
+
+from __future__ import annotations
+
+from arena.services.calls import (
+    MAX_CALL_ID_LENGTH,
+    OUTCOMES,
+    SPEAKERS,
+    CallImportError,
+    ImportProblem,
+    ImportReport,
+    calls_import,
+    calls_validate,
+)
+from arena.services.freeze import (
+    COPY_BUFFER_BYTES,
+    WrittenVersion,
+    preference_freeze,
+    preference_version_write,
+)
+from arena.services.overrides import (
+    RescoreReport,
+    judge_override_scores_clean,
+    judge_override_submit,
+    judgements_rescore,
+)
+from arena.services.pairs import (
+    PAIR_BATCH,
+    SECOND_OPINION_EVERY,
+    SLOW_BATCH,
+    JudgeFailed,
+    PairsRequested,
+    duel_pairs_generate,
+    duel_pairs_generate_later,
+    duel_pairs_request,
+    duel_versions,
+)
+from arena.services.queue import (
+    REASONS,
+    RESERVATION,
+    duel_next,
+    duel_pairs_request_opinion,
+    duel_reservations_release,
+    duel_skip,
+    pick_reasons_clean,
+    pick_submit,
+)
+from arena.services.worlds import (
+    LETTINGS_WORLD_SLUG,
+    SYSTEM_PROMPT_MAX,
+    world_create,
+    world_create_lettings,
+    world_system_prompt_set,
+)
+
+__all__ = [
+    "COPY_BUFFER_BYTES",
+    "LETTINGS_WORLD_SLUG",
+    "MAX_CALL_ID_LENGTH",
+    "OUTCOMES",
+    "PAIR_BATCH",
+    "REASONS",
+    "RESERVATION",
+    "SECOND_OPINION_EVERY",
+    "SLOW_BATCH",
+    "SPEAKERS",
+    "SYSTEM_PROMPT_MAX",
+    "CallImportError",
+    "ImportProblem",
+    "ImportReport",
+    "JudgeFailed",
+    "PairsRequested",
+    "RescoreReport",
+    "WrittenVersion",
+    "calls_import",
+    "calls_validate",
+    "duel_next",
+    "duel_pairs_generate",
+    "duel_pairs_generate_later",
+    "duel_pairs_request",
+    "duel_pairs_request_opinion",
+    "duel_reservations_release",
+    "duel_skip",
+    "duel_versions",
+    "judge_override_scores_clean",
+    "judge_override_submit",
+    "judgements_rescore",
+    "pick_reasons_clean",
+    "pick_submit",
+    "preference_freeze",
+    "preference_version_write",
+    "world_create",
+    "world_create_lettings",
+    "world_system_prompt_set",
+]

@@ -1,0 +1,165 @@
+"""The Duel's judge overrides: a reviewer overruling the judge on some dimensions of a
+reply, and rescoring that applies the overrides and reorders the queue."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+
+from arena.errors import DuelBadInput, DuelConflict, DuelNotFound
+from arena.judging import DIMENSION_WEIGHTS, DIMENSIONS
+from arena.models import DuelPair, Judgement, JudgeOverride, Reply, World
+from arena.selectors import judge_agreement, reply_judgements
+
+
+def judge_override_scores_clean(scores: Any) -> dict[str, float]:
+    if not isinstance(scores, dict) or not scores:
+        raise DuelBadInput(
+            "'scores' must name at least one dimension with the reviewer's verdict, "
+            'e.g. {"respect": 0.0}.'
+        )
+    unknown = [name for name in scores if name not in DIMENSIONS]
+    if unknown:
+        raise DuelBadInput(
+            f"Unknown dimension(s): {', '.join(repr(name) for name in unknown)}. "
+            f"Dimensions are {', '.join(DIMENSIONS)}."
+        )
+    cleaned = {}
+    for name in DIMENSIONS:
+        if name not in scores:
+            continue
+        value = scores[name]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise DuelBadInput(
+                f"The verdict on {name} must be a number from 0 to 1, not {value!r}."
+            )
+        cleaned[name] = float(value)
+    return cleaned
+
+
+def judge_override_submit(*, reply_id: Any, reviewer, scores: Any, note: str = "") -> JudgeOverride:
+    """The reviewer overrules the judge on some dimensions of a reply; saying it again
+    replaces their earlier verdict. Used by the next rescoring."""
+    cleaned = judge_override_scores_clean(scores)
+    try:
+        reply_id = int(reply_id)
+    except (TypeError, ValueError):
+        raise DuelBadInput(f"'reply' must be a reply id (a number), not {reply_id!r}.") from None
+    reply = Reply.objects.filter(pk=reply_id).first()
+    if reply is None:
+        raise DuelNotFound(f"No reply {reply_id} in this workspace.")
+    judged = (
+        Judgement.objects.filter(reply=reply, overruled=False, error="")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    if judged is None:
+        raise DuelConflict(f"Reply {reply_id} has no judgement to overrule.")
+    override, _created = JudgeOverride.objects.update_or_create(
+        reply=reply,
+        reviewer=reviewer,
+        judge_model=judged.judge_model,
+        defaults={
+            "scores": cleaned,
+            "judge_scores": dict(judged.scores),
+            "note": str(note or "")[:2000],
+            "reviewer_name": reviewer.get_username(),
+        },
+    )
+    return override
+
+
+@dataclass
+class RescoreReport:
+    replies_rescored: int
+    pairs_reordered: int
+    overrides: int
+    agreement: dict[str, dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "replies_rescored": self.replies_rescored,
+            "pairs_reordered": self.pairs_reordered,
+            "overrides": self.overrides,
+            "agreement": self.agreement,
+        }
+
+
+def _weighted_total(scores: dict[str, float]) -> float:
+    weighted = sum(DIMENSION_WEIGHTS[name] * float(scores[name]) for name in DIMENSIONS)
+    return round(weighted / sum(DIMENSION_WEIGHTS.values()), 4)
+
+
+def judgements_rescore(*, world: World | None = None) -> RescoreReport:
+    """Apply reviewers' overrides: for every overruled reply, a judgement whose overruled
+    dimensions carry the reviewers' mean verdict (the rest stay the judge's), the queue
+    reordered by the new totals, and how often judge and reviewers agreed per dimension."""
+    overrides = JudgeOverride.objects.all()
+    replies_with_rescore = Judgement.objects.filter(overruled=True)
+    if world is not None:
+        overrides = overrides.filter(reply__moment__world=world)
+        replies_with_rescore = replies_with_rescore.filter(reply__moment__world=world)
+    verdicts: dict[tuple[int, str], list[dict[str, float]]] = defaultdict(list)
+    for reply_id, judge_model, scores in overrides.values_list("reply_id", "judge_model", "scores"):
+        verdicts[(reply_id, judge_model)].append(scores)
+    # Replies rescored before whose overrides were since removed go back to the judge.
+    reply_ids = {reply_id for reply_id, _model in verdicts} | set(
+        replies_with_rescore.values_list("reply_id", flat=True)
+    )
+    base: dict[tuple[int, str], Judgement] = {}
+    for judgement in Judgement.objects.filter(
+        reply_id__in=reply_ids, overruled=False, error=""
+    ).order_by("created_at", "id"):
+        base[(judgement.reply_id, judgement.judge_model)] = judgement
+    in_force = reply_judgements(list(reply_ids))
+    new = []
+    for (reply_id, judge_model), judged in base.items():
+        scores = dict(judged.scores)
+        reasons = dict(judged.reasons)
+        given = verdicts.get((reply_id, judge_model), [])
+        for name in DIMENSIONS:
+            values = [float(verdict[name]) for verdict in given if name in verdict]
+            if values:
+                scores[name] = round(sum(values) / len(values), 4)
+                reasons[name] = (
+                    f"Overruled by {len(values)} reviewer(s); the judge said "
+                    f"{float(judged.scores[name]):.2f}. {judged.reasons.get(name, '')}"
+                ).strip()
+        current = in_force.get(reply_id)
+        if current is not None and current.scores == scores:
+            continue  # already in force: rescoring twice changes nothing
+        new.append(
+            Judgement(
+                reply_id=reply_id,
+                judge_model=judge_model,
+                scores=scores,
+                reasons=reasons,
+                total=_weighted_total(scores),
+                overruled=bool(given),
+            )
+        )
+    with transaction.atomic():
+        Judgement.objects.bulk_create(new)
+        changed = {judgement.reply_id for judgement in new}
+        pairs = list(DuelPair.objects.filter(Q(reply_a_id__in=changed) | Q(reply_b_id__in=changed)))
+        totals = {
+            reply_id: judgement.total
+            for reply_id, judgement in reply_judgements(
+                [pair.reply_a_id for pair in pairs] + [pair.reply_b_id for pair in pairs]
+            ).items()
+        }
+        for pair in pairs:
+            pair.judge_total = round(
+                (totals.get(pair.reply_a_id, 0.0) + totals.get(pair.reply_b_id, 0.0)) / 2, 4
+            )
+        DuelPair.objects.bulk_update(pairs, ["judge_total"], batch_size=1000)
+    return RescoreReport(
+        replies_rescored=len(new),
+        pairs_reordered=len(pairs),
+        overrides=overrides.count(),
+        agreement=judge_agreement(world),
+    )
