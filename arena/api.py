@@ -16,9 +16,11 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from arena.errors import DuelError, DuelNotFound
+from arena.judge_fitting import JudgeFitError, judge_fit_start, judge_score_items
 from arena.models import (
     Call,
     JudgeOverride,
+    JudgeVersion,
     Moment,
     Pick,
     PreferenceVersion,
@@ -55,6 +57,7 @@ from arena.services import (
     pick_submit,
     preference_freeze,
 )
+from levers9.jobs.api import JobSerializer
 from levers9.roles import MANAGER, REVIEWER, HasRole
 
 
@@ -125,6 +128,44 @@ ImportResult = inline_serializer(
 )
 
 
+class ErrorDetail(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+class JudgeTurnSerializer(serializers.Serializer):
+    speaker = serializers.ChoiceField(choices=["agent", "customer"])
+    text = serializers.CharField()
+
+
+class JudgeItemSerializer(serializers.Serializer):
+    dialogue = JudgeTurnSerializer(many=True)
+    reply = serializers.CharField()
+
+
+class JudgeScoreRequest(serializers.Serializer):
+    items = JudgeItemSerializer(many=True, help_text="Up to 1,000 (dialogue, reply) items")
+
+
+class JudgeScoreResult(serializers.Serializer):
+    scores = serializers.DictField(child=serializers.FloatField(), help_text="dimension: 0..1")
+    total = serializers.FloatField()
+    won_probability = serializers.FloatField(allow_null=True)
+
+
+class JudgeScoreResponse(serializers.Serializer):
+    judge = serializers.CharField(help_text="The judge's name and version")
+    results = JudgeScoreResult(many=True)
+
+
+class JudgeVersionSerializer(serializers.ModelSerializer):
+    label = serializers.CharField(read_only=True)
+    at_chance = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = JudgeVersion
+        fields = ["number", "label", "job_id", "report", "at_chance", "created_at"]
+
+
 class WorldViewSet(viewsets.ReadOnlyModelViewSet):
     """Worlds (packs) of this workspace."""
 
@@ -171,6 +212,54 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
                 status=400,
             )
         return Response(report.as_dict())
+
+    @extend_schema(
+        request=JudgeScoreRequest,
+        responses={200: JudgeScoreResponse, 400: ErrorDetail},
+        description="Score up to 1,000 replies with the world's judge in force (its newest "
+        "fitted version, else the rubric judge or the model judge it names), in order.",
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="judge/score",
+        permission_classes=[HasRole.at_least(REVIEWER)],
+    )
+    def judge_score(self, request, pack: str):
+        world = self.get_object()
+        body = request.data if isinstance(request.data, dict) else {}
+        try:
+            return Response(judge_score_items(world=world, items=body.get("items")))
+        except JudgeFitError as error:
+            return Response({"detail": str(error)}, status=400)
+
+    @extend_schema(
+        request=None,
+        responses={202: JobSerializer, 400: ErrorDetail},
+        description="Fit the world's judge on its frozen picks, overrides and call outcomes: "
+        "a job (follow it at GET /api/rl/jobs/{id}/); its finish makes the next judge version.",
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="judge/fit",
+        permission_classes=[HasRole.at_least(MANAGER)],
+    )
+    def judge_fit(self, request, pack: str):
+        world = self.get_object()
+        try:
+            job = judge_fit_start(world=world, started_by=request.user)
+        except JudgeFitError as error:
+            return Response({"detail": str(error)}, status=400)
+        return Response(JobSerializer(job).data, status=202)
+
+    @extend_schema(responses={200: JudgeVersionSerializer(many=True)})
+    @action(detail=True, methods=["get"], url_path="judge/versions")
+    def judge_versions(self, request, pack: str):
+        """The world's fitted judge versions, newest first, with their held-out agreement."""
+        world = self.get_object()
+        versions = JudgeVersion.objects.filter(world=world).order_by("-number")
+        return Response(JudgeVersionSerializer(versions, many=True).data)
 
 
 class CallViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

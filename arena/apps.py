@@ -8,9 +8,14 @@ class ArenaConfig(AppConfig):
     verbose_name = "Arena"
 
     def ready(self) -> None:
+        from arena.judge_fitting import JUDGE_FIT_KIND, JUDGE_FIT_TRAINER, judge_fit_finish
         from arena.missions import duel_mission
         from arena.selectors import world_list_with_counts
         from levers9.game import home_part_register, mission_register
+        from levers9.jobs.kinds import JobKind, job_kind_register, trainer_register
 
         mission_register(3, duel_mission)
         home_part_register("world_rows", world_list_with_counts)
+        # A world's judge is fitted on the CPU pool by the pure trainer; the finish numbers it.
+        job_kind_register(JobKind(JUDGE_FIT_KIND, "Judge fit", finish=judge_fit_finish))
+        trainer_register(JUDGE_FIT_TRAINER, module="trainers.judge_fit")

@@ -44,11 +44,14 @@ OVERRIDE_EXAMPLES = 6
 
 
 def judge_for_world(world: World) -> Judge:
-    """The judge a world names (World.judge_provider / judge_model): the rubric judge by
-    default, else a ModelJudge on that provider's model with the reviewers' overrides as
-    examples. Scoring with the rubric builds no provider."""
+    """The judge a world names (World.judge_provider / judge_model): a ModelJudge on that
+    provider's model with the reviewers' overrides as examples; by default the world's newest
+    fitted judge version, and the rubric judge (the cold start) until the world has one."""
     if (world.judge_provider or RUBRIC_JUDGE) == RUBRIC_JUDGE:
-        return RubricJudge()
+        from arena.judge_fitting import fitted_judge_for, judge_version_latest
+
+        version = judge_version_latest(world)
+        return fitted_judge_for(version) if version is not None else RubricJudge()
     return model_judge_for_world(world)
 
 

@@ -66,7 +66,10 @@ class World(models.Model):
     @property
     def judge_label(self) -> str:
         if self.judge_provider == DEFAULT_JUDGE:
-            return "rubric judge"
+            version = self.judge_versions.order_by("-number").first()
+            if version is None:
+                return "rubric judge"
+            return version.label + (" — agrees no better than chance" if version.at_chance else "")
         return f"{self.judge_provider}: {self.judge_model}"
 
 
@@ -467,3 +470,42 @@ class JudgeOverride(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reviewer_name} on reply {self.reply_id}"
+
+
+class JudgeVersion(models.Model):
+    """One fit of a world's judge (arena.judges): numbered per world, with what it learned from
+    and its agreement on held-out data next to the rubric's. Judgements, evaluations and the
+    lens record it by name ("fitted v3")."""
+
+    world = models.ForeignKey(World, on_delete=models.CASCADE, related_name="judge_versions")
+    number = models.PositiveIntegerField()
+    # The job that fitted it (levers9.jobs, by id: the platform sits below the arena).
+    job_id = models.PositiveIntegerField(null=True, blank=True)
+    # The model's files on the datasets volume (plain arrays and a vocabulary, no pickles).
+    model_dir = models.CharField(max_length=500)
+    # Plain values: trained_on, held_out, pairs/dimensions/outcomes agreement (fitted, rubric).
+    report = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["world", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["world", "number"], name="judge_version_per_world")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.world} · {self.label}"
+
+    @property
+    def label(self) -> str:
+        return f"fitted v{self.number}"
+
+    @property
+    def at_chance(self) -> bool:
+        """True when no held-out measure of it beats chance (every interval includes 0.5)."""
+        measures = [
+            (self.report.get("pairs") or {}).get("fitted"),
+            (self.report.get("outcomes") or {}).get("fitted"),
+        ]
+        flags = [m.get("at_chance") for m in measures if m and m.get("at_chance") is not None]
+        return bool(flags) and all(flags)

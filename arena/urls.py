@@ -11,6 +11,7 @@ urlpatterns = [
     path("duel/freeze/", views.duel_freeze, name="duel-freeze"),
     path("duel/generate/", views.duel_generate, name="duel-generate"),
     path("environment/", views.environment_page, name="environment"),
+    path("environment/<slug:slug>/fit/", views.world_judge_fit, name="world-judge-fit"),
     path("calls/", views.call_list, name="calls"),
     path("calls/<int:call_id>/", views.call_detail, name="call-detail"),
 ]

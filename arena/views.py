@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from arena.agents import agents
 from arena.errors import DuelError
+from arena.judge_fitting import JudgeFitError, judge_fit_start, judge_version_latest
 from arena.judging import DIMENSION_HELP, DIMENSION_LABELS, DIMENSIONS
 from arena.models import Call, JudgeConnection, World
 from arena.selectors import (
@@ -162,5 +163,28 @@ def environment_page(request):
             "dimensions": [
                 (name, DIMENSION_LABELS[name], DIMENSION_HELP[name]) for name in DIMENSIONS
             ],
+            "agreement": [
+                {
+                    "world": world,
+                    "version": judge_version_latest(world),
+                    "plot_id": f"plot-reliability-{world.slug}",
+                }
+                for world in worlds
+            ],
+            "can_fit": has_role(request.user, MANAGER),
         },
     )
+
+
+@require_POST
+@role_required(MANAGER)
+def world_judge_fit(request, slug: str):
+    """Environment → Judge's "Fit now": the world's judge fitted on what it has (a job)."""
+    world = get_object_or_404(World, slug=slug)
+    try:
+        job = judge_fit_start(world=world, started_by=request.user)
+    except JudgeFitError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Fitting the judge of {world.name}: job {job.pk}.")
+    return redirect("environment")

@@ -106,6 +106,9 @@ class Judgement:
     total: float
     judge_model: str
     reasons: dict[str, str]
+    # The probability the call is won given the call so far and this reply: a fitted judge's,
+    # where its world has outcome labels (None from judges that cannot say).
+    won_probability: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         """Plain values only (for JSON, task results and the database)."""

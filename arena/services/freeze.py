@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from arena import preference_format
 from arena.errors import EmptyFreeze
+from arena.judge_fitting import judge_fit_soon
 from arena.models import Call, DuelPair, Moment, Pick, PreferenceVersion, Reply, Scenario, World
 from arena.selectors import preferences_dir
 
@@ -212,4 +213,13 @@ def preference_freeze(*, by=None, up_to_pick_id: int | None = None) -> Preferenc
         version.size_bytes = written.size_bytes
         version.file_path = str(written.path.relative_to(Path(settings.DATASETS_DIR)))
         version.save(update_fields=["sha256", "size_bytes", "file_path"])
+        # The worlds whose picks were frozen refit their judge once this commits.
+        judge_fit_soon(
+            world_ids=set(
+                Pick.objects.filter(id__gt=floor, id__lte=last)
+                .values_list("world_id", flat=True)
+                .distinct()
+            ),
+            started_by=by if by is not None and by.pk else None,
+        )
     return version

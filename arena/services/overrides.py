@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from arena.errors import DuelBadInput, DuelConflict, DuelNotFound
+from arena.judge_fitting import judge_fit_soon
 from arena.judging import DIMENSION_WEIGHTS, DIMENSIONS
 from arena.models import DuelPair, Judgement, JudgeOverride, Reply, World
 from arena.selectors import judge_agreement, reply_judgements
@@ -70,6 +71,8 @@ def judge_override_submit(*, reply_id: Any, reviewer, scores: Any, note: str = "
             "reviewer_name": reviewer.get_username(),
         },
     )
+    # An override feeds the next rescoring: the world's judge refits once this commits.
+    judge_fit_soon(world_ids={reply.moment.world_id}, started_by=reviewer)
     return override
 
 

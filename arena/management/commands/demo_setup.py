@@ -9,8 +9,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django_tenants.utils import schema_context
 
-from arena.models import DuelPair, World
+from arena.judge_fitting import JUDGE_FIT_KIND, judge_fit_start
+from arena.models import DuelPair, JudgeVersion, World
 from arena.services import calls_import, duel_pairs_generate, world_create
+from levers9.jobs.models import Job
 from levers9.services import workspace_create
 
 DEMO_SLUG = "demo"
@@ -60,6 +62,18 @@ class Command(BaseCommand):
                     else 0
                 )
                 self.stdout.write(f"Duel queue of {each.name}: {waiting + made} pairs ready.")
+            # Each world's judge learns from what it has (the real calls' outcomes here): a fit
+            # job the worker runs once the demo serves. Started once; a freeze refits it.
+            for each in World.objects.filter(calls__isnull=False).distinct():
+                if (
+                    JudgeVersion.objects.filter(world=each).exists()
+                    or Job.objects.filter(kind=JUDGE_FIT_KIND, world=each)
+                    .exclude(state__in=[Job.State.FAILED, Job.State.CANCELLED])
+                    .exists()
+                ):
+                    continue
+                job = judge_fit_start(world=each)
+                self.stdout.write(f"Fitting the judge of {each.name}: job {job.pk}.")
         state = "created" if result.created else "reused"
         self.stdout.write(
             self.style.SUCCESS(

@@ -1,0 +1,248 @@
+"""Fitting a world's judge: the rows it learns from, the fit job, the numbered judge versions.
+
+What a world has is what its judge learns from: the reviewers' frozen picks (with the reasons
+they ticked), their overrides of the judge, and the outcome labels of its real calls — never a
+call Evaluate holds out (arena.held_out), so a checkpoint is not scored by a judge that learned
+from the calls it replays. The fit itself is pure (trainers.judge_fit) and runs as a job of kind
+"judge-fit" (registered in arena.apps) on the CPU pool; its finish numbers the version.
+
+A new fit starts when picks are frozen and when an override is saved ("feeds the next
+rescoring"), once the write is committed, unless one is already on its way for the world.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Max
+
+from arena.held_out import held_out_call_ids
+from arena.judging import DIMENSIONS
+from arena.judging.fitted import FittedJudge, outcome_rows, override_row, pair_row
+from arena.models import Call, JudgeOverride, JudgeVersion, Moment, Pick, PreferenceVersion, World
+from levers9.jobs.models import Job
+from levers9.jobs.services import job_start
+from levers9.pools import pool_default
+
+JUDGE_FIT_KIND = "judge-fit"
+JUDGE_FIT_TRAINER = "judge-fit"
+
+
+class JudgeFitError(ValueError):
+    """Why a world's judge cannot be fitted now; said as is."""
+
+
+# --- the rows ---------------------------------------------------------------------------------
+
+
+def _frozen_picks(world: World):
+    """Picks in a frozen preference version: training reads only frozen picks."""
+    frozen = PreferenceVersion.objects.aggregate(last=Max("last_pick_id"))["last"] or 0
+    return (
+        Pick.objects.filter(world=world, pk__lte=frozen)
+        .select_related("pair__moment", "chosen_reply", "rejected_reply")
+        .order_by("pk")
+    )
+
+
+def _group(moment: Moment) -> str:
+    # Picks on moments of one call stay on one side of the held-out split.
+    return f"call:{moment.call_id}" if moment.call_id else f"moment:{moment.pk}"
+
+
+def judge_fit_rows(world: World) -> dict[str, list[dict[str, Any]]]:
+    """The world's picks, overrides and outcome turns as the fit reads them."""
+    held_out = held_out_call_ids(world=world)
+    pairs = []
+    for pick in _frozen_picks(world):
+        moment = pick.pair.moment
+        if moment.call_id in held_out:
+            continue
+        pairs.append(
+            pair_row(
+                group=_group(moment),
+                context=moment.dialogue(),
+                chosen=pick.chosen_reply.text,
+                rejected=pick.rejected_reply.text,
+                reasons=pick.reasons or (),
+            )
+        )
+    overrides = [
+        override_row(
+            context=override.reply.moment.dialogue(),
+            reply=override.reply.text,
+            scores=override.scores or {},
+        )
+        for override in JudgeOverride.objects.filter(reply__moment__world=world)
+        .exclude(reply__moment__call_id__in=held_out)
+        .select_related("reply__moment")
+        .order_by("pk")
+    ]
+    calls = (
+        Call.objects.filter(world=world)
+        .exclude(outcome=Call.Outcome.UNKNOWN)
+        .exclude(pk__in=held_out)
+        .prefetch_related("turns")
+    )
+    outcomes = outcome_rows(
+        {
+            "id": call.external_id,
+            "outcome": call.outcome,
+            "turns": [{"speaker": t.speaker, "text": t.text} for t in call.turns.all()],
+        }
+        for call in calls
+    )
+    return {"pairs": pairs, "overrides": overrides, "outcomes": outcomes}
+
+
+# --- the job ----------------------------------------------------------------------------------
+
+
+def _fit_folder(world: World) -> Path:
+    """A new folder for one fit's model on the datasets volume."""
+    name = uuid.uuid4().hex[:12]
+    return Path(settings.DATASETS_DIR) / connection.schema_name / "judges" / world.slug / name
+
+
+def judge_fit_start(*, world: World, started_by=None, seed: int = 0) -> Job:
+    """Start a fit of the world's judge on what the world has now: a job on the CPU pool."""
+    rows = judge_fit_rows(world)
+    if not rows["pairs"] and not rows["overrides"] and not rows["outcomes"]:
+        raise JudgeFitError(
+            f"{world.name} has nothing to learn from yet: freeze some picks, overrule the "
+            "judge, or import calls with outcomes."
+        )
+    spec = {
+        "world": world.slug,
+        "dimensions": list(DIMENSIONS),
+        "seed": seed,
+        "output_dir": str(_fit_folder(world)),
+        **rows,
+    }
+    job = job_start(
+        kind=JUDGE_FIT_KIND,
+        trainer=JUDGE_FIT_TRAINER,
+        spec=spec,
+        pool=pool_default(gpu=False),
+        title=f"Fit the judge of {world.name}",
+        started_by=started_by,
+        world=world,
+        finish_needs={"world": world.pk},
+    )
+    return job
+
+
+def judge_fit_soon(*, world_ids: set[int], started_by=None) -> None:
+    """After a freeze or an override: refit those worlds once the write is committed, unless a
+    fit of theirs is already waiting or running."""
+    schema_name = connection.schema_name
+
+    def start() -> None:
+        from django_tenants.utils import schema_context
+
+        with schema_context(schema_name):
+            for world in World.objects.filter(pk__in=world_ids):
+                active = Job.objects.filter(
+                    kind=JUDGE_FIT_KIND, world=world, state__in=Job.ACTIVE_STATES
+                )
+                if active.exists():
+                    continue
+                try:
+                    judge_fit_start(world=world, started_by=started_by)
+                except JudgeFitError:
+                    continue
+
+    transaction.on_commit(start)
+
+
+def judge_fit_finish(job: Job, result: dict[str, Any]) -> None:
+    """The judge-fit kind's finish: number the version. It makes no policy version."""
+    world = World.objects.get(pk=(job.finish_needs or {}).get("world"))
+    model_dir = str(result.get("model_dir") or "")
+    if not model_dir or not (Path(model_dir) / "judge.json").is_file():
+        raise ValueError("the fit wrote no model to load")
+    last = JudgeVersion.objects.filter(world=world).aggregate(n=Max("number"))["n"] or 0
+    report = {key: value for key, value in result.items() if key != "model_dir"}
+    JudgeVersion.objects.create(
+        world=world, number=last + 1, job_id=job.pk, model_dir=model_dir, report=report
+    )
+
+
+# --- in force ---------------------------------------------------------------------------------
+
+
+def judge_version_latest(world: World) -> JudgeVersion | None:
+    return JudgeVersion.objects.filter(world=world).order_by("-number").first()
+
+
+@functools.lru_cache(maxsize=32)
+def _loaded(model_dir: str, name: str) -> FittedJudge:
+    # A version's files never change once written: one load per process.
+    return FittedJudge.load(Path(model_dir), model_name=name)
+
+
+def fitted_judge_for(version: JudgeVersion) -> FittedJudge:
+    return _loaded(version.model_dir, f"{version.label} of {version.world.slug}")
+
+
+# --- scoring for integrations -------------------------------------------------------------------
+
+MAX_SCORE_ITEMS = 1000
+MAX_TEXT = 20_000
+
+
+def judge_score_items_clean(items: Any) -> list[tuple[list[dict[str, str]], str]]:
+    """The scoring API's items as (dialogue, reply), or JudgeFitError naming the bad field."""
+    if not isinstance(items, list) or not items:
+        raise JudgeFitError("items must be a non-empty list of {dialogue, reply} objects.")
+    if len(items) > MAX_SCORE_ITEMS:
+        raise JudgeFitError(f"items holds {len(items)}; send at most {MAX_SCORE_ITEMS} at once.")
+    cleaned = []
+    for index, item in enumerate(items):
+        where = f"items[{index}]"
+        if not isinstance(item, dict):
+            raise JudgeFitError(f"{where} must be an object with 'dialogue' and 'reply'.")
+        reply, dialogue = item.get("reply"), item.get("dialogue", [])
+        if not isinstance(reply, str) or not reply.strip() or len(reply) > MAX_TEXT:
+            raise JudgeFitError(f"{where}.reply must be the agent's reply as text (1 to 20,000).")
+        if not isinstance(dialogue, list):
+            raise JudgeFitError(f"{where}.dialogue must be a list of {{speaker, text}} turns.")
+        turns = []
+        for number, turn in enumerate(dialogue):
+            spot = f"{where}.dialogue[{number}]"
+            if not isinstance(turn, dict) or turn.get("speaker") not in ("agent", "customer"):
+                raise JudgeFitError(f"{spot}.speaker must be 'agent' or 'customer'.")
+            text = turn.get("text")
+            if not isinstance(text, str) or len(text) > MAX_TEXT:
+                raise JudgeFitError(f"{spot}.text must be text (at most 20,000 characters).")
+            turns.append({"speaker": turn["speaker"], "text": text})
+        cleaned.append((turns, reply))
+    return cleaned
+
+
+def judge_score_items(*, world: World, items: Any) -> dict[str, Any]:
+    """Score many (dialogue, reply) items with the world's judge in force, in order."""
+    from arena.judges import judge_for_world
+    from arena.judging import Turn
+
+    cleaned = judge_score_items_clean(items)
+    judge = judge_for_world(world)
+    if isinstance(judge, FittedJudge):
+        results = judge.score_many(cleaned)
+    else:
+        results = []
+        for dialogue, reply in cleaned:
+            verdict = judge.score([Turn(t["speaker"], t["text"]) for t in dialogue], reply)
+            results.append(
+                {
+                    "scores": {name: round(float(v), 4) for name, v in verdict.scores.items()},
+                    "total": round(float(verdict.total), 4),
+                    "won_probability": verdict.won_probability,
+                }
+            )
+    return {"judge": judge.model_name, "results": results}

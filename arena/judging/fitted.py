@@ -1,0 +1,152 @@
+"""The fitted judge at scoring time, and the rows a fit learns from (pure Python, no Django).
+
+A world's fit (trainers.judge_fit) leaves a model on the datasets volume; `FittedJudge` loads it
+and answers the same `Judge` protocol as the rubric judge, with a won-probability where the world
+had outcome labels. The rubric's numbers are one of its feature groups, so this module computes
+them the same way for fitting (`rubric_numbers`) and for scoring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from arena.judging.rubric import DIMENSIONS, Judgement, RubricJudge, Turn
+from trainers.judge_fit import FittedJudgeModel
+from trainers.wording_spec import outcome_examples_from_calls
+
+_RUBRIC = RubricJudge()
+
+
+def _turns(context: Iterable[Any]) -> list[Turn]:
+    return [
+        turn if isinstance(turn, Turn) else Turn(turn["speaker"], turn["text"]) for turn in context
+    ]
+
+
+def _plain(context: Iterable[Any]) -> list[dict[str, str]]:
+    return [{"speaker": turn.speaker, "text": turn.text} for turn in _turns(context)]
+
+
+def rubric_numbers(context: Iterable[Any], reply: str) -> list[float]:
+    """The rubric's seven dimension scores, then its total: the fitted judge's rubric features."""
+    judged = _RUBRIC.score(_turns(context), reply)
+    return [float(judged.scores[name]) for name in DIMENSIONS] + [float(judged.total)]
+
+
+def pair_row(
+    *,
+    group: str,
+    context: Sequence[Any],
+    chosen: str,
+    rejected: str,
+    reasons: Sequence[str] = (),
+) -> dict[str, Any]:
+    """A pick as the fit reads it; `group` keeps picks of one call (or moment) on one side."""
+    return {
+        "group": group,
+        "context": _plain(context),
+        "chosen": chosen,
+        "rejected": rejected,
+        "reasons": [reason for reason in reasons if reason in DIMENSIONS],
+        "rubric_chosen": rubric_numbers(context, chosen),
+        "rubric_rejected": rubric_numbers(context, rejected),
+    }
+
+
+def override_row(
+    *, context: Sequence[Any], reply: str, scores: Mapping[str, float]
+) -> dict[str, Any]:
+    """A reviewer's own scores of a reply: absolute rows for the fit."""
+    known = {name: float(value) for name, value in scores.items() if name in DIMENSIONS}
+    total = sum(known.values()) / len(known) if known else 0.5
+    return {
+        "context": _plain(context),
+        "reply": reply,
+        "scores": known,
+        "total": total,
+        "rubric": rubric_numbers(context, reply),
+    }
+
+
+def outcome_rows(calls: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every agent turn in the opening of every labelled call: (call so far, reply, won),
+    grouped by call so a call is held out whole."""
+    rows = []
+    for example in outcome_examples_from_calls(calls):
+        rows.append(
+            {
+                "group": example["call_id"],
+                "context": example["dialogue"],
+                "reply": example["reply"],
+                "won": example["won"],
+                "rubric": rubric_numbers(example["dialogue"], example["reply"]),
+            }
+        )
+    return rows
+
+
+def preference_rows(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Pairs in TRL's conversational preference format (prompt/chosen/rejected) as fit rows;
+    `user` is the customer, `assistant` the agent."""
+    rows = []
+    for record in records:
+        context = [
+            {
+                "speaker": "agent" if message["role"] == "assistant" else "customer",
+                "text": message["content"],
+            }
+            for message in record["prompt"]
+            if message["role"] != "system"
+        ]
+        rows.append(
+            pair_row(
+                group=str(record["id"]),
+                context=context,
+                chosen=_reply_text(record["chosen"]),
+                rejected=_reply_text(record["rejected"]),
+                reasons=record.get("reasons") or (),
+            )
+        )
+    return rows
+
+
+def _reply_text(reply: Any) -> str:
+    if isinstance(reply, str):
+        return reply
+    return "\n".join(message["content"] for message in reply if message["role"] == "assistant")
+
+
+class FittedJudge:
+    """A world's fitted judge version: the `Judge` protocol, plus many replies at once."""
+
+    def __init__(self, model: FittedJudgeModel, *, model_name: str):
+        self.model = model
+        self.model_name = model_name
+
+    @classmethod
+    def load(cls, folder: Path, *, model_name: str) -> FittedJudge:
+        return cls(FittedJudgeModel.load(folder), model_name=model_name)
+
+    def score_many(self, items: Sequence[tuple[Sequence[Any], str]]) -> list[dict[str, Any]]:
+        contexts = [_plain(context) for context, _reply in items]
+        replies = [reply for _context, reply in items]
+        rubric = [rubric_numbers(context, reply) for context, reply in items]
+        return self.model.score(contexts, replies, rubric)
+
+    def score(self, context: Sequence[Turn], reply: str) -> Judgement:
+        scored = self.score_many([(context, reply)])[0]
+        own = {name for name, head in self.model.by_dimension.items() if head is not None}
+        return Judgement(
+            scores=scored["scores"],
+            total=scored["total"],
+            judge_model=self.model_name,
+            reasons={
+                name: "learned from this world's reviewers"
+                if name in own
+                else "the rubric's score (too few picks with this reason to learn it)"
+                for name in DIMENSIONS
+            },
+            won_probability=scored["won_probability"],
+        )

@@ -1,0 +1,127 @@
+"""A world fits its judge with one call and the scoring API then answers with the new version;
+the fit never sees the calls Evaluate holds out; another workspace can neither fit nor score."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django_tenants.utils import schema_context
+
+from arena.held_out import HELD_OUT_CALLS, held_out_call_ids
+from arena.judge_fitting import judge_fit_finish, judge_fit_rows
+from arena.models import Call, JudgeVersion, World
+from arena.services import calls_import, world_create
+from levers9.jobs.models import Job
+from trainers import judge_fit
+
+REAL_CALLS = Path(settings.BASE_DIR).parent / "shared/data/real-calls/persuasionforgood/calls.jsonl"
+# Enough calls to hold forty out and learn from the rest, few enough for a quick fit.
+CALLS = 2 * HELD_OUT_CALLS + 40
+
+
+@pytest.fixture
+def persuasion(in_workspace, datasets):
+    world = world_create(slug="persuasion", name="Persuasion for good")
+    lines = REAL_CALLS.read_text().splitlines()[:CALLS]
+    calls_import(world=world, text="\n".join(lines), source="test")
+    return world
+
+
+@pytest.fixture
+def datasets(settings, tmp_path):
+    return settings.DATASETS_DIR
+
+
+def _fit_now(job: Job) -> dict:
+    """What the worker does: the trainer on the job's spec (here, in this process)."""
+    spec = json.loads(Path(job.spec_path).read_text())
+    return judge_fit.run(spec)
+
+
+def test_the_fit_never_sees_a_held_out_call(persuasion):
+    held = set(
+        Call.objects.filter(pk__in=held_out_call_ids(world=persuasion)).values_list(
+            "external_id", flat=True
+        )
+    )
+    assert len(held) == HELD_OUT_CALLS
+    rows = judge_fit_rows(persuasion)
+    groups = {row["group"] for row in rows["outcomes"]}
+    assert groups
+    assert groups.isdisjoint(held)
+
+
+def test_a_world_fits_with_one_call_and_the_scoring_api_answers_with_the_new_version(
+    persuasion, owner_client, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        response = owner_client.post("/api/rl/packs/persuasion/judge/fit/")
+    assert response.status_code == 202, response.content
+    with schema_context("ws_acme"):
+        job = Job.objects.get(pk=response.json()["id"])
+        assert (job.kind, job.trainer) == ("judge-fit", "judge-fit")
+        judge_fit_finish(job, _fit_now(job))
+        version = JudgeVersion.objects.get(world=persuasion)
+        assert version.number == 1
+        assert version.report["held_out"]["outcome_turns"] > 0
+        assert World.objects.get(pk=persuasion.pk).judge_label.startswith("fitted v1")
+
+    items = [
+        {
+            "dialogue": [{"speaker": "customer", "text": "Hi, what is this about?"}],
+            "reply": "Would you consider giving part of your payment to Save the Children?",
+        },
+        {"dialogue": [], "reply": "Hello! How are you today?"},
+    ]
+    scored = owner_client.post(
+        "/api/rl/packs/persuasion/judge/score/", {"items": items}, content_type="application/json"
+    )
+    assert scored.status_code == 200, scored.content
+    body = scored.json()
+    assert body["judge"].startswith("fitted v1")
+    assert len(body["results"]) == 2
+    for result in body["results"]:
+        assert 0 <= result["total"] <= 1
+        assert 0 <= result["won_probability"] <= 1
+        assert set(result["scores"]) == set(World.objects.get(pk=persuasion.pk).dimensions)
+
+
+def test_the_scoring_api_names_the_bad_field(persuasion, owner_client):
+    bad = {"items": [{"dialogue": [{"speaker": "robot", "text": "hi"}], "reply": "Hello"}]}
+    response = owner_client.post(
+        "/api/rl/packs/persuasion/judge/score/", bad, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert "items[0].dialogue[0].speaker" in response.json()["detail"]
+    too_many = {"items": [{"dialogue": [], "reply": "hi"}] * 1001}
+    response = owner_client.post(
+        "/api/rl/packs/persuasion/judge/score/", too_many, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert "at most 1000" in response.json()["detail"]
+
+
+def test_the_rubric_answers_until_a_world_has_a_fitted_version(persuasion, owner_client):
+    response = owner_client.post(
+        "/api/rl/packs/persuasion/judge/score/",
+        {"items": [{"dialogue": [], "reply": "Hello there"}]},
+        content_type="application/json",
+    )
+    assert response.status_code == 200
+    assert response.json()["judge"] == "rubric-v1"
+    assert response.json()["results"][0]["won_probability"] is None
+
+
+@pytest.mark.parametrize("action", ["fit", "score"])
+def test_another_workspace_can_neither_fit_nor_score(persuasion, outsider_client, action):
+    response = outsider_client.post(
+        f"/api/rl/packs/persuasion/judge/{action}/",
+        {"items": [{"dialogue": [], "reply": "hi"}]},
+        content_type="application/json",
+    )
+    assert response.status_code in {401, 403}
+    with schema_context("ws_acme"):
+        assert not Job.objects.filter(kind="judge-fit").exists()

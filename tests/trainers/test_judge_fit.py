@@ -1,0 +1,101 @@
+"""The fitted judge learns what the rubric cannot see, is measured only on held-out rows, and
+moves toward a reviewer's override."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from arena.judging import DIMENSIONS
+from arena.judging.fitted import override_row, pair_row
+from trainers.judge_fit import FittedJudgeModel, JudgeFitSpec, fit, pair_agreement
+
+# Two words no rule knows: only a learned judge can tell which replies reviewers prefer.
+GOOD, POOR = "zorbl", "quaxen"
+OPENERS = ["Thanks for calling", "Good morning", "Hello there", "Hi", "Welcome back"]
+TOPICS = ["the flat", "a viewing", "the deposit", "your budget", "the move", "the area"]
+
+
+def _pairs(count: int, *, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for index in range(count):
+        opener, topic = rng.choice(OPENERS), rng.choice(TOPICS)
+        context = [{"speaker": "customer", "text": f"{opener}, I wanted to ask about {topic}."}]
+        good = f"{opener}. About {topic}: {GOOD} is what I would suggest."
+        poor = f"{opener}. About {topic}: {POOR} is what I would suggest."
+        rows.append(
+            pair_row(
+                group=f"call-{index}",
+                context=context,
+                chosen=good,
+                rejected=poor,
+                reasons=["progress"],
+            )
+        )
+    return rows
+
+
+def _spec(pairs, overrides=()) -> JudgeFitSpec:
+    return JudgeFitSpec(
+        dimensions=list(DIMENSIONS), pairs=pairs, overrides=list(overrides), outcomes=[], seed=1
+    )
+
+
+def test_it_beats_chance_on_held_out_pairs_only_a_learned_judge_can_separate():
+    model, report = fit(_spec(_pairs(300, seed=0)))
+    fitted, rubric = report["pairs"]["fitted"], report["pairs"]["rubric"]
+    assert report["held_out"]["pairs"] >= 40
+    assert fitted["accuracy"] > 0.9
+    assert fitted["accuracy_ci"][0] > 0.5
+    assert not fitted["at_chance"]
+    # The rubric sees two replies that differ by one unknown word: a tie, every time.
+    assert rubric["ties"] == rubric["pairs"]
+    assert report["dimensions"]["progress"]["own_head"] is True
+
+
+def test_it_never_measures_on_a_row_it_was_fitted_on():
+    pairs = _pairs(200, seed=2)
+    _model, report = fit(_spec(pairs))
+    assert report["trained_on"]["pairs"] + report["held_out"]["pairs"] == len(pairs)
+    # The split is by group: every held-out group is absent from the training part.
+    spec = _spec(pairs)
+    from trainers.judge_fit import _split
+
+    train, held = _split(pairs, spec)
+    assert {row["group"] for row in train}.isdisjoint({row["group"] for row in held})
+
+
+def test_a_refit_after_an_override_moves_the_reply_toward_the_overriders_score():
+    pairs = _pairs(120, seed=3)
+    context = [{"speaker": "customer", "text": "Is the flat still free?"}]
+    reply = "Honestly I could not say, maybe ring back another week."
+    before_model, _ = fit(_spec(pairs))
+    before = before_model.score(
+        [context], [reply], [override_row(context=context, reply=reply, scores={})["rubric"]]
+    )
+    override = override_row(context=context, reply=reply, scores={name: 1.0 for name in DIMENSIONS})
+    after_model, _ = fit(_spec(pairs, [override]))
+    after = after_model.score([context], [reply], [override["rubric"]])
+    assert after[0]["total"] > before[0]["total"]
+    assert after[0]["scores"]["respect"] > before[0]["scores"]["respect"]
+
+
+def test_it_saves_and_loads_plain_files_that_score_the_same(tmp_path):
+    model, _ = fit(_spec(_pairs(80, seed=4)))
+    model.save(tmp_path)
+    assert {path.name for path in tmp_path.iterdir()} == {"judge.json", "judge.npz"}
+    again = FittedJudgeModel.load(tmp_path)
+    context = [{"speaker": "customer", "text": "Hello"}]
+    rubric = [[0.5] * 8]
+    assert model.score([context], [f"Sure, {GOOD}."], rubric) == again.score(
+        [context], [f"Sure, {GOOD}."], rubric
+    )
+
+
+def test_kappa_and_ties_are_counted_apart():
+    agreement = pair_agreement(
+        np.array([1.0, 0.5, 0.2, 0.9]), np.array([0.0, 0.5, 0.8, 0.1]), seed=0
+    )
+    assert agreement["pairs"] == 4
+    assert agreement["ties"] == 1
+    assert agreement["accuracy"] == 0.5  # two of four agree; the tie is not agreement
