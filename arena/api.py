@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from django.http import FileResponse
+from django.http import FileResponse, HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -29,6 +29,7 @@ from arena.models import (
     Turn,
     World,
 )
+from arena.preference_format import read_rows, trl_lines
 from arena.selectors import (
     QueueSelection,
     duel_item,
@@ -48,6 +49,7 @@ from arena.services import (
     PAIR_BATCH,
     REASONS,
     CallImportError,
+    PreferenceImportError,
     calls_import,
     duel_next,
     duel_pairs_request,
@@ -56,6 +58,9 @@ from arena.services import (
     judgements_rescore,
     pick_submit,
     preference_freeze,
+    preferences_import,
+    world_create,
+    world_system_prompt_set,
 )
 from levers9.jobs.api import JobSerializer
 from levers9.roles import MANAGER, REVIEWER, HasRole
@@ -80,6 +85,7 @@ class WorldSerializer(serializers.ModelSerializer):
             "description",
             "moves",
             "dimensions",
+            "system_prompt",
             "judge_provider",
             "judge_model",
             "scenarios",
@@ -166,6 +172,15 @@ class JudgeVersionSerializer(serializers.ModelSerializer):
         fields = ["number", "label", "job_id", "report", "at_chance", "created_at"]
 
 
+class WorldCreateSerializer(serializers.Serializer):
+    slug = serializers.SlugField(max_length=60, help_text="Its address in the API and pages")
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+    system_prompt = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=4000
+    )
+
+
 class WorldViewSet(viewsets.ReadOnlyModelViewSet):
     """Worlds (packs) of this workspace."""
 
@@ -175,6 +190,68 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return world_list_with_counts().prefetch_related("scenarios")
+
+    def get_permissions(self):
+        if self.action == "create":
+            return [HasRole.at_least(MANAGER)()]
+        return super().get_permissions()
+
+    @extend_schema(
+        request=WorldCreateSerializer, responses={201: WorldSerializer, 400: ErrorDetail}
+    )
+    def create(self, request):
+        """A world with no simulator: a business's own, filled with its real calls."""
+        body = WorldCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        if World.objects.filter(slug=data["slug"]).exists():
+            return Response(
+                {"slug": [f"A world '{data['slug']}' exists already: choose another slug."]},
+                status=400,
+            )
+        world = world_create(slug=data["slug"], name=data["name"], description=data["description"])
+        if data.get("system_prompt"):
+            world = world_system_prompt_set(world=world, system_prompt=data["system_prompt"])
+        created = world_list_with_counts().get(pk=world.pk)
+        return Response(WorldSerializer(created).data, status=201)
+
+    @extend_schema(
+        request={"application/jsonl": OpenApiTypes.STR},
+        responses={200: ImportResult, 400: ErrorDetail},
+        description="Import preference pairs as picks, in TRL's preference format, one JSON "
+        'object per line: {"id", "prompt": [{"role", "content"}], "chosen": [...], '
+        '"rejected": [...], "reasons": [...], "reviewer": "..."} (or prompt/chosen/rejected '
+        "as text). A body with any bad line imports nothing and names every bad line; the same "
+        "ids again change nothing. Needs the manager role.",
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="preferences/import",
+        parser_classes=[PlainTextParser],
+        permission_classes=[HasRole.at_least(MANAGER)],
+    )
+    def preferences_import(self, request, pack: str):
+        world = self.get_object()
+        text = request.data if isinstance(request.data, str) else ""
+        if not text.strip():
+            return Response(
+                {"detail": "The body is empty: send the pairs as JSONL, one per line."}, status=400
+            )
+        try:
+            report = preferences_import(world=world, text=text, source="api")
+        except PreferenceImportError as error:
+            return Response(
+                {
+                    "detail": str(error),
+                    "problems": [
+                        {"line": problem.line, "reason": problem.reason}
+                        for problem in error.problems
+                    ],
+                },
+                status=400,
+            )
+        return Response(report.as_dict())
 
     @extend_schema(
         request={"application/jsonl": OpenApiTypes.STR, "application/json": OpenApiTypes.STR},
@@ -707,7 +784,10 @@ class PreferenceVersionViewSet(DuelErrorsMixin, viewsets.ReadOnlyModelViewSet):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "part", str, enum=["tsv", "manifest"], description="The TSV (default) or manifest"
+                "part",
+                str,
+                enum=["tsv", "manifest", "jsonl"],
+                description="The TSV (default), its manifest, or TRL's preference format (JSONL)",
             )
         ],
         responses={
@@ -724,7 +804,22 @@ class PreferenceVersionViewSet(DuelErrorsMixin, viewsets.ReadOnlyModelViewSet):
         """The version's TSV (one row per pick) or, with ?part=manifest, its manifest."""
         version = preference_version_get(number=number)
         path = preference_version_path(version)
-        manifest = request.query_params.get("part") == "manifest"
+        part = request.query_params.get("part") or "tsv"
+        if part not in ("tsv", "manifest", "jsonl"):
+            return Response(
+                {"detail": "part must be tsv, manifest or jsonl (TRL's preference format)."},
+                status=400,
+            )
+        if part == "jsonl":
+            lines = trl_lines(read_rows(path, sha256=version.sha256))
+            response = HttpResponse(
+                "".join(line + "\n" for line in lines), content_type="application/jsonl"
+            )
+            response["Content-Disposition"] = (
+                f'attachment; filename="preferences-v{version.number}.jsonl"'
+            )
+            return response
+        manifest = part == "manifest"
         if manifest:
             path = path.with_name(f"v{version.number}.manifest.json")
         if not path.is_file():

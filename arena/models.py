@@ -198,6 +198,7 @@ class Moment(models.Model):
     class Kind(models.TextChoices):
         REAL = "real", "Real call"
         SYNTHETIC = "synthetic", "Simulator"
+        IMPORTED = "imported", "Imported preference"
 
     world = models.ForeignKey(World, on_delete=models.CASCADE, related_name="moments")
     kind = models.CharField(max_length=10, choices=Kind.choices)
@@ -246,6 +247,7 @@ class Reply(models.Model):
         POLICY = "policy", "Policy version"
         REAL_AGENT = "real_agent", "Real agent"
         SIMULATOR = "simulator", "Simulator"
+        IMPORTED = "imported", "Imported preference data"
 
     moment = models.ForeignKey(Moment, on_delete=models.CASCADE, related_name="replies")
     text = models.TextField()
@@ -408,6 +410,10 @@ class Pick(models.Model):
     reviewer = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Imported preference data (arena.services.preferences): where it came from, and its id
+    # there, so importing the same file again changes nothing. Blank for picks in the Duel.
+    source = models.CharField(max_length=300, blank=True)
+    external_id = models.CharField(max_length=200, blank=True)
     # Kept by name too: a frozen version must read the same after a user is removed.
     reviewer_name = models.CharField(max_length=200)
     # Frozen once a preference version's last_pick_id reaches this pick's id.
@@ -416,7 +422,12 @@ class Pick(models.Model):
     class Meta:
         ordering = ["-id"]
         constraints = [
-            models.UniqueConstraint(fields=["pair", "reviewer"], name="pick_once_per_reviewer")
+            models.UniqueConstraint(fields=["pair", "reviewer"], name="pick_once_per_reviewer"),
+            models.UniqueConstraint(
+                fields=["world", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="pick_imported_once_per_world",
+            ),
         ]
         indexes = [models.Index(fields=["reviewer", "pair"], name="pick_reviewer_pair")]
 

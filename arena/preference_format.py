@@ -185,3 +185,27 @@ def manifest_text(
         "columns": list(COLUMNS),
     }
     return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+
+
+def trl_lines(rows: Iterable[PreferenceRow]) -> Iterator[str]:
+    """A frozen version in TRL's conversational preference format, one JSON object a line
+    (what `datasets.load_dataset("json", data_files=...)` reads): the customer is the user,
+    the agent the assistant; the import reads the same format back."""
+    for row in rows:
+        prompt = [
+            {"role": "assistant" if turn["speaker"] == "agent" else "user", "content": turn["text"]}
+            for turn in row.dialogue
+        ]
+        yield json.dumps(
+            {
+                "id": str(row.pick_id),
+                "prompt": prompt,
+                "chosen": [{"role": "assistant", "content": row.chosen}],
+                "rejected": [{"role": "assistant", "content": row.rejected}],
+                "reasons": list(row.reasons),
+                "reviewer": row.reviewer,
+                "pack": row.pack,
+                "moment_id": row.moment_id,
+            },
+            ensure_ascii=False,
+        )

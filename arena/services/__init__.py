@@ -44,6 +44,12 @@ from arena.services.pairs import (
     duel_pairs_request,
     duel_versions,
 )
+from arena.services.preferences import (
+    PreferenceImportError,
+    PreferenceImportReport,
+    preferences_import,
+    preferences_validate,
+)
 from arena.services.queue import (
     REASONS,
     RESERVATION,
@@ -63,6 +69,10 @@ from arena.services.worlds import (
 )
 
 __all__ = [
+    "PreferenceImportError",
+    "PreferenceImportReport",
+    "preferences_import",
+    "preferences_validate",
     "COPY_BUFFER_BYTES",
     "LETTINGS_WORLD_SLUG",
     "MAX_CALL_ID_LENGTH",

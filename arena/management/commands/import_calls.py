@@ -8,9 +8,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django_tenants.utils import schema_context
 
-from arena.models import World
+from arena.management.world_lookup import workspace_named, world_named
 from arena.services import CallImportError, calls_import
-from levers9.models import Workspace
 
 
 class Command(BaseCommand):
@@ -22,16 +21,11 @@ class Command(BaseCommand):
         parser.add_argument("--pack", required=True, help="The world's slug")
 
     def handle(self, *args, file: Path, workspace: str, pack: str, **options) -> None:
-        found = Workspace.objects.filter(slug=workspace).exclude(schema_name="public").first()
-        if found is None:
-            raise CommandError(f"No workspace '{workspace}'.")
+        found = workspace_named(workspace)
         if not file.is_file():
             raise CommandError(f"No such file: {file}")
         with schema_context(found.schema_name):
-            world = World.objects.filter(slug=pack).first()
-            if world is None:
-                known = ", ".join(World.objects.values_list("slug", flat=True))
-                raise CommandError(f"No world '{pack}' in '{workspace}' (worlds: {known}).")
+            world = world_named(pack, workspace=workspace)
             started = time.perf_counter()
             try:
                 report = calls_import(

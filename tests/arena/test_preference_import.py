@@ -1,0 +1,143 @@
+"""Worlds and preference data over the API: a world created over the API, filled with real calls
+and real human preference pairs (TRL's format), fits its judge with one call; a file with one
+bad line imports nothing and names it; the same ids twice change nothing; a frozen version
+downloads in the same format; another workspace can do none of it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.conf import settings
+from django_tenants.utils import schema_context
+
+from arena.judge_fitting import judge_fit_finish
+from arena.models import JudgeVersion, Pick, World
+from levers9.jobs.models import Job
+from trainers import judge_fit
+
+SHARED = Path(settings.BASE_DIR).parent / "shared" / "data"
+PAIRS = SHARED / "preferences" / "hh-rlhf-harmless" / "pairs.jsonl"
+CALLS = SHARED / "real-calls" / "persuasionforgood" / "calls.jsonl"
+
+
+def _lines(path: Path, count: int) -> str:
+    return "\n".join(path.read_text().splitlines()[:count])
+
+
+def _create(client, slug="charity"):
+    return client.post(
+        "/api/rl/packs/",
+        {
+            "slug": slug,
+            "name": "Charity donations",
+            "description": "Asking for donations to Save the Children.",
+            "system_prompt": "You ask politely for a donation to Save the Children.",
+        },
+        content_type="application/json",
+    )
+
+
+def _import(client, text, slug="charity"):
+    return client.post(
+        f"/api/rl/packs/{slug}/preferences/import/", text, content_type="application/jsonl"
+    )
+
+
+def test_a_world_made_over_the_api_imports_pairs_and_calls_and_fits_its_judge(
+    owner_client, workspace, django_capture_on_commit_callbacks
+):
+    created = _create(owner_client)
+    assert created.status_code == 201, created.content
+    assert created.json()["system_prompt"].startswith("You ask politely")
+    assert created.json()["scenarios"] == []
+    calls = owner_client.post(
+        "/api/rl/packs/charity/calls/import/", _lines(CALLS, 120), content_type="application/jsonl"
+    )
+    assert calls.status_code == 200, calls.content
+    imported = _import(owner_client, _lines(PAIRS, 300))
+    assert imported.status_code == 200, imported.content
+    assert imported.json() == {"created": 300, "unchanged": 0}
+    assert _import(owner_client, _lines(PAIRS, 300)).json() == {"created": 0, "unchanged": 300}
+
+    with django_capture_on_commit_callbacks(execute=False):
+        frozen = owner_client.post("/api/rl/preferences/freeze/")
+    assert frozen.status_code in (200, 201), frozen.content
+    with django_capture_on_commit_callbacks(execute=False):
+        started = owner_client.post("/api/rl/packs/charity/judge/fit/")
+    assert started.status_code == 202, started.content
+    with schema_context(workspace.schema_name):
+        job = Job.objects.get(pk=started.json()["id"])
+        spec = json.loads(Path(job.spec_path).read_text())
+        assert len(spec["pairs"]) == 300
+        assert spec["outcomes"]
+        judge_fit_finish(job, judge_fit.run(spec))
+        version = JudgeVersion.objects.get(world__slug="charity")
+        assert version.report["held_out"]["pairs"] > 0
+        assert {pick.source for pick in Pick.objects.filter(world__slug="charity")} == {
+            "imported:api"
+        }
+
+    scored = owner_client.post(
+        "/api/rl/packs/charity/judge/score/",
+        {"items": [{"dialogue": [{"speaker": "customer", "text": "Why?"}], "reply": "Because."}]},
+        content_type="application/json",
+    )
+    assert scored.status_code == 200
+    assert scored.json()["judge"] == f"{version.label} of charity"
+
+    number = frozen.json()["number"]
+    download = owner_client.get(f"/api/rl/preferences/{number}/download/?part=jsonl")
+    assert download.status_code == 200
+    rows = [json.loads(line) for line in download.content.decode().splitlines()]
+    assert len(rows) == 300
+    assert {"prompt", "chosen", "rejected"} <= set(rows[0])
+    assert rows[0]["chosen"][0]["role"] == "assistant"
+
+
+def test_a_file_with_one_bad_line_imports_nothing_and_names_the_line(owner_client, workspace):
+    assert _create(owner_client).status_code == 201
+    lines = _lines(PAIRS, 5).splitlines()
+    bad = json.loads(lines[2])
+    bad["rejected"] = [{"role": "user", "content": "not the agent"}]
+    lines[2] = json.dumps(bad)
+    response = _import(owner_client, "\n".join(lines))
+    assert response.status_code == 400
+    assert response.json()["problems"] == [
+        {"line": 3, "reason": "'rejected' must be text or a list of assistant messages"}
+    ]
+    with schema_context(workspace.schema_name):
+        assert not Pick.objects.filter(world__slug="charity").exists()
+
+
+def test_the_plain_form_with_strings_is_accepted(owner_client, workspace):
+    assert _create(owner_client).status_code == 201
+    line = json.dumps(
+        {"id": "p1", "prompt": "Hi", "chosen": "Hello, how can I help?", "rejected": "What."}
+    )
+    assert _import(owner_client, line).json() == {"created": 1, "unchanged": 0}
+    with schema_context(workspace.schema_name):
+        pick = Pick.objects.get(world__slug="charity")
+        assert pick.chosen_reply.text == "Hello, how can I help?"
+        assert pick.pair.moment.dialogue() == [{"speaker": "customer", "text": "Hi"}]
+
+
+def test_a_world_slug_twice_or_a_bad_one_is_refused_naming_the_field(owner_client):
+    assert _create(owner_client).status_code == 201
+    again = _create(owner_client)
+    assert again.status_code == 400
+    assert "slug" in again.json()
+    bad = owner_client.post("/api/rl/packs/", {"name": "x"}, content_type="application/json")
+    assert bad.status_code == 400
+    assert "slug" in bad.json()
+
+
+def test_another_workspace_cannot_create_import_or_download(
+    owner_client, outsider_client, workspace
+):
+    assert _create(owner_client).status_code == 201
+    assert _create(outsider_client, slug="stolen").status_code in {401, 403}
+    assert _import(outsider_client, _lines(PAIRS, 3)).status_code in {401, 403}
+    with schema_context(workspace.schema_name):
+        assert not World.objects.filter(slug="stolen").exists()
+        assert not Pick.objects.filter(world__slug="charity").exists()
