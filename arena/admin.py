@@ -4,6 +4,10 @@ each world's judge connection."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, Max
@@ -19,6 +23,7 @@ from arena.models import (
     JudgeConnection,
     Judgement,
     JudgeOverride,
+    JudgeVersion,
     Moment,
     Pick,
     PreferenceVersion,
@@ -30,17 +35,19 @@ from arena.models import (
 from arena.selectors import picks_frozen_up_to, picks_with_version
 from arena.services import (
     CallImportError,
+    PreferenceImportError,
     calls_import,
     duel_pairs_request_opinion,
     duel_reservations_release,
     judgements_rescore,
     preference_freeze,
+    preferences_import,
 )
 from levers9.roles import MANAGER, RoleAdminMixin, has_role
 
 
 class CallImportForm(forms.Form):
-    file = forms.FileField(help_text="JSON array or JSONL: one call per line.")
+    file = forms.FileField(help_text="A UTF-8 JSON or JSONL file, one record per line.")
 
 
 class ScenarioInline(admin.TabularInline):
@@ -80,41 +87,108 @@ class WorldAdmin(RoleAdminMixin, admin.ModelAdmin):
                 self.admin_site.admin_view(self.import_calls_view),
                 name="arena_world_import_calls",
             ),
+            path(
+                "<int:world_id>/import-preferences/",
+                self.admin_site.admin_view(self.import_preferences_view),
+                name="arena_world_import_preferences",
+            ),
             *super().get_urls(),
         ]
 
     def import_calls_view(self, request, world_id: int):
+        return self._import_view(request, world_id, IMPORTS["calls"])
+
+    def import_preferences_view(self, request, world_id: int):
+        return self._import_view(request, world_id, IMPORTS["preferences"])
+
+    def _import_view(self, request, world_id: int, kind: _Import):
+        """One upload page for both imports: the same service as the API and the command."""
         world = get_object_or_404(World, pk=world_id)
         if not has_role(request.user, MANAGER):
-            messages.error(request, "Importing calls needs the manager role.")
+            messages.error(request, f"Importing {kind.what} needs the manager role.")
             return redirect(reverse("admin:arena_world_change", args=[world.pk]))
         form = CallImportForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
             upload = form.cleaned_data["file"]
             try:
                 text = upload.read().decode("utf-8")
-                report = calls_import(world=world, text=text, source=upload.name)
+                report = kind.service(world=world, text=text, source=upload.name)
             except UnicodeDecodeError:
                 messages.error(request, "The file is not UTF-8 text: save it as UTF-8 JSON/JSONL.")
-            except CallImportError as error:
+            except (CallImportError, PreferenceImportError) as error:
                 messages.error(request, str(error))
             else:
-                messages.success(
-                    request,
-                    f"{report.created} calls imported ({report.turns_created} turns); "
-                    f"{report.unchanged} were already there.",
-                )
-                return redirect(
-                    reverse("admin:arena_call_changelist") + f"?world__id__exact={world.pk}"
-                )
+                messages.success(request, kind.done(report))
+                return redirect(reverse(kind.after) + f"?world__id__exact={world.pk}")
         context = {
             **self.admin_site.each_context(request),
-            "title": f"Import real calls into {world}",
+            "title": f"Import {kind.what} into {world}",
             "form": form,
             "world": world,
             "opts": self.model._meta,
+            "kind": kind.name,
         }
         return render(request, "admin/arena/world/import_calls.html", context)
+
+
+@dataclass(frozen=True)
+class _Import:
+    name: str
+    what: str
+    service: Callable[..., Any]
+    done: Callable[[Any], str]
+    after: str
+
+
+IMPORTS = {
+    "calls": _Import(
+        "calls",
+        "real calls",
+        calls_import,
+        lambda report: (
+            f"{report.created} calls imported ({report.turns_created} turns); "
+            f"{report.unchanged} were already there."
+        ),
+        "admin:arena_call_changelist",
+    ),
+    "preferences": _Import(
+        "preferences",
+        "preference pairs",
+        preferences_import,
+        lambda report: (
+            f"{report.created} preference pairs imported as picks; "
+            f"{report.unchanged} were already there."
+        ),
+        "admin:arena_pick_changelist",
+    ),
+}
+
+
+@admin.register(JudgeVersion)
+class JudgeVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
+    """Each world's fitted judge versions with their held-out agreement (read only)."""
+
+    list_display = ["world", "label", "pair_accuracy", "outcome_auc", "at_chance", "created_at"]
+    list_filter = ["world"]
+    readonly_fields = ["world", "number", "job_id", "model_dir", "report", "created_at"]
+
+    def has_add_permission(self, request, *args) -> bool:
+        return False  # versions come from fits (Environment → Judge, the API)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="Pair accuracy (held out)")
+    def pair_accuracy(self, version: JudgeVersion):
+        return ((version.report.get("pairs") or {}).get("fitted") or {}).get("accuracy")
+
+    @admin.display(description="Outcome AUC by call (held out)")
+    def outcome_auc(self, version: JudgeVersion):
+        return ((version.report.get("outcomes") or {}).get("fitted") or {}).get("auc")
+
+    @admin.display(description="At chance", boolean=True)
+    def at_chance(self, version: JudgeVersion) -> bool:
+        return version.at_chance
 
 
 class TurnInline(admin.TabularInline):

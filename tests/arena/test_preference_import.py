@@ -141,3 +141,22 @@ def test_another_workspace_cannot_create_import_or_download(
     with schema_context(workspace.schema_name):
         assert not World.objects.filter(slug="stolen").exists()
         assert not Pick.objects.filter(world__slug="charity").exists()
+
+
+def test_the_admin_upload_imports_through_the_same_service(owner_client, workspace):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    with schema_context(workspace.schema_name):
+        world_id = World.objects.get(slug="lettings").pk
+    url = f"/admin/arena/world/{world_id}/import-preferences/"
+    assert owner_client.get(url).status_code == 200
+    bad = SimpleUploadedFile("bad.jsonl", (_lines(PAIRS, 2) + "\n{}").encode())
+    response = owner_client.post(url, {"file": bad}, follow=True)
+    assert b"line 3" in response.content
+    good = SimpleUploadedFile("hh.jsonl", _lines(PAIRS, 2).encode())
+    response = owner_client.post(url, {"file": good}, follow=True)
+    assert b"2 preference pairs imported" in response.content
+    with schema_context(workspace.schema_name):
+        assert set(Pick.objects.values_list("source", flat=True)) == {"imported:hh.jsonl"}
+    admin_list = owner_client.get("/admin/arena/judgeversion/")
+    assert admin_list.status_code == 200
