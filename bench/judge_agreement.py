@@ -15,6 +15,7 @@ Run it with /usr/bin/time -v for the peak memory.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import tempfile
@@ -48,6 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--score-items", type=int, default=1000)
+    parser.add_argument("--folds", type=int, default=5, help="0 to skip the cross-validation")
     arguments = parser.parse_args()
 
     started = time.monotonic()
@@ -94,6 +96,30 @@ def main() -> None:
     print("reliability (held-out calls): predicted → observed won share (count)")
     for row in report["outcomes"]["reliability"]:
         print(f"  {row['predicted']:.2f} → {row['observed']:.2f} ({row['count']})")
+
+    if arguments.folds:
+        print()
+        print(f"{arguments.folds}-fold cross-validation by group (each fold fitted on the rest):")
+        accuracy, auc_fitted, auc_rubric, accuracy_rubric = [], [], [], []
+        for fold in range(arguments.folds):
+            folded = dataclasses.replace(
+                spec, held_out_fraction=1 / arguments.folds, held_out_fold=fold
+            )
+            _model, fold_report = fit(folded)
+            accuracy.append(fold_report["pairs"]["fitted"]["accuracy"])
+            accuracy_rubric.append(fold_report["pairs"]["rubric"]["accuracy"])
+            auc_fitted.append(fold_report["outcomes"]["fitted"]["auc"])
+            auc_rubric.append(fold_report["outcomes"]["rubric"]["auc"])
+        for label, fitted_values, rubric_values in (
+            ("pair accuracy", accuracy, accuracy_rubric),
+            ("outcome AUC by call", auc_fitted, auc_rubric),
+        ):
+            print(
+                f"  {label:<22} fitted {np.mean(fitted_values):.3f} "
+                f"(folds {min(fitted_values):.3f}–{max(fitted_values):.3f}) · rubric "
+                f"{np.mean(rubric_values):.3f} (folds {min(rubric_values):.3f}–"
+                f"{max(rubric_values):.3f})"
+            )
 
     with tempfile.TemporaryDirectory() as folder:
         model.save(Path(folder))

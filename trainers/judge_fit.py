@@ -234,9 +234,17 @@ def fit_outcome_head(
 # --- measuring ------------------------------------------------------------------------------
 
 
-def _held_out(group: str, *, seed: int, fraction: float) -> bool:
+def _position(group: str, *, seed: int) -> float:
+    """Where a group falls in [0, 1): a hash, the same for the same group and seed."""
     digest = hashlib.sha256(f"{seed}:{group}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _held_out(group: str, *, seed: int, fraction: float, fold: int = 0) -> bool:
+    """Held out when the group's position falls in the fold's slice of the unit interval:
+    fold 0 is the default split; folds 0..1/fraction-1 together tile every group once."""
+    low = fold * fraction
+    return low <= _position(group, seed=seed) < low + fraction
 
 
 def _interval(values: np.ndarray, statistic, *, seed: int) -> list[float] | None:
@@ -442,6 +450,8 @@ class JudgeFitSpec:
     seed: int = 0
     held_out_fraction: float = HELD_OUT_FRACTION
     output_dir: str = ""
+    # Which slice is held out (cross-validation in the benchmark); 0 for a world's fit.
+    held_out_fold: int = 0
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> JudgeFitSpec:
@@ -466,9 +476,10 @@ def _split(rows: list[dict[str, Any]], spec: JudgeFitSpec) -> tuple[list, list]:
     train, held = [], []
     for row in rows:
         group = str(row.get("group") or row.get("id") or json.dumps(row.get("context", [])))
-        (
-            held if _held_out(group, seed=spec.seed, fraction=spec.held_out_fraction) else train
-        ).append(row)
+        held_out = _held_out(
+            group, seed=spec.seed, fraction=spec.held_out_fraction, fold=spec.held_out_fold
+        )
+        (held if held_out else train).append(row)
     return train, held
 
 
