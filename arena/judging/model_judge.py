@@ -195,6 +195,74 @@ class ModelJudge:
         )
 
 
+COMPARE_PROMPT = """You compare two replies a sales agent could give next on a call, given the
+call so far, on these dimensions:
+{dimensions}
+
+Answer with one JSON object and nothing else: {{"better": 1}} or {{"better": 2}}."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A model judge's verdict on two replies, asked in both orders: "a", "b" or "tie" (the
+    two orders disagreed, or an answer was unusable), and whether the orders agreed."""
+
+    preferred: str
+    consistent: bool
+
+
+def compare_messages(context: Sequence[Turn], first: str, second: str) -> list[dict[str, str]]:
+    system = COMPARE_PROMPT.format(
+        dimensions="\n".join(f"- {name}: {DIMENSION_HELP[name]}" for name in DIMENSIONS)
+    )
+    user = (
+        f"Call so far:\n{_transcript(context)}\n\nReply 1:\n{first}\n\nReply 2:\n{second}\n\n"
+        "Which reply is better?"
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _better(answer: str) -> int | None:
+    body = _FENCE.sub("", answer.strip())
+    start, end = body.find("{"), body.rfind("}")
+    try:
+        value = json.loads(body[start : end + 1]) if 0 <= start < end else None
+    except json.JSONDecodeError:
+        return None
+    better = value.get("better") if isinstance(value, dict) else None
+    return better if better in (1, 2) and not isinstance(better, bool) else None
+
+
+def model_judge_compare(
+    judge: ModelJudge, context: Sequence[Turn], reply_a: str, reply_b: str
+) -> Comparison:
+    """Ask in both orders (A first, then B first): a model that prefers a position rather
+    than a reply answers "1" both times, and that counts as a tie, not as a verdict."""
+    first = _better(judge._ask(compare_messages(context, reply_a, reply_b)))
+    second = _better(judge._ask(compare_messages(context, reply_b, reply_a)))
+    picked_first = {1: "a", 2: "b"}.get(first)
+    picked_second = {1: "b", 2: "a"}.get(second)
+    if picked_first is not None and picked_first == picked_second:
+        return Comparison(preferred=picked_first, consistent=True)
+    return Comparison(preferred="tie", consistent=False)
+
+
+def comparisons_agreement(comparisons: Sequence[Comparison]) -> dict[str, Any]:
+    """Agreement with reviewers when each comparison's reply A is the one they chose: the
+    share agreeing (a tie is not agreement), ties apart, and the position-consistency rate."""
+    total = len(comparisons)
+    if not total:
+        return {"pairs": 0}
+    agree = sum(1 for c in comparisons if c.preferred == "a")
+    ties = sum(1 for c in comparisons if c.preferred == "tie")
+    return {
+        "pairs": total,
+        "accuracy": round(agree / total, 4),
+        "ties": ties,
+        "position_consistency": round(sum(c.consistent for c in comparisons) / total, 4),
+    }
+
+
 def judgement_or_error(
     judge: Judge, context: Sequence[Turn], reply: str
 ) -> tuple[Judgement | None, str]:
