@@ -232,26 +232,7 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
         permission_classes=[HasRole.at_least(MANAGER)],
     )
     def preferences_import(self, request, pack: str):
-        world = self.get_object()
-        text = request.data if isinstance(request.data, str) else ""
-        if not text.strip():
-            return Response(
-                {"detail": "The body is empty: send the pairs as JSONL, one per line."}, status=400
-            )
-        try:
-            report = preferences_import(world=world, text=text, source="api")
-        except PreferenceImportError as error:
-            return Response(
-                {
-                    "detail": str(error),
-                    "problems": [
-                        {"line": problem.line, "reason": problem.reason}
-                        for problem in error.problems
-                    ],
-                },
-                status=400,
-            )
-        return Response(report.as_dict())
+        return self._import(request, preferences_import, "the pairs as JSONL, one per line")
 
     @extend_schema(
         request={"application/jsonl": OpenApiTypes.STR, "application/json": OpenApiTypes.STR},
@@ -269,15 +250,17 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
         permission_classes=[HasRole.at_least(MANAGER)],
     )
     def calls_import(self, request, pack: str):
+        return self._import(request, calls_import, "the calls as JSON or JSONL")
+
+    def _import(self, request, service, what: str) -> Response:
+        """Both imports: the body as text, all or nothing, every bad line named."""
         world = self.get_object()
         text = request.data if isinstance(request.data, str) else ""
         if not text.strip():
-            return Response(
-                {"detail": "The body is empty: send the calls as JSON or JSONL."}, status=400
-            )
+            return Response({"detail": f"The body is empty: send {what}."}, status=400)
         try:
-            report = calls_import(world=world, text=text, source="api")
-        except CallImportError as error:
+            report = service(world=world, text=text, source="api")
+        except (CallImportError, PreferenceImportError) as error:
             return Response(
                 {
                     "detail": str(error),
