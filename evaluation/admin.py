@@ -25,6 +25,7 @@ class EvaluationAdmin(RoleAdminMixin, admin.ModelAdmin):
         "purpose",
         "state",
         "win_rate_shown",
+        "simulator_shown",
         "verdict_shown",
         "regression_count",
         "created_at",
@@ -41,7 +42,7 @@ class EvaluationAdmin(RoleAdminMixin, admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         return False  # what an evaluation found is not edited
 
-    @admin.display(description="Win rate")
+    @admin.display(description="Judge's win rate")
     def win_rate_shown(self, evaluation: Evaluation) -> str:
         summary = evaluation.summary or {}
         if summary.get("win_rate") is None:
@@ -49,9 +50,23 @@ class EvaluationAdmin(RoleAdminMixin, admin.ModelAdmin):
         low, high = summary.get("ci") or (None, None)
         return f"{summary['win_rate']:.3f} [{low:.3f}, {high:.3f}]"
 
+    @admin.display(description="Simulator: won share, difference")
+    def simulator_shown(self, evaluation: Evaluation) -> str:
+        duel = (evaluation.summary or {}).get("simulator") or {}
+        if "verdict" not in duel:
+            return duel.get("unavailable") or "—"
+        low, high = duel["won_share_difference_ci"]
+        return (
+            f"{duel['candidate']['won_share']:.3f} vs {duel['baseline']['won_share']:.3f}, "
+            f"{duel['won_share_difference']:+.3f} [{low:+.3f}, {high:+.3f}]"
+        )
+
     @admin.display(description="Verdict")
     def verdict_shown(self, evaluation: Evaluation) -> str:
-        return evaluation.verdict or "—"
+        if not evaluation.verdict:
+            return "—"
+        source = (evaluation.summary or {}).get("verdict_source") or "judge"
+        return f"{evaluation.verdict} ({source})"
 
     @admin.display(description="Regressions")
     def regression_count(self, evaluation: Evaluation) -> int | str:

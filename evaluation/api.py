@@ -43,7 +43,9 @@ class EvaluationSerializer(serializers.ModelSerializer):
     job = serializers.PrimaryKeyRelatedField(read_only=True)
     win_rate = serializers.FloatField(read_only=True, allow_null=True)
     verdict = serializers.CharField(
-        read_only=True, help_text='"won", "lost" or "even" (the interval holds a half) once done'
+        read_only=True,
+        help_text='"won", "lost" or "even" once done: on scripted customers the simulator\'s '
+        '(summary.verdict_source is "simulator"), else the judge\'s',
     )
     summary = serializers.JSONField(
         read_only=True,
@@ -51,7 +53,12 @@ class EvaluationSerializer(serializers.ModelSerializer):
         "version (candidate, baseline) mean_reward, mean_call_score, radar (mean judge score "
         "per dimension), beat_yardstick (how often it beat the real agent); the yardstick's "
         "own figures; per_call means; regressions (positions of calls where the candidate "
-        "scored lower, worst first); on scripted customers, the simulator's returns.",
+        "scored lower, worst first); on scripted customers, the simulator's returns on the "
+        "held-out calls and the simulated duel (simulator: won_share and mean_return per "
+        "version on 1,000 seeded customers each, won_share_difference and return_difference "
+        "with their bootstrap intervals, verdict; or unavailable: why); verdict_source "
+        '("simulator" or "judge"), judge_verdict (the judge\'s, as verdict) and '
+        "judge_agreement (the judge's measured pair accuracy and outcome AUC, at_chance).",
     )
 
     class Meta:

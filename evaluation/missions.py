@@ -6,6 +6,25 @@ from evaluation.models import Evaluation
 from levers9.game import Mission
 
 
+def _last_words(evaluation: Evaluation) -> str:
+    """The last evaluation's verdict and what it rests on: on the simulator, the won-share
+    difference with the judge's win rate beside it; elsewhere the judge's win rate."""
+    summary = evaluation.summary or {}
+    words = f"last: {evaluation.title} — {evaluation.verdict or 'done'}"
+    win_rate = evaluation.win_rate
+    if summary.get("verdict_source") == "simulator":
+        duel = summary["simulator"]
+        words += (
+            f" on {duel['episodes']:,} simulated calls "
+            f"({duel['won_share_difference'] * 100:+.1f} points won)"
+        )
+        if win_rate is not None:
+            words += f", judge win rate {win_rate:.2f}"
+    elif win_rate is not None:
+        words += f", win rate {win_rate:.2f}"
+    return words
+
+
 def boss_fight_mission() -> Mission:
     evaluation = (
         Evaluation.objects.filter(state=Evaluation.State.DONE)
@@ -18,12 +37,7 @@ def boss_fight_mission() -> Mission:
         "evaluate",
         "manager",
         "Evaluate two versions on the same calls.",
-        [
-            f"last: {evaluation.title} — {evaluation.verdict or 'done'}"
-            + (f", win rate {evaluation.win_rate:.2f}" if evaluation.win_rate is not None else "")
-            if evaluation
-            else "no evaluation yet"
-        ],
+        [_last_words(evaluation) if evaluation else "no evaluation yet"],
         "Evaluate before every promotion."
         if not evaluation
         else (

@@ -156,10 +156,16 @@ class Evaluation(models.Model):
 
     @property
     def verdict(self) -> str:
-        """ "won", "lost" or "even" (the interval holds a half) once done; "" before."""
+        """ "won", "lost" or "even" once done; "" before. On scripted customers whose versions
+        the simulator could play, the simulator's (the interval of the won-share difference
+        above, below or around 0): it is the ground truth there. Otherwise the judge's (the
+        win rate's interval above, below or around a half), kept under "verdict"."""
         if self.state != self.State.DONE:
             return ""
-        return (self.summary or {}).get("verdict", "")
+        summary = self.summary or {}
+        if summary.get("verdict_source") == "simulator":
+            return (summary.get("simulator") or {}).get("verdict", "")
+        return summary.get("verdict", "")
 
 
 class EvaluationAnswer(models.Model):

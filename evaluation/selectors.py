@@ -1,6 +1,7 @@
 """Reads of evaluation: an evaluation's summary (computed once from its answers and kept),
-its episodes side by side, the recent evaluations, the defaults of the Evaluate page, and
-the lead-to-order lens (won rate by band of judge score on the world's real calls).
+what its verdict rests on and the words that say so, the judge's measured agreement, its
+episodes side by side, the recent evaluations, the defaults of the Evaluate page, and the
+lead-to-order lens (won rate by band of judge score on the world's real calls).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from arena.held_out import TURNS_PER_CALL
-from arena.judging import DIMENSION_LABELS, DIMENSIONS
-from arena.models import Call, Judgement, Moment, Reply, Turn, World
+from arena.judging import DIMENSION_LABELS, DIMENSIONS, RubricJudge
+from arena.models import Call, Judgement, JudgeVersion, Moment, Reply, Turn, World
 from evaluation import scoring
 from evaluation.models import Evaluation, EvaluationAnswer, EvaluationCallSet, HeldOutMoment
 from evaluation.replay import dialogues_load
@@ -260,6 +261,186 @@ def evaluation_summary_compute(evaluation: Evaluation) -> dict[str, Any]:
     }
 
 
+# --- what the verdict rests on -----------------------------------------------------------------
+
+
+def _measured(report: dict[str, Any], who: str) -> dict[str, Any]:
+    """One judge's column ("fitted" or "rubric") of a judge version's held-out report."""
+    pairs = (report.get("pairs") or {}).get(who) or {}
+    outcomes = (report.get("outcomes") or {}).get(who) or {}
+    return {
+        "pair_accuracy": pairs.get("accuracy"),
+        "pair_accuracy_ci": pairs.get("accuracy_ci"),
+        "pairs": pairs.get("pairs"),
+        "outcome_auc": outcomes.get("auc"),
+        "outcome_auc_ci": outcomes.get("auc_ci"),
+        "calls": outcomes.get("calls"),
+        # JudgeVersion.at_chance's rule, on this column: every interval includes a half.
+        "at_chance": _all_at_chance(pairs, outcomes),
+    }
+
+
+def _all_at_chance(*measures: dict[str, Any]) -> bool | None:
+    flags = [m["at_chance"] for m in measures if m.get("at_chance") is not None]
+    return all(flags) if flags else None
+
+
+def judge_agreement(*, world: World, judge_model: str) -> dict[str, Any]:
+    """How well the judge that scored an evaluation is measured to agree, on held-out data,
+    with the reviewers' picks (pair accuracy) and the real outcomes (AUC by call): the
+    fitted judge version it is, or the rubric as measured beside the world's newest fitted
+    version. A model judge is not measured here: "measured" is False and says so."""
+    from arena.judge_fitting import judge_version_latest
+
+    row: dict[str, Any] = {"judge_model": judge_model, "measured": False, "measured_by": None}
+    for version in JudgeVersion.objects.filter(world=world).order_by("-number"):
+        # The name arena.judge_fitting.fitted_judge_for gives a version's verdicts.
+        if judge_model == f"{version.label} of {world.slug}":
+            figures = _measured(version.report or {}, "fitted")
+            figures["at_chance"] = version.at_chance
+            return {**row, **figures, "measured": True, "measured_by": version.label}
+    latest = judge_version_latest(world)
+    if judge_model == RubricJudge.model_name and latest is not None:
+        # A fitted version measures the rubric on the same held-out rows, beside itself.
+        figures = _measured(latest.report or {}, "rubric")
+        return {**row, **figures, "measured": True, "measured_by": latest.label, "beside": True}
+    return row
+
+
+def _percent(share: float) -> str:
+    return f"{share * 100:.1f}%"
+
+
+def _points(difference: float) -> str:
+    return f"{abs(difference) * 100:.1f} points"
+
+
+def _judge_clause(summary: dict[str, Any], candidate: str, baseline: str) -> str:
+    win_rate = summary.get("win_rate")
+    verdict = summary.get("judge_verdict", summary.get("verdict", ""))
+    if win_rate is None or not verdict:
+        return "the judge compared no turn of the two versions"
+    if verdict == "won":
+        return f"the judge prefers {candidate}'s wording (win rate {win_rate:.3f})"
+    if verdict == "lost":
+        return f"the judge prefers {baseline}'s wording (win rate {win_rate:.3f} for {candidate})"
+    return f"the judge scores the two versions' wording as even (win rate {win_rate:.3f})"
+
+
+def _simulator_clause(duel: dict[str, Any], candidate: str) -> str:
+    calls = f"on {duel['episodes']:,} simulated calls each"
+    shares = f"{_percent(duel['candidate']['won_share'])} against "
+    shares += _percent(duel["baseline"]["won_share"])
+    difference = duel["won_share_difference"]
+    if duel["verdict"] == "won":
+        return f"{calls} {candidate} wins {_points(difference)} more often ({shares})"
+    if duel["verdict"] == "lost":
+        return f"{calls} {candidate} wins {_points(difference)} less often ({shares})"
+    low, high = duel["won_share_difference_ci"]
+    return (
+        f"{calls} the two win about as often ({shares}; the difference's interval, "
+        f"[{low * 100:+.1f}, {high * 100:+.1f}] points, holds 0)"
+    )
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "."
+
+
+def _signed_points(value: float) -> str:
+    return f"{value * 100:+.1f}"
+
+
+def _simulator_figures(duel: dict[str, Any]) -> dict[str, str]:
+    """The duel's shares and differences as the pages print them."""
+    won_low, won_high = duel["won_share_difference_ci"]
+    return_low, return_high = duel["return_difference_ci"]
+    return {
+        "episodes": f"{duel['episodes']:,}",
+        "candidate_won": _percent(duel["candidate"]["won_share"]),
+        "baseline_won": _percent(duel["baseline"]["won_share"]),
+        "won_difference": f"{_signed_points(duel['won_share_difference'])} points",
+        "won_ci": f"[{_signed_points(won_low)}, {_signed_points(won_high)}]",
+        "return_difference": f"{duel['return_difference']:+.2f}",
+        "return_ci": f"[{return_low:+.2f}, {return_high:+.2f}]",
+        "ci_percent": f"{duel['ci_level'] * 100:.0f}%",
+    }
+
+
+def _judge_agreement_sentence(agreement: dict[str, Any] | None) -> str:
+    """The judge's measured agreement in words; plain about a judge at chance."""
+    if not agreement:
+        return ""
+    name = agreement.get("judge_model") or "the judge"
+    if not agreement.get("measured"):
+        return (
+            f"Judged by {name}, whose agreement with your reviewers and with real outcomes is "
+            "not measured here (a fitted judge version measures itself and the rubric)."
+        )
+    measures = []
+    if agreement.get("pair_accuracy") is not None:
+        measures.append(
+            f"it prefers what reviewers picked {agreement['pair_accuracy'] * 100:.0f}% of the "
+            f"time ({agreement.get('pairs') or 0} held-out pairs)"
+        )
+    if agreement.get("outcome_auc") is not None:
+        measures.append(
+            f"it ranks won calls above lost ones with AUC {agreement['outcome_auc']:.2f} "
+            f"({agreement.get('calls') or 0} held-out calls)"
+        )
+    where = f"beside {agreement['measured_by']} " if agreement.get("beside") else ""
+    words = f"Judged by {name}, measured {where}on held-out data: "
+    words += " and ".join(measures) if measures else "no held-out measure yet"
+    words += "."
+    if agreement.get("at_chance"):
+        words += (
+            " It agrees no better than chance, so this win rate says little about which "
+            "version is better."
+        )
+    return words
+
+
+def verdict_explained(summary: dict[str, Any], *, candidate: str, baseline: str) -> dict[str, Any]:
+    """What an evaluation's verdict rests on, in words for the pages: "source" ("simulator"
+    or "judge"), whether the judge's verdict and the simulator's "disagree", one "sentence"
+    saying what each found (and, when they disagree, which to believe), the duel's figures
+    as printed, and the judge's measured agreement in words ("judge_sentence")."""
+    summary = summary or {}
+    judge = _judge_clause(summary, candidate, baseline)
+    judge_verdict = summary.get("judge_verdict", summary.get("verdict", ""))
+    duel = summary.get("simulator") or {}
+    explained = {
+        "source": "judge",
+        "verdict": judge_verdict,
+        "judge_verdict": judge_verdict,
+        "disagree": False,
+        "sentence": "",
+        "simulator": None,
+        "judge_sentence": _judge_agreement_sentence(summary.get("judge_agreement")),
+        "judge_at_chance": bool((summary.get("judge_agreement") or {}).get("at_chance")),
+    }
+    if summary.get("verdict_source") == "simulator":
+        simulator = _simulator_clause(duel, candidate)
+        disagree = bool(judge_verdict) and judge_verdict != duel["verdict"]
+        if disagree:
+            sentence = f"{judge}, but {simulator}: the simulator is the ground truth here"
+        else:
+            sentence = f"{simulator}, and {judge}: the two agree"
+        explained.update(
+            source="simulator",
+            verdict=duel["verdict"],
+            disagree=disagree,
+            sentence=_sentence(sentence),
+            simulator=_simulator_figures(duel),
+        )
+    elif duel.get("unavailable"):
+        explained["sentence"] = _sentence(
+            f"The simulator could not play this duel ({duel['unavailable']}), so the verdict "
+            "is the judge's"
+        )
+    return explained
+
+
 # --- pages and the API --------------------------------------------------------------------
 
 
@@ -326,12 +507,31 @@ def _latest_as_candidate() -> dict[int, Evaluation]:
 
 
 def _verdict_words(evaluation: Evaluation, win_rate: float, interval: list | None) -> str:
-    words = f"{evaluation.verdict or 'even'} against {evaluation.baseline.label}: win rate "
-    words += f"{win_rate:.2f}"
+    summary = evaluation.summary or {}
+    judged = f"win rate {win_rate:.2f}"
     if interval:
-        words += f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+        judged += f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+    words = f"{evaluation.verdict or 'even'} against {evaluation.baseline.label}: "
+    if summary.get("verdict_source") == "simulator":
+        duel = summary["simulator"]
+        low, high = duel["won_share_difference_ci"]
+        words += (
+            f"won share {_signed_points(duel['won_share_difference'])} points "
+            f"[{_signed_points(low)}, {_signed_points(high)}] on {duel['episodes']:,} "
+            f"simulated calls each, the judge's {judged}"
+        )
+    else:
+        words += judged
     words += f" on {evaluation.world.name} (#{evaluation.pk})"
     return words
+
+
+def _did_worse(summary: dict[str, Any], win_rate: float) -> bool:
+    """Whether the candidate did worse than its opponent more often than better: on the
+    simulator, whether it won a smaller share of the same customers."""
+    if summary.get("verdict_source") == "simulator":
+        return summary["simulator"]["won_share_difference"] < 0
+    return win_rate < 0.5
 
 
 def version_verdicts() -> dict[int, dict[str, Any]]:
@@ -346,7 +546,7 @@ def version_verdicts() -> dict[int, dict[str, Any]]:
             continue
         verdicts[version_id] = {
             "summary": _verdict_words(evaluation, win_rate, interval),
-            "lost": win_rate < 0.5,
+            "lost": _did_worse(summary, win_rate),
             "verdict": evaluation.verdict,
             "evaluation": evaluation.pk,
         }

@@ -9,6 +9,11 @@ the call's first four agent turns given the call so far, the judge scores every 
 the yardstick at each turn is what the real agent said there and how it scored. Without real
 calls they are scripted customers on fixed seeds: a reference call per scenario and seed,
 played by the scripted agent, whose first four agent turns are the moments.
+
+On scripted customers the judge only scores wording; the simulator knows who won. So there
+both versions also play 1,000 seeded customers on the simulator (trainers.simulated_duel) and
+the verdict rests on the paired difference in won share, the judge's win rate kept beside it.
+On real calls the judge's win rate stays the verdict, with the judge's measured agreement.
 """
 
 from __future__ import annotations
@@ -51,10 +56,16 @@ from evaluation.replay import (
 )
 from policies.models import PolicyVersion
 from trainers.move_strategy import SCRIPTED
+from trainers.simulated_duel import DEFAULT_EPISODES, simulated_duel
+from trainers.simulator import Scenario as SimulatedScenario
 
 # How long a checkpoint waits for its new version's endpoint to start answering.
 ANSWER_WAIT_SECONDS = 20 * 60
 ANSWER_POLL_SECONDS = 5.0
+# The simulated duel's customers are fixed, like the held-out calls (the evaluation's seed
+# moves only its bootstrap), so two evaluations of the same versions play the same calls.
+SIMULATED_DUEL_SEED = 0
+SIMULATED_DUEL_EPISODES = DEFAULT_EPISODES
 
 Progress = Callable[..., None]
 Answers = dict[Hashable, Answer]
@@ -236,6 +247,72 @@ def _simulator_returns(
     return returns
 
 
+def _world_scenarios(world: World) -> list[SimulatedScenario]:
+    """The world's scripted customers as the simulator takes them."""
+    return [
+        SimulatedScenario.from_dict(
+            {
+                "slug": scenario.slug,
+                "name": scenario.name,
+                "persona": scenario.persona_dict(),
+                "seed": scenario.seed,
+            }
+        )
+        for scenario in world.scenarios.order_by("slug")
+    ]
+
+
+def _simulated_duel(evaluation: Evaluation) -> dict[str, Any]:
+    """Both versions on the same 1,000 seeded scripted customers of the world: the won share
+    and return of each and their paired differences. A version that answers with a model has
+    no moves to play, and a table the world cannot play is refused: {"unavailable": why}."""
+    for version in (evaluation.candidate, evaluation.baseline):
+        if version.provider != PolicyVersion.Provider.SIMULATOR:
+            return {
+                "unavailable": f"{version.label} answers with a model, not with moves the "
+                "simulator can play"
+            }
+    scenarios = _world_scenarios(evaluation.world)
+    if not scenarios:
+        return {"unavailable": f"{evaluation.world.name} has no scripted customers"}
+    try:
+        return simulated_duel(
+            evaluation.candidate.move_strategy or SCRIPTED,
+            evaluation.baseline.move_strategy or SCRIPTED,
+            scenarios=scenarios,
+            seed=SIMULATED_DUEL_SEED,
+            episodes=max(SIMULATED_DUEL_EPISODES, len(scenarios)),
+            bootstrap_seed=evaluation.seed,
+        )
+    except ValueError as error:
+        return {"unavailable": str(error)}
+
+
+def _verdict_fields(
+    evaluation: Evaluation, summary: dict[str, Any], *, progress: Progress
+) -> dict[str, Any]:
+    """What the verdict rests on, added beside the judge's figures (which keep their keys):
+    on scripted customers the simulated duel, wherever it could be played; everywhere the
+    judge's own verdict and its measured agreement."""
+    from evaluation.selectors import judge_agreement
+
+    fields: dict[str, Any] = {
+        "verdict_source": "judge",
+        "judge_verdict": summary.get("verdict", ""),
+        "judge_agreement": judge_agreement(
+            world=evaluation.world, judge_model=evaluation.judge_model
+        ),
+    }
+    if evaluation.call_set.kind == EvaluationCallSet.Kind.SCRIPTED:
+        progress(0, 1, phase="simulator")
+        duel = _simulated_duel(evaluation)
+        progress(1, 1, phase="simulator")
+        fields["simulator"] = duel
+        if "verdict" in duel:
+            fields["verdict_source"] = "simulator"
+    return fields
+
+
 def _answering_wait(version: PolicyVersion, progress: Progress) -> PolicyVersion:
     """A checkpoint may be queued before its trained version's endpoint serves: wait for it
     (saying so in the job's progress, where a cancel also stops the wait)."""
@@ -401,8 +478,9 @@ def _judged_check(answers: Answers, versions: dict[str, PolicyVersion]) -> None:
 def _summary_finish(
     evaluation: Evaluation, held: list[HeldOutMoment], *, judge: Any, progress: Progress
 ) -> dict[str, Any]:
-    """The evaluation's summary and what its kind of calls adds: the simulator's returns on
-    scripted customers, the lens's opening scores on real calls."""
+    """The evaluation's summary and what its kind of calls adds: the simulator's returns and
+    its duel on scripted customers, the lens's opening scores on real calls; and what the
+    verdict rests on."""
     from evaluation.selectors import evaluation_summary_compute
 
     summary = evaluation_summary_compute(evaluation)
@@ -418,6 +496,7 @@ def _summary_finish(
         summary["lens_scored_now"] = lens_scores_ensure(
             world=evaluation.world, judge=judge, on_answer=lens_progress
         )
+    summary.update(_verdict_fields(evaluation, summary, progress=progress))
     return summary
 
 

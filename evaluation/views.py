@@ -1,6 +1,7 @@
 """Evaluate pages (manager role): choose two versions and start, follow the job live, read
-the results (radar, win rate and its interval, regressions), open a regression as an episode,
-and — in a world of real calls — the lead-to-order lens."""
+the results (the verdict and what it rests on: the simulator's won share and return on a
+simulated world, the judge's win rate and its measured agreement; radar, regressions), open a
+regression as an episode, and — in a world of real calls — the lead-to-order lens."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from evaluation.selectors import (
     evaluation_versions_default,
     evaluations_recent,
     regressions_rows,
+    verdict_explained,
 )
 from evaluation.services import (
     EvaluationError,
@@ -35,6 +37,11 @@ def _results_context(evaluation: Evaluation | None) -> dict:
         return {}
     return {
         "results": evaluation.summary,
+        "verdict_words": verdict_explained(
+            evaluation.summary,
+            candidate=evaluation.candidate.label,
+            baseline=evaluation.baseline.label,
+        ),
         "regressions": regressions_rows(evaluation),
         "radar": evaluation_chart_data(evaluation),
     }

@@ -58,11 +58,14 @@ def _checkpoint_of(version) -> dict | None:
     )
     if checkpoint is None:
         return None
+    simulator = (checkpoint.summary or {}).get("simulator") or {}
     return {
         "win_rate": checkpoint.win_rate,
         "verdict": checkpoint.verdict,
         "baseline": checkpoint.baseline.label,
         "id": checkpoint.pk,
+        # On a simulated world the verdict is the simulator's: say what it rests on.
+        "simulated": simulator if "won_share_difference" in simulator else None,
     }
 
 

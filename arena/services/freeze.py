@@ -97,6 +97,11 @@ def _write_atomically(target: Path, chunks: Iterable[bytes]) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def _copy_rows(cursor, statement: str) -> Iterable[bytes]:
+    with cursor.copy(statement) as copy:
+        yield from copy
+
+
 def preference_version_write(
     *, version: PreferenceVersion, directory: Path | None = None
 ) -> WrittenVersion:
@@ -133,8 +138,15 @@ def preference_version_write(
         # writing, which costs far less per row than doing both a million times.
         buffer: list[bytes] = []
         size = 0
-        with connection.cursor() as cursor, cursor.copy(statement) as copy:
-            for row in copy:
+        with connection.cursor() as cursor:
+            # A bulk export of whole tables: hash joins, whatever the planner's statistics say.
+            # Right after a bulk load (an import, many picks) it may still think the tables
+            # empty and pick nested loops over sequential scans, which took minutes on a few
+            # hundred picks beside a table full of dead rows. Only this transaction is changed.
+            if connection.in_atomic_block:
+                cursor.execute("SET LOCAL enable_nestloop = off")
+            rows = _copy_rows(cursor, statement)
+            for row in rows:
                 buffer.append(bytes(row))
                 size += len(row)
                 if size >= COPY_BUFFER_BYTES:
@@ -143,6 +155,8 @@ def preference_version_write(
                     yield chunk
                     buffer.clear()
                     size = 0
+            if connection.in_atomic_block:
+                cursor.execute("RESET enable_nestloop")
         chunk = b"".join(buffer)
         count += chunk.count(b"\n")
         yield chunk

@@ -148,6 +148,11 @@ def test_it_gives_the_policies_page_each_versions_last_verdict(lettings, pushy, 
     evaluation = evaluate(lettings, pushy, baseline)
     verdict = version_verdicts()[pushy.pk]
     assert verdict["evaluation"] == evaluation.pk
-    assert verdict["lost"] is (evaluation.summary["win_rate"] < 0.5)
-    assert f"against {baseline.label}: win rate {evaluation.win_rate:.2f}" in verdict["summary"]
+    # On scripted customers the verdict and "lost" are the simulator's (they were the judge's
+    # win rate before the simulated duel); the judge's win rate stays in the words.
+    duel = evaluation.summary["simulator"]
+    assert verdict["verdict"] == duel["verdict"] == evaluation.verdict
+    assert verdict["lost"] is (duel["won_share_difference"] < 0)
+    assert f"against {baseline.label}: won share" in verdict["summary"]
+    assert f"the judge's win rate {evaluation.win_rate:.2f}" in verdict["summary"]
     assert baseline.pk not in version_verdicts()
