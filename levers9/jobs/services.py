@@ -128,13 +128,26 @@ def job_place(*, job_id: int) -> bool:
             Job.objects.filter(pk=job.pk).update(metrics={"waiting_for_cards": ahead})
             job_event_send(job.pk)
         return False
+    # The cards are held, and every placement racing this one sees them held too: claim the
+    # queueing with a conditional update so exactly one of them queues the task.
+    now = timezone.now()
+    claimed = Job.objects.filter(
+        pk=job.pk, state=Job.State.PACKING, submitted_at=None, task_id=""
+    ).update(submitted_at=now)
+    if claimed != 1:
+        return True  # another placement queues it (or already has)
     pool = GpuPool.objects.get(name=job.pool_name)
-    task_id = enqueue_in_workspace(
-        JOB_TASK, job.pk, job.trainer, cluster=pool.cluster_name, task_name=f"job-{job.pk}"
-    )
+    try:
+        task_id = enqueue_in_workspace(
+            JOB_TASK, job.pk, job.trainer, cluster=pool.cluster_name, task_name=f"job-{job.pk}"
+        )
+    except Exception:
+        # Not queued after all: let the next placement (the watcher's look) try again.
+        Job.objects.filter(pk=job.pk, task_id="").update(submitted_at=None)
+        raise
     # With Redis the worker may take the task before this line runs: the task id is written
     # whatever the state, and the worker starts a job it finds still packing (jobs.runner).
-    Job.objects.filter(pk=job.pk).update(task_id=task_id, submitted_at=timezone.now())
+    Job.objects.filter(pk=job.pk).update(task_id=task_id, submitted_at=now)
     Job.objects.filter(pk=job.pk, state=Job.State.PACKING).update(
         state=Job.State.SUBMITTED, metrics={}
     )
