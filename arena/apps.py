@@ -8,7 +8,14 @@ class ArenaConfig(AppConfig):
     verbose_name = "Arena"
 
     def ready(self) -> None:
-        from arena.judge_fitting import JUDGE_FIT_KIND, JUDGE_FIT_TRAINER, judge_fit_finish
+        from arena.judge_fitting import (
+            JUDGE_FIT_KIND,
+            JUDGE_FIT_TRAINER,
+            JUDGE_MEASURE_KIND,
+            JUDGE_MEASURE_TRAINER,
+            judge_fit_finish,
+            judge_measure_run,
+        )
         from arena.missions import duel_mission
         from arena.selectors import world_list_with_counts
         from levers9.game import home_part_register, mission_register
@@ -19,3 +26,6 @@ class ArenaConfig(AppConfig):
         # A world's judge is fitted on the CPU pool by the pure trainer; the finish numbers it.
         job_kind_register(JobKind(JUDGE_FIT_KIND, "Judge fit", finish=judge_fit_finish))
         trainer_register(JUDGE_FIT_TRAINER, module="trainers.judge_fit")
+        # A model judge is measured where it runs: calling its model, in the worker.
+        job_kind_register(JobKind(JUDGE_MEASURE_KIND, "Model judge measurement"))
+        trainer_register(JUDGE_MEASURE_TRAINER, function=judge_measure_run)

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max
@@ -24,7 +25,16 @@ from django.db.models import Max
 from arena.held_out import held_out_call_ids
 from arena.judging import DIMENSIONS
 from arena.judging.fitted import FittedJudge, outcome_rows, override_row, pair_row
-from arena.models import Call, JudgeOverride, JudgeVersion, Moment, Pick, PreferenceVersion, World
+from arena.models import (
+    DEFAULT_JUDGE,
+    Call,
+    JudgeOverride,
+    JudgeVersion,
+    Moment,
+    Pick,
+    PreferenceVersion,
+    World,
+)
 from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
 from levers9.pools import pool_default
@@ -246,3 +256,69 @@ def judge_score_items(*, world: World, items: Any) -> dict[str, Any]:
                 }
             )
     return {"judge": judge.model_name, "results": results}
+
+
+# --- measuring a model judge -------------------------------------------------------------------
+
+JUDGE_MEASURE_KIND = "judge-measure"
+JUDGE_MEASURE_TRAINER = "judge-measure"
+MODEL_JUDGE_PAIRS = 100  # each costs two model calls
+
+
+def judge_measure_start(*, world: World, started_by=None) -> Job:
+    """Measure the world's model judge on the picks a fit holds out: a job in the worker (it
+    calls the model twice a pick, in both orders)."""
+    if (world.judge_provider or DEFAULT_JUDGE) == DEFAULT_JUDGE:
+        raise JudgeFitError(
+            f"{world.name} is judged by its fitted judge (or the rubric): its fit measures it."
+        )
+    return job_start(
+        kind=JUDGE_MEASURE_KIND,
+        trainer=JUDGE_MEASURE_TRAINER,
+        spec={"world": world.slug},
+        pool=pool_default(gpu=False),
+        title=f"Measure the model judge of {world.name}",
+        started_by=started_by,
+        world=world,
+        finish_needs={"world": world.pk},
+    )
+
+
+def judge_measure_run(job_id: int, progress) -> dict[str, Any]:
+    """The in-worker work: compare each held-out pick's two replies in both orders."""
+    from arena.judges import model_judge_for_world
+    from arena.judging import Turn
+    from arena.judging.model_judge import comparisons_agreement, model_judge_compare
+    from trainers.judge_fit import held_out_part, pair_agreement
+
+    job = Job.objects.get(pk=job_id)
+    world = World.objects.get(pk=(job.finish_needs or {}).get("world"))
+    held = held_out_part(judge_fit_rows(world)["pairs"])[:MODEL_JUDGE_PAIRS]
+    if not held:
+        raise JudgeFitError(f"{world.name} has no held-out frozen picks to measure a judge on.")
+    judge = model_judge_for_world(world)
+    comparisons = []
+    for number, row in enumerate(held, start=1):
+        context = [Turn(turn["speaker"], turn["text"]) for turn in row["context"]]
+        comparisons.append(model_judge_compare(judge, context, row["chosen"], row["rejected"]))
+        progress(number, len(held))
+    rubric = pair_agreement(
+        np.asarray([row["rubric_chosen"][-1] for row in held]),
+        np.asarray([row["rubric_rejected"][-1] for row in held]),
+        seed=0,
+    )
+    return {
+        "judge": judge.model_name,
+        "model": comparisons_agreement(comparisons),
+        "rubric": rubric,
+    }
+
+
+def judge_measurement_latest(world: World) -> dict[str, Any] | None:
+    """The newest finished measurement of the world's model judge (a job's result)."""
+    job = (
+        Job.objects.filter(kind=JUDGE_MEASURE_KIND, world=world, state=Job.State.DONE)
+        .order_by("-finished_at")
+        .first()
+    )
+    return job.result if job is not None else None

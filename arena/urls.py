@@ -12,6 +12,7 @@ urlpatterns = [
     path("duel/generate/", views.duel_generate, name="duel-generate"),
     path("environment/", views.environment_page, name="environment"),
     path("environment/<slug:slug>/fit/", views.world_judge_fit, name="world-judge-fit"),
+    path("environment/<slug:slug>/measure/", views.world_judge_measure, name="world-judge-measure"),
     path("calls/", views.call_list, name="calls"),
     path("calls/<int:call_id>/", views.call_detail, name="call-detail"),
 ]

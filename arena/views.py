@@ -11,7 +11,13 @@ from django.views.decorators.http import require_POST
 
 from arena.agents import agents
 from arena.errors import DuelError
-from arena.judge_fitting import JudgeFitError, judge_fit_start, judge_version_latest
+from arena.judge_fitting import (
+    JudgeFitError,
+    judge_fit_start,
+    judge_measure_start,
+    judge_measurement_latest,
+    judge_version_latest,
+)
 from arena.judging import DIMENSION_HELP, DIMENSION_LABELS, DIMENSIONS
 from arena.models import Call, JudgeConnection, World
 from arena.selectors import (
@@ -168,12 +174,28 @@ def environment_page(request):
                     "world": world,
                     "version": judge_version_latest(world),
                     "plot_id": f"plot-reliability-{world.slug}",
+                    "model_judge": world.judge_provider != "rubric",
+                    "measurement": judge_measurement_latest(world),
                 }
                 for world in worlds
             ],
             "can_fit": has_role(request.user, MANAGER),
         },
     )
+
+
+@require_POST
+@role_required(MANAGER)
+def world_judge_measure(request, slug: str):
+    """Environment → Judge's "Measure": a world's model judge on its held-out picks (a job)."""
+    world = get_object_or_404(World, slug=slug)
+    try:
+        job = judge_measure_start(world=world, started_by=request.user)
+    except JudgeFitError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Measuring the model judge of {world.name}: job {job.pk}.")
+    return redirect("environment")
 
 
 @require_POST

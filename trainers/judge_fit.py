@@ -472,6 +472,17 @@ class JudgeFitSpec:
         )
 
 
+def held_out_part(
+    rows: list[dict[str, Any]], *, seed: int = 0, fraction: float = HELD_OUT_FRACTION
+) -> list[dict[str, Any]]:
+    """The rows a world's fit holds out (the same split `fit` makes): where any judge of the
+    world, a model judge too, is measured."""
+    spec = JudgeFitSpec(
+        dimensions=["_"], pairs=[], overrides=[], outcomes=[], seed=seed, held_out_fraction=fraction
+    )
+    return _split(rows, spec)[1]
+
+
 def _split(rows: list[dict[str, Any]], spec: JudgeFitSpec) -> tuple[list, list]:
     train, held = [], []
     for row in rows:

@@ -1,0 +1,76 @@
+"""A world's model judge is measured on the picks its fit holds out, asked in both orders: a
+model that prefers a position gets only ties and a position-consistency of zero."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django_tenants.utils import schema_context
+
+from arena import judges
+from arena.judge_fitting import (
+    JudgeFitError,
+    judge_measure_run,
+    judge_measure_start,
+    judge_measurement_latest,
+)
+from arena.judges import world_judge_set
+from arena.judging import ModelJudge
+from arena.models import World
+from arena.services import preference_freeze, preferences_import
+from levers9.jobs.models import Job
+
+PAIRS = Path(settings.BASE_DIR).parent / "shared/data/preferences/hh-rlhf-harmless/pairs.jsonl"
+
+
+class _AlwaysTheFirst:
+    def reply(self, messages, *, max_tokens=0):
+        return json.dumps({"better": 1})
+
+
+@pytest.fixture
+def model_judged(in_workspace, monkeypatch):
+    world = World.objects.get(slug="lettings")
+    preferences_import(world=world, text="\n".join(PAIRS.read_text().splitlines()[:80]))
+    owner = get_user_model().objects.get(username="owner@acme.test")
+    preference_freeze(by=owner)
+    world = world_judge_set(
+        world=world, provider="vllm", model="judge-model", endpoint_url="http://judge:8000/v1"
+    )
+    monkeypatch.setattr(
+        judges,
+        "model_judge_for_world",
+        lambda _world: ModelJudge(_AlwaysTheFirst(), model_name="vllm:judge-model"),
+    )
+    return world
+
+
+def test_it_measures_a_model_judge_in_both_orders_on_held_out_picks(
+    model_judged, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        job = judge_measure_start(world=model_judged)
+    result = judge_measure_run(job.pk, lambda step, total, **metrics: None)
+    model = result["model"]
+    assert 0 < model["pairs"] <= 80
+    assert model["ties"] == model["pairs"]  # one position every time: never a verdict
+    assert model["position_consistency"] == 0.0
+    assert result["rubric"]["pairs"] == model["pairs"]
+    Job.objects.filter(pk=job.pk).update(state=Job.State.DONE, result=result)
+    assert judge_measurement_latest(model_judged)["judge"] == "vllm:judge-model"
+
+
+def test_the_rubric_or_fitted_judge_is_measured_by_its_fit_not_here(in_workspace):
+    with pytest.raises(JudgeFitError, match="its fit measures it"):
+        judge_measure_start(world=World.objects.get(slug="lettings"))
+
+
+def test_another_workspace_cannot_start_a_measurement(outsider_client, workspace):
+    response = outsider_client.post("/environment/lettings/measure/")
+    assert response.status_code in {302, 403}
+    with schema_context(workspace.schema_name):
+        assert not Job.objects.filter(kind="judge-measure").exists()
