@@ -26,6 +26,7 @@ from arena.judging import (
     judgement_or_error,
 )
 from arena.models import DEFAULT_JUDGE, JudgeConnection, Judgement, JudgeOverride, Reply, World
+from levers9.outbound import outbound_problem
 from levers9.providers import (
     ANTHROPIC,
     HOSTED_KEY_ENVS,
@@ -175,6 +176,8 @@ def model_connection_clean(
         return {"provider_model": model, "endpoint_url": "", "lora_adapter": "", "api_key_env": ""}
     endpoint_url = (endpoint_url or "").strip()
     problem = base_url_problem(endpoint_url) or key_env_problem((api_key_env or "").strip())
+    # A typed address is called by the server: only public hosts, or those an operator allowed.
+    problem = problem or outbound_problem(endpoint_url)
     if problem:
         raise ModelConnectionBadRequest(problem)
     lora_adapter = (lora_adapter or "").strip()

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlparse
 
+from levers9.outbound import host_allowed, outbound_problem
 from trainers.conversation import CALL_CONNECTS, CUSTOMER_WAITS, STAGE_DIRECTIONS
 from trainers.move_strategy import SCRIPTED, choose_move
 from trainers.simulator import (
@@ -117,6 +118,8 @@ class ModelTarget:
     base_url: str = ""  # vLLM (and tests pointing a hosted client at a stub)
     lora_adapter: str = ""  # vLLM: the adapter name to ask for; transformers: its folder
     api_key_env: str = ""  # vLLM: the NAME of the variable holding its key
+    # The platform's own serving (an endpoint it started): not an address a user typed.
+    trusted: bool = False
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,20 @@ def _endpoint_slots(key: str, size: int) -> threading.BoundedSemaphore:
         return semaphore
 
 
+PLATFORM_VLLM_KEY_ENV = "VLLM_API_KEY"
+
+
+def _no_redirect_client(sdk_name: str, limits: CallLimits) -> Any:
+    """The SDK's own HTTP client, told not to follow redirects."""
+    if sdk_name == "anthropic":
+        import anthropic
+
+        return anthropic.DefaultHttpxClient(follow_redirects=False, timeout=limits.timeout)
+    import openai
+
+    return openai.DefaultHttpxClient(follow_redirects=False, timeout=limits.timeout)
+
+
 # --- remote providers (vLLM, OpenAI, Anthropic) ---------------------------------------------
 
 _CLIENTS: dict[tuple[str, str, float, str], Any] = {}
@@ -271,6 +288,8 @@ class _RemoteProvider:
                 }
                 if self.target.base_url:
                     options["base_url"] = self.target.base_url
+                    # A redirect could lead anywhere the address check never saw.
+                    options["http_client"] = _no_redirect_client(self.sdk_name, self.limits)
                 client = _CLIENTS[cache_key] = self._client_class()(**options)
             return client
 
@@ -397,10 +416,18 @@ class VllmProvider(_OpenAIStyle):
         return self.target.lora_adapter or self.target.model
 
     def _key_env(self) -> str:
-        return self.target.api_key_env
+        name = self.target.api_key_env
+        # A platform-wide key goes only to hosts an operator allowed (or to our own serving).
+        if name == PLATFORM_VLLM_KEY_ENV and not (
+            self.target.trusted or host_allowed(self.target.base_url, self._environ)
+        ):
+            return ""
+        return name
 
     def available(self) -> tuple[bool, str]:
         problem = base_url_problem(self.target.base_url) or key_env_problem(self.target.api_key_env)
+        if not problem and not self.target.trusted:
+            problem = outbound_problem(self.target.base_url, self._environ)
         if problem:
             return False, problem
         return super().available()

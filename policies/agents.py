@@ -62,7 +62,8 @@ def trained_target(version: PolicyVersion, endpoint: Endpoint) -> ModelTarget:
         return ModelTarget(
             "transformers", model=str(models_dir / version.provider_model), lora_adapter=adapter
         )
-    return ModelTarget("vllm", model=endpoint.served_model, base_url=endpoint.url)
+    # The platform started this server itself: not an address a user typed.
+    return ModelTarget("vllm", model=endpoint.served_model, base_url=endpoint.url, trusted=True)
 
 
 def version_target(version: PolicyVersion) -> ModelTarget:
