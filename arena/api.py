@@ -705,7 +705,7 @@ class JudgeOverrideViewSet(
 
 
 class PreferenceVersionSerializer(serializers.ModelSerializer):
-    extends = serializers.SlugRelatedField(slug_field="number", read_only=True)
+    extends = serializers.SlugRelatedField(slug_field="number", read_only=True, allow_null=True)
     label = serializers.CharField(read_only=True)
     download = serializers.SerializerMethodField()
 

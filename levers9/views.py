@@ -17,5 +17,12 @@ def home(request):
 
 
 def public_index(request):
-    workspaces = Workspace.objects.exclude(schema_name="public").prefetch_related("domains")
-    return render(request, "public_index.html", {"workspaces": workspaces})
+    """The public host's front page. Which workspaces exist is the operators' to know: the list
+    is shown to a signed-in platform operator only, never to an anonymous visitor."""
+    operator = request.user.is_authenticated and request.user.is_staff
+    workspaces = (
+        Workspace.objects.exclude(schema_name="public").prefetch_related("domains")
+        if operator
+        else Workspace.objects.none()
+    )
+    return render(request, "public_index.html", {"workspaces": workspaces, "operator": operator})

@@ -62,7 +62,7 @@ class EndpointSerializer(serializers.ModelSerializer):
 
 class PolicyVersionSerializer(serializers.ModelSerializer):
     label = serializers.CharField(read_only=True)
-    parent = serializers.PrimaryKeyRelatedField(read_only=True)
+    parent = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
     can_answer = serializers.BooleanField(read_only=True)
     lineage = serializers.SerializerMethodField(help_text="Labels from this version to v1.")
     endpoint = serializers.SerializerMethodField()

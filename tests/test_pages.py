@@ -64,12 +64,14 @@ def test_it_lists_and_shows_real_calls(owner_client, workspace):
     assert owner_client.get("/calls/999999/").status_code == 404
 
 
-def test_it_shows_the_public_index_with_workspace_addresses(db):
+def test_it_shows_the_public_index_without_listing_workspaces_to_visitors(db):
     from django.test import Client
 
+    # Which workspaces exist is not an anonymous visitor's to read (the hardening issue).
     page = Client(HTTP_HOST="localhost").get("/")
     assert page.status_code == 200
-    assert b"acme.localhost" in page.content
+    assert b"acme.localhost" not in page.content
+    assert b"rival" not in page.content
     assert Client(HTTP_HOST="nobody.localhost").get("/").status_code == 404
 
 

@@ -13,8 +13,12 @@ from levers9.roles import MANAGER, HasRole
 
 
 class JobSerializer(serializers.ModelSerializer):
-    parent_version = serializers.SlugRelatedField(slug_field="number", read_only=True)
-    produced_version = serializers.SlugRelatedField(slug_field="number", read_only=True)
+    parent_version = serializers.SlugRelatedField(
+        slug_field="number", read_only=True, allow_null=True
+    )
+    produced_version = serializers.SlugRelatedField(
+        slug_field="number", read_only=True, allow_null=True
+    )
     progress_fraction = serializers.FloatField(read_only=True)
     eta_seconds = serializers.FloatField(read_only=True, allow_null=True)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -38,11 +39,25 @@ from levers9.task_results import (
 )
 from levers9.tasks import enqueue_in_workspace
 
+logger = logging.getLogger(__name__)
+
 JOB_TASK = "levers9.jobs.runner.job_run"
 # A dashboard that has not looked at its jobs for this long is gone; another adopts them.
 WATCHER_TIMEOUT = timedelta(seconds=30)
 # A worker that has not beaten for this long (and is not on this host to ask) is gone.
 WORKER_TIMEOUT = timedelta(minutes=3)
+
+
+def failure_sentence(failure: Any) -> str:
+    """The one line of a task's failure a user can act on: the exception's own words (the last
+    line of a traceback), never the traceback with its paths and SQL."""
+    lines = [line.strip() for line in str(failure or "").splitlines() if line.strip()]
+    frames = ("Traceback", "File ", "^", "~")
+    sentence = next((line for line in reversed(lines) if not line.startswith(frames)), "")
+    sentence = sentence or "it stopped without saying why"
+    if len(sentence) > 300:
+        sentence = sentence[:297] + "..."
+    return f"{sentence} (the full report is in the server log)."
 
 
 def job_note(job_id: int, line: str) -> None:
@@ -191,7 +206,11 @@ def job_finish(*, job_id: int) -> bool:
     except UnsafeTaskResult as error:
         return _job_end(job, Job.State.FAILED, error=f"The task's result was refused: {error}.")
     if not success:
-        return _job_end(job, Job.State.FAILED, error=f"The trainer failed: {result}")
+        # The traceback is for operators (the server log); the job says what went wrong.
+        logger.error("Job %s (%s) failed:\n%s", job.pk, job.trainer, result)
+        return _job_end(
+            job, Job.State.FAILED, error=f"The trainer failed: {failure_sentence(result)}"
+        )
     if isinstance(result, dict) and result.get("cancelled"):
         return _job_end(job, Job.State.CANCELLED)
     try:

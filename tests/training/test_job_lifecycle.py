@@ -268,3 +268,19 @@ def test_it_runs_a_job_whose_worker_was_quicker_than_the_dashboard(
     assert results[0]["algorithm"] == "q-learning-online"
     assert (job.state, job.task_id) == (Job.State.RUNNING, "task-quick")
     assert job.started_at is not None
+
+
+def test_a_failed_job_says_one_sentence_and_keeps_the_traceback_out(caplog):
+    from levers9.jobs.services import failure_sentence
+
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/levers9/trainers/dpo.py", line 12, in run\n'
+        "    model = load(base)\n"
+        "ValueError: the base 'x/y' is not on the models volume\n"
+    )
+    sentence = failure_sentence(traceback)
+    assert sentence.startswith("ValueError: the base 'x/y' is not on the models volume")
+    assert "/srv/levers9" not in sentence
+    assert "Traceback" not in sentence
+    assert failure_sentence("").startswith("it stopped without saying why")
