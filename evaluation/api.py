@@ -95,7 +95,14 @@ class EvaluationStartSerializer(serializers.Serializer):
         required=False,
         help_text="Version number to beat; the candidate's parent, else the live version",
     )
-    seed = serializers.IntegerField(required=False, default=0, min_value=0)
+    seed = serializers.IntegerField(
+        required=False,
+        default=0,
+        min_value=0,
+        # Evaluation.seed is a PositiveIntegerField: a signed 32-bit column in PostgreSQL.
+        max_value=2**31 - 1,
+        help_text="0 to 2**31-1 (what the evaluation's record holds)",
+    )
 
 
 class EpisodeReplySerializer(serializers.Serializer):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import secrets
+
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
@@ -9,17 +12,37 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 from rest_framework.routers import DefaultRouter
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
 
 from levers9.roles import ROLE_HELP, user_role
+
+logger = logging.getLogger(__name__)
 
 router = DefaultRouter()
 
 
 def exception_handler(exc, context):
-    """DRF's handler, plus Django's ValidationError as a 400 that names what was wrong."""
+    """DRF's handler, plus Django's ValidationError as a 400 that names what was wrong, and
+    anything unhandled under /api/ as a JSON 500 whose id finds its traceback in the log (an
+    API client must never get Django's HTML error page, nor the traceback)."""
     if isinstance(exc, DjangoValidationError):
         return Response({"detail": " ".join(exc.messages)}, status=400)
-    return drf_exception_handler(exc, context)
+    response = drf_exception_handler(exc, context)
+    request = context.get("request")
+    if response is not None or request is None or not request.path.startswith("/api/"):
+        return response
+    error_id = secrets.token_hex(4)
+    logger.error(
+        "Unhandled error %s on %s %s", error_id, request.method, request.path, exc_info=exc
+    )
+    set_rollback()
+    return Response(
+        {
+            "detail": f"Something went wrong on our side; quote error id {error_id}.",
+            "error_id": error_id,
+        },
+        status=500,
+    )
 
 
 @extend_schema(

@@ -16,12 +16,29 @@ from levers9.roles import MANAGER, HasRole
 from policies.models import PolicyVersion
 from policies.selectors import policy_live
 from training.cards import train_move_strategy
+from training.wording import EPOCHS_MAX, SEED_MAX
+
+
+def _parent_field(help_text: str = "Parent version number") -> serializers.IntegerField:
+    # 0 must not read as "none given" (the live version): it is a mistake, said so.
+    return serializers.IntegerField(
+        required=False,
+        min_value=1,
+        error_messages={"min_value": "Version numbers start at 1."},
+        help_text=help_text,
+    )
+
+
+def _seed_field() -> serializers.IntegerField:
+    return serializers.IntegerField(
+        required=False, default=0, min_value=0, max_value=SEED_MAX, help_text="0 to 2**32-1"
+    )
 
 
 class MoveStrategySerializer(serializers.Serializer):
     pack = serializers.SlugField(help_text="The world whose simulator it learns on")
-    parent = serializers.IntegerField(required=False, help_text="Parent version number")
-    seed = serializers.IntegerField(required=False, default=0, min_value=0)
+    parent = _parent_field()
+    seed = _seed_field()
 
 
 @extend_schema(request=MoveStrategySerializer, responses={201: JobSerializer})
@@ -47,7 +64,7 @@ class EnginesRunSerializer(serializers.Serializer):
     algorithm = serializers.CharField(help_text="q-learning-online, reward-model or ppo")
     knobs = serializers.DictField(required=False, default=dict, help_text="name: value")
     pack = serializers.SlugField(help_text="The world whose simulator it learns on")
-    parent = serializers.IntegerField(required=False, help_text="Parent version number")
+    parent = _parent_field()
 
 
 @extend_schema(request=EnginesRunSerializer, responses={201: JobSerializer})
@@ -104,9 +121,7 @@ class WordingCardSerializer(serializers.Serializer):
         choices=["rlhf", "dpo"], help_text="rlhf (Wording, the route to ship) or dpo (Benchmark)"
     )
     preference_version = serializers.IntegerField(help_text="A frozen preference version number")
-    parent = serializers.IntegerField(
-        required=False, help_text="Parent version number (default: the live version)"
-    )
+    parent = _parent_field("Parent version number (default: the live version)")
     pool = serializers.CharField(
         required=False, allow_blank=True, help_text="Pool name (default: the biggest enabled)"
     )
@@ -116,8 +131,10 @@ class WordingCardSerializer(serializers.Serializer):
         allow_blank=True,
         help_text="A listed base or a Hugging Face repo id owner/name (default: the pool's)",
     )
-    epochs = serializers.FloatField(required=False, min_value=0.01, default=1.0)
-    seed = serializers.IntegerField(required=False, min_value=0, default=0)
+    epochs = serializers.FloatField(
+        required=False, min_value=0.01, max_value=EPOCHS_MAX, default=1.0
+    )
+    seed = _seed_field()
     reward_source = serializers.ChoiceField(
         choices=["picks", "outcomes"], required=False, default="picks", help_text="RLHF only"
     )

@@ -22,6 +22,11 @@ from policies.models import PolicyVersion
 from trainers.bases import LISTED_BASES, default_base
 from trainers.wording_spec import MIN_PAIRS, outcome_examples_from_calls, parse_wording_spec
 
+# The bounds of a card's numbers: seeds are unsigned 32-bit (numpy's and torch's), and more
+# epochs than this is a typo, not a plan.
+SEED_MAX = 2**32 - 1
+EPOCHS_MAX = 100
+
 METHODS = {"rlhf": "Wording · RLHF", "dpo": "Benchmark · DPO"}
 
 
@@ -156,6 +161,10 @@ def wording_choice_from(
         seed_value = int(seed or 0)
     except (TypeError, ValueError) as error:
         raise WordingCardError("Cards, epochs and seed must be numbers.") from error
+    if not 0 < epochs_value <= EPOCHS_MAX:
+        raise WordingCardError(f"Epochs must be more than 0 and at most {EPOCHS_MAX}.")
+    if not 0 <= seed_value <= SEED_MAX:
+        raise WordingCardError(f"Seed must be a whole number from 0 to {SEED_MAX}.")
     if not 1 <= card_count <= pool.card_count:
         raise WordingCardError(
             f"Pool {pool.name} has {pool.card_count} card(s): ask for 1 to {pool.card_count}."
