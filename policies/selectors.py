@@ -7,6 +7,7 @@ look of the job watcher), so a read never frees cards or cancels jobs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,11 +132,12 @@ def learned_facts(learned_from: dict[str, Any]) -> list[tuple[str, str]]:
 
 # What Evaluate says of each version ({version id: {"summary", "lost", ...}}): evaluation
 # lives above the registry and registers its reader here (evaluation.apps).
-_verdicts: list[Any] = []
+_verdicts_read: Callable[[], dict[int, dict[str, Any]]] | None = None
 
 
-def version_verdicts_register(read: Any) -> None:
-    _verdicts[:] = [read]
+def version_verdicts_register(read: Callable[[], dict[int, dict[str, Any]]]) -> None:
+    global _verdicts_read
+    _verdicts_read = read
 
 
 def versions_with_verdicts() -> list[VersionRow]:
@@ -143,9 +145,9 @@ def versions_with_verdicts() -> list[VersionRow]:
     import dataclasses
 
     rows = versions_list()
-    if not _verdicts:
+    if _verdicts_read is None:
         return rows
-    verdicts = _verdicts[0]()
+    verdicts = _verdicts_read()
     return [dataclasses.replace(row, evaluation=verdicts.get(row.version.pk)) for row in rows]
 
 
