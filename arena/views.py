@@ -184,27 +184,29 @@ def environment_page(request):
     )
 
 
-def _judge_job_started(request, slug: str, start, doing: str):
-    """Start one of a world's judge jobs from Environment → Judge and say how it went."""
-    world = get_object_or_404(World, slug=slug)
-    try:
-        job = start(world=world, started_by=request.user)
-    except JudgeFitError as error:
-        messages.error(request, str(error))
-    else:
-        messages.success(request, f"{doing} of {world.name}: job {job.pk}.")
-    return redirect("environment")
-
-
 @require_POST
 @role_required(MANAGER)
 def world_judge_measure(request, slug: str):
     """Environment → Judge's "Measure": a world's model judge on its held-out picks (a job)."""
-    return _judge_job_started(request, slug, judge_measure_start, "Measuring the model judge")
+    world = get_object_or_404(World, slug=slug)
+    try:
+        job = judge_measure_start(world=world, started_by=request.user)
+    except JudgeFitError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Measuring the model judge of {world.name}: job {job.pk}.")
+    return redirect("environment")
 
 
 @require_POST
 @role_required(MANAGER)
 def world_judge_fit(request, slug: str):
     """Environment → Judge's "Fit now": the world's judge fitted on what it has (a job)."""
-    return _judge_job_started(request, slug, judge_fit_start, "Fitting the judge")
+    world = get_object_or_404(World, slug=slug)
+    try:
+        job = judge_fit_start(world=world, started_by=request.user)
+    except JudgeFitError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Fitting the judge of {world.name}: job {job.pk}.")
+    return redirect("environment")

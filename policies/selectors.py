@@ -7,7 +7,6 @@ look of the job watcher), so a read never frees cards or cancels jobs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,12 +131,11 @@ def learned_facts(learned_from: dict[str, Any]) -> list[tuple[str, str]]:
 
 # What Evaluate says of each version ({version id: {"summary", "lost", ...}}): evaluation
 # lives above the registry and registers its reader here (evaluation.apps).
-_verdicts_read: Callable[[], dict[int, dict[str, Any]]] | None = None
+_verdicts: list[Any] = []
 
 
-def version_verdicts_register(read: Callable[[], dict[int, dict[str, Any]]]) -> None:
-    global _verdicts_read
-    _verdicts_read = read
+def version_verdicts_register(read: Any) -> None:
+    _verdicts[:] = [read]
 
 
 def versions_with_verdicts() -> list[VersionRow]:
@@ -145,9 +143,9 @@ def versions_with_verdicts() -> list[VersionRow]:
     import dataclasses
 
     rows = versions_list()
-    if _verdicts_read is None:
+    if not _verdicts:
         return rows
-    verdicts = _verdicts_read()
+    verdicts = _verdicts[0]()
     return [dataclasses.replace(row, evaluation=verdicts.get(row.version.pk)) for row in rows]
 
 

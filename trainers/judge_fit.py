@@ -477,23 +477,19 @@ def held_out_part(
 ) -> list[dict[str, Any]]:
     """The rows a world's fit holds out (the same split `fit` makes): where any judge of the
     world, a model judge too, is measured."""
-    return _split_rows(rows, seed=seed, fraction=fraction)[1]
+    spec = JudgeFitSpec(
+        dimensions=["_"], pairs=[], overrides=[], outcomes=[], seed=seed, held_out_fraction=fraction
+    )
+    return _split(rows, spec)[1]
 
 
 def _split(rows: list[dict[str, Any]], spec: JudgeFitSpec) -> tuple[list, list]:
-    return _split_rows(
-        rows, seed=spec.seed, fraction=spec.held_out_fraction, fold=spec.held_out_fold
-    )
-
-
-def _split_rows(
-    rows: list[dict[str, Any]], *, seed: int, fraction: float, fold: int = 0
-) -> tuple[list, list]:
-    """(training part, held-out part), by group."""
     train, held = [], []
     for row in rows:
         group = str(row.get("group") or row.get("id") or json.dumps(row.get("context", [])))
-        held_out = _held_out(group, seed=seed, fraction=fraction, fold=fold)
+        held_out = _held_out(
+            group, seed=spec.seed, fraction=spec.held_out_fraction, fold=spec.held_out_fold
+        )
         (held if held_out else train).append(row)
     return train, held
 

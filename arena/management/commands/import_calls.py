@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django_tenants.utils import schema_context
 
-from arena.management.world_lookup import import_file
+from arena.management.world_lookup import workspace_named, world_named
 from arena.services import CallImportError, calls_import
 
 
@@ -19,15 +21,22 @@ class Command(BaseCommand):
         parser.add_argument("--pack", required=True, help="The world's slug")
 
     def handle(self, *args, file: Path, workspace: str, pack: str, **options) -> None:
-        import_file(
-            self,
-            file=file,
-            workspace=workspace,
-            pack=pack,
-            service=calls_import,
-            error_class=CallImportError,
-            done=lambda report, seconds: (
+        found = workspace_named(workspace)
+        if not file.is_file():
+            raise CommandError(f"No such file: {file}")
+        with schema_context(found.schema_name):
+            world = world_named(pack, workspace=workspace)
+            started = time.perf_counter()
+            try:
+                report = calls_import(
+                    world=world, text=file.read_text(encoding="utf-8"), source=file.name
+                )
+            except CallImportError as error:
+                raise CommandError(str(error)) from error
+            seconds = time.perf_counter() - started
+        self.stdout.write(
+            self.style.SUCCESS(
                 f"{report.created} calls imported ({report.turns_created} turns), "
                 f"{report.unchanged} already there, in {seconds:.2f}s."
-            ),
+            )
         )
