@@ -14,7 +14,7 @@ from django.db.models import Count, Max
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from arena.errors import DuelError
 from arena.models import (
@@ -32,18 +32,31 @@ from arena.models import (
     Turn,
     World,
 )
+from arena.moves import (
+    MAX_MOVES,
+    MIN_MOVES,
+    MovesInvalid,
+    move_label,
+    move_names,
+    moves_as_text,
+    moves_from_text,
+)
 from arena.selectors import picks_frozen_up_to, picks_with_version
 from arena.services import (
     CallImportError,
     PreferenceImportError,
+    WorldBadInput,
     calls_import,
     duel_pairs_request_opinion,
     duel_reservations_release,
     judgements_rescore,
     preference_freeze,
     preferences_import,
+    world_create,
+    world_update,
 )
 from levers9.roles import MANAGER, RoleAdminMixin, has_role
+from trainers.simulator import MOVES
 
 
 class CallImportForm(forms.Form):
@@ -55,12 +68,123 @@ class ScenarioInline(admin.TabularInline):
     extra = 0
 
 
+class WorldAdminForm(forms.ModelForm):
+    """A world's moves edited as text, one "name: description" a line, checked by the same
+    rules as the API and the World page (arena.moves.moves_clean)."""
+
+    moves = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 10, "cols": 80}),
+        required=False,
+        help_text=f"One move a line, <code>name: what it is</code>; {MIN_MOVES} to "
+        f"{MAX_MOVES}, names unique. Blank: the generic set.",
+    )
+
+    class Meta:
+        model = World
+        fields = ["slug", "name", "description", "system_prompt", "moves"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.initial["moves"] = moves_as_text(self.instance.moves)
+            # The slug is the world's address in pages, the API and frozen picks.
+            self.fields["slug"].disabled = True
+
+    def clean_moves(self) -> list[dict[str, str]] | None:
+        text = self.cleaned_data.get("moves") or ""
+        if not text.strip():
+            return None if not self.instance.pk else self.instance.moves
+        try:
+            return moves_from_text(text)
+        except MovesInvalid as error:
+            raise forms.ValidationError(str(error)) from None
+
+
+def _judge_agreement(version: JudgeVersion, measure: str, key: str, judge: str):
+    """One held-out agreement figure of a judge version's report (fitted or rubric)."""
+    return ((version.report.get(measure) or {}).get(judge) or {}).get(key)
+
+
+def _judge_figure(version: JudgeVersion, measure: str, key: str, judge: str) -> str:
+    """The figure with its bootstrap interval, as the fit reported it: "0.71 [0.60, 0.80]"."""
+    value = _judge_agreement(version, measure, key, judge)
+    if value is None:
+        return "—"
+    interval = _judge_agreement(version, measure, f"{key}_ci", judge)
+    if not interval:
+        return f"{value:.2f}"
+    return f"{value:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
 @admin.register(World)
 class WorldAdmin(RoleAdminMixin, admin.ModelAdmin):
-    list_display = ["name", "slug", "judge_label", "call_total", "scenario_total", "created_at"]
+    form = WorldAdminForm
+    list_display = [
+        "name",
+        "slug",
+        "move_count",
+        "judge_label",
+        "call_total",
+        "scenario_total",
+        "created_at",
+    ]
     search_fields = ["name", "slug"]
     inlines = [ScenarioInline]
+    readonly_fields = ["judge_versions_shown"]
     change_form_template = "admin/arena/world/change_form.html"
+
+    @admin.display(description="Moves")
+    def move_count(self, world: World) -> int:
+        return len(world.moves)
+
+    @admin.display(description="Judge versions (held-out agreement, read only)")
+    def judge_versions_shown(self, world: World) -> str:
+        """Each fitted judge version beside the rubric, as its fit measured them; versions
+        come from fits (Environment → Judge, the API), never from this form."""
+        versions = list(world.judge_versions.order_by("-number")) if world.pk else []
+        if not versions:
+            return "No fitted judge yet: the rubric judge scores this world."
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    version.label,
+                    _judge_figure(version, "pairs", "accuracy", "fitted"),
+                    _judge_figure(version, "pairs", "accuracy", "rubric"),
+                    _judge_figure(version, "outcomes", "auc", "fitted"),
+                    _judge_figure(version, "outcomes", "auc", "rubric"),
+                    "yes" if version.at_chance else "no",
+                )
+                for version in versions
+            ),
+        )
+        return format_html(
+            "<table><thead><tr><th>Version</th><th>Pair accuracy</th><th>Rubric's</th>"
+            "<th>Outcome AUC by call</th><th>Rubric's</th><th>At chance</th></tr></thead>"
+            "<tbody>{}</tbody></table>",
+            rows,
+        )
+
+    def save_model(self, request, obj, form, change):
+        """Through the world services, like the API and the World page."""
+        data = form.cleaned_data
+        fields = {
+            "name": data["name"],
+            "description": data.get("description", ""),
+            "system_prompt": data.get("system_prompt", ""),
+        }
+        try:
+            if change:
+                saved = world_update(world=obj, moves=data["moves"], **fields)
+            else:
+                saved = world_create(slug=data["slug"], moves=data["moves"], **fields)
+        except WorldBadInput as error:
+            # The form's own checks ran first; a service refusal is still named, not lost.
+            self.message_user(request, str(error), messages.ERROR)
+            return
+        obj.pk = saved.pk
+        obj.refresh_from_db()
 
     def get_queryset(self, request):
         return (
@@ -111,10 +235,8 @@ class WorldAdmin(RoleAdminMixin, admin.ModelAdmin):
         if request.method == "POST" and form.is_valid():
             upload = form.cleaned_data["file"]
             try:
-                text = upload.read().decode("utf-8")
-                report = kind.service(world=world, text=text, source=upload.name)
-            except UnicodeDecodeError:
-                messages.error(request, "The file is not UTF-8 text: save it as UTF-8 JSON/JSONL.")
+                # The bytes as uploaded: the import names a line that is not UTF-8.
+                report = kind.service(world=world, text=upload.read(), source=upload.name)
             except (CallImportError, PreferenceImportError) as error:
                 messages.error(request, str(error))
             else:
@@ -180,11 +302,11 @@ class JudgeVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Pair accuracy (held out)")
     def pair_accuracy(self, version: JudgeVersion):
-        return ((version.report.get("pairs") or {}).get("fitted") or {}).get("accuracy")
+        return _judge_agreement(version, "pairs", "accuracy", "fitted")
 
     @admin.display(description="Outcome AUC by call (held out)")
     def outcome_auc(self, version: JudgeVersion):
-        return ((version.report.get("outcomes") or {}).get("fitted") or {}).get("auc")
+        return _judge_agreement(version, "outcomes", "auc", "fitted")
 
     @admin.display(description="At chance", boolean=True)
     def at_chance(self, version: JudgeVersion) -> bool:
@@ -209,6 +331,16 @@ class CallAdmin(RoleAdminMixin, admin.ModelAdmin):
     show_full_result_count = False
 
 
+def _move_choices() -> list[tuple[str, str]]:
+    """Every world's own moves (a changelist mixes worlds), and the simulator's eight, which
+    the move classifier still writes everywhere (trainers.move_labels)."""
+    names: dict[str, str] = {name: move_label(name) for name in MOVES}
+    for moves in World.objects.values_list("moves", flat=True):
+        for name in move_names(moves):
+            names.setdefault(name, move_label(name))
+    return [("", "—"), *names.items()]
+
+
 @admin.register(Turn)
 class TurnAdmin(RoleAdminMixin, admin.ModelAdmin):
     """Move labels: the classifier's guess, corrected here by a reviewer (the rules are in
@@ -223,11 +355,7 @@ class TurnAdmin(RoleAdminMixin, admin.ModelAdmin):
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):
         if db_field.name == "move_label":
-            from trainers.simulator import MOVE_LABELS
-
-            return forms.ChoiceField(
-                choices=[("", "—"), *MOVE_LABELS.items()], required=False, label="Move"
-            )
+            return forms.ChoiceField(choices=_move_choices(), required=False, label="Move")
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def save_model(self, request, obj, form, change):

@@ -50,6 +50,7 @@ from arena.services import (
     REASONS,
     CallImportError,
     PreferenceImportError,
+    WorldBadInput,
     calls_import,
     duel_next,
     duel_pairs_request,
@@ -60,7 +61,7 @@ from arena.services import (
     preference_freeze,
     preferences_import,
     world_create,
-    world_system_prompt_set,
+    world_update,
 )
 from levers9.jobs.api import JobSerializer
 from levers9.roles import MANAGER, REVIEWER, HasRole
@@ -72,7 +73,15 @@ class ScenarioSerializer(serializers.ModelSerializer):
         fields = ["slug", "name", "budget", "family", "urgency", "objection", "dialect", "seed"]
 
 
+class MoveSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=40, help_text="The key replies and pairs carry")
+    description = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, default="", help_text="One line"
+    )
+
+
 class WorldSerializer(serializers.ModelSerializer):
+    moves = MoveSerializer(many=True, read_only=True)
     scenarios = ScenarioSerializer(many=True, read_only=True)
     call_count = serializers.IntegerField(read_only=True)
     won_count = serializers.IntegerField(read_only=True)
@@ -121,7 +130,8 @@ class PlainTextParser(BaseParser):
     media_type = "*/*"
 
     def parse(self, stream, media_type=None, parser_context=None):
-        return stream.read().decode("utf-8", errors="replace")
+        # The bytes as sent: the import decodes them and names a line that is not UTF-8.
+        return stream.read()
 
 
 ImportResult = inline_serializer(
@@ -135,7 +145,8 @@ ImportResult = inline_serializer(
 
 
 class ErrorDetail(serializers.Serializer):
-    detail = serializers.CharField()
+    # A refusal in words (`detail`), or DRF's field-named errors ({"name": ["..."]}).
+    detail = serializers.CharField(required=False)
 
 
 class JudgeTurnSerializer(serializers.Serializer):
@@ -179,6 +190,25 @@ class WorldCreateSerializer(serializers.Serializer):
     system_prompt = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=4000
     )
+    moves = MoveSerializer(
+        many=True,
+        required=False,
+        help_text="2 to 16 moves with unique names; none given: the generic set (greet, ask, "
+        "inform, handle the objection, reassure, propose the next step, close).",
+    )
+
+
+class WorldUpdateSerializer(serializers.Serializer):
+    """What describes a world's business; only the fields sent change."""
+
+    name = serializers.CharField(max_length=200, required=False)
+    description = serializers.CharField(required=False, allow_blank=True)
+    system_prompt = serializers.CharField(required=False, allow_blank=True, max_length=4000)
+    moves = MoveSerializer(many=True, required=False, help_text="2 to 16, unique names")
+
+
+def _world_bad_input(error: WorldBadInput) -> Response:
+    return Response({error.field: [str(error)]}, status=400)
 
 
 class WorldViewSet(viewsets.ReadOnlyModelViewSet):
@@ -192,7 +222,7 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
         return world_list_with_counts().prefetch_related("scenarios")
 
     def get_permissions(self):
-        if self.action == "create":
+        if self.action in ("create", "partial_update"):
             return [HasRole.at_least(MANAGER)()]
         return super().get_permissions()
 
@@ -209,11 +239,40 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
                 {"slug": [f"A world '{data['slug']}' exists already: choose another slug."]},
                 status=400,
             )
-        world = world_create(slug=data["slug"], name=data["name"], description=data["description"])
-        if data.get("system_prompt"):
-            world = world_system_prompt_set(world=world, system_prompt=data["system_prompt"])
+        try:
+            world = world_create(
+                slug=data["slug"],
+                name=data["name"],
+                description=data["description"],
+                system_prompt=data["system_prompt"],
+                moves=data.get("moves"),
+            )
+        except WorldBadInput as error:
+            return _world_bad_input(error)
         created = world_list_with_counts().get(pk=world.pk)
         return Response(WorldSerializer(created).data, status=201)
+
+    @extend_schema(
+        request=WorldUpdateSerializer, responses={200: WorldSerializer, 400: ErrorDetail}
+    )
+    def partial_update(self, request, pack: str):
+        """Change a world's name, description, agent system prompt or moves (managers)."""
+        world = self.get_object()
+        allowed = set(WorldUpdateSerializer().fields)
+        sent = set(request.data) if isinstance(request.data, dict) else set()
+        unknown = sorted(sent - allowed)
+        if unknown:
+            return Response(
+                {unknown[0]: [f"Not editable here; send any of {', '.join(sorted(allowed))}."]},
+                status=400,
+            )
+        body = WorldUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            world_update(world=world, **body.validated_data)
+        except WorldBadInput as error:
+            return _world_bad_input(error)
+        return Response(WorldSerializer(self.get_queryset().get(pk=world.pk)).data)
 
     @extend_schema(
         request={"application/jsonl": OpenApiTypes.STR},
@@ -255,7 +314,7 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
     def _import(self, request, service, what: str) -> Response:
         """Both imports: the body as text, all or nothing, every bad line named."""
         world = self.get_object()
-        text = request.data if isinstance(request.data, str) else ""
+        text = request.data if isinstance(request.data, str | bytes) else ""
         if not text.strip():
             return Response({"detail": f"The body is empty: send {what}."}, status=400)
         try:
@@ -314,7 +373,8 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(JobSerializer(job).data, status=202)
 
     @extend_schema(responses={200: JudgeVersionSerializer(many=True)})
-    @action(detail=True, methods=["get"], url_path="judge/versions")
+    # The whole list, unpaginated (a world has a handful): the schema must not say paginated.
+    @action(detail=True, methods=["get"], url_path="judge/versions", pagination_class=None)
     def judge_versions(self, request, pack: str):
         """The world's fitted judge versions, newest first, with their held-out agreement."""
         world = self.get_object()

@@ -119,8 +119,12 @@ def _fit_folder(world: World) -> Path:
     return Path(settings.DATASETS_DIR) / connection.schema_name / "judges" / world.slug / name
 
 
-def judge_fit_start(*, world: World, started_by=None, seed: int = 0) -> Job:
-    """Start a fit of the world's judge on what the world has now: a job on the CPU pool."""
+def judge_fit_start(
+    *, world: World, started_by=None, seed: int = 0, on_request: bool = True
+) -> Job:
+    """Start a fit of the world's judge on what the world has now: a job on the CPU pool.
+    A refit the platform starts itself (`on_request=False`: one per world at a time, after a
+    freeze or an override) is not refused by the workspace's job limits."""
     rows = judge_fit_rows(world)
     if not rows["pairs"] and not rows["overrides"] and not rows["outcomes"]:
         raise JudgeFitError(
@@ -143,6 +147,7 @@ def judge_fit_start(*, world: World, started_by=None, seed: int = 0) -> Job:
         started_by=started_by,
         world=world,
         finish_needs={"world": world.pk},
+        within_workspace_limits=on_request,
     )
     return job
 
@@ -163,7 +168,7 @@ def judge_fit_soon(*, world_ids: set[int], started_by=None) -> None:
                 if active.exists():
                     continue
                 try:
-                    judge_fit_start(world=world, started_by=started_by)
+                    judge_fit_start(world=world, started_by=started_by, on_request=False)
                 except JudgeFitError:
                     continue
 

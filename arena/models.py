@@ -10,9 +10,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.functional import cached_property
 
 from arena.judging import DIMENSIONS
-from trainers.simulator import MOVES
+from arena.moves import generic_moves, move_names
 
 DEFAULT_JUDGE = "rubric"
 # The agent's system prompt where a world sets none: the one prompt the conversation builder
@@ -25,8 +26,9 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 
-def default_moves() -> list[str]:
-    return list(MOVES)
+def default_moves() -> list[dict[str, str]]:
+    """A world given no moves gets the generic set (arena.moves); lettings sets its eight."""
+    return generic_moves()
 
 
 def default_dimensions() -> list[str]:
@@ -43,7 +45,11 @@ class World(models.Model):
         help_text="The agent's system prompt, used for training and serving alike. "
         "Blank: the default prompt naming the world.",
     )
-    moves = models.JSONField(default=default_moves)
+    # [{"name", "description"}], 2 to 16 of them (arena.moves.moves_clean).
+    moves = models.JSONField(
+        default=default_moves,
+        help_text="The moves the agent can make here, each a name and a one-line description.",
+    )
     dimensions = models.JSONField(default=default_dimensions)
     # Environment → Judge. "rubric" is the deterministic default; model judges come later.
     judge_provider = models.CharField(max_length=40, default=DEFAULT_JUDGE)
@@ -57,6 +63,17 @@ class World(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def move_names(self) -> list[str]:
+        """The keys replies, pairs and move labels carry, in the world's order."""
+        return move_names(self.moves)
+
+    @cached_property
+    def has_simulator(self) -> bool:
+        """Whether scripted customers play here (lettings); else only recorded calls do.
+        Kept per instance: a batch of replies asks it once per reply."""
+        return self.scenarios.exists()
 
     @property
     def agent_system_prompt(self) -> str:

@@ -104,6 +104,8 @@ class PreferencePair:
     rejected: str
     reasons: tuple[str, ...]
     pack: str
+    # Which moment the pick was made at: picks on one dialogue are held out together.
+    moment_id: int = 0
 
 
 class PreferenceFileError(ValueError):
@@ -167,6 +169,7 @@ def read_pairs(path: Path | str, *, sha256: str | None = None) -> Iterator[Prefe
             rejected=row.rejected,
             reasons=row.reasons,
             pack=row.pack,
+            moment_id=row.moment_id,
         )
 
 

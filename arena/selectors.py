@@ -27,8 +27,8 @@ from arena.models import (
     Reply,
     World,
 )
+from arena.moves import move_label
 from arena.preference_format import PreferencePair, PreferenceRow, read_pairs, read_rows
-from trainers.simulator import MOVE_LABELS
 
 # A reviewer's verdict and the judge's score agree when they are this close (verdicts are
 # given as 0, 0.5 or 1, so this reads "in the same third of the scale").
@@ -48,8 +48,11 @@ def world_has_real_calls(world: World) -> bool:
 
 
 def world_customer_label(world: World) -> str:
-    """Who plays the customer: never a model — real calls or the simulator's personas."""
-    return "real recorded calls" if world_has_real_calls(world) else "simulated customers"
+    """Who plays the customer, named after the world's business: never a model — its real
+    recorded calls or the simulator's personas."""
+    if world_has_real_calls(world):
+        return f"real recorded calls of {world.name}"
+    return f"simulated customers of {world.name}"
 
 
 def world_by_slug(slug: str) -> World:
@@ -86,7 +89,7 @@ class QueueSelection:
         return selection
 
     def validate(self, world: World) -> None:
-        moves = list(world.moves)
+        moves = world.move_names
         for name, value in (("move", self.move), ("from", self.previous_move)):
             if value and value not in moves:
                 raise DuelBadInput(
@@ -115,12 +118,9 @@ class QueueSelection:
         if self.scenario:
             parts.append(f"scenario {self.scenario}")
         if self.previous_move:
-            parts.append(
-                f"{MOVE_LABELS.get(self.previous_move, self.previous_move)} → "
-                f"{MOVE_LABELS.get(self.move, self.move)}"
-            )
+            parts.append(f"{move_label(self.previous_move)} → {move_label(self.move)}")
         elif self.move:
-            parts.append(MOVE_LABELS.get(self.move, self.move))
+            parts.append(move_label(self.move))
         return " · ".join(parts) or "everything, weakest first"
 
 
@@ -202,7 +202,7 @@ def reply_source_label(reply: Reply) -> str:
         return version.label if version else "a deleted version"
     if reply.source == Reply.Source.REAL_AGENT:
         return "real agent"
-    return f"simulator ({MOVE_LABELS.get(reply.move, reply.move)})" if reply.move else "simulator"
+    return f"simulator ({move_label(reply.move)})" if reply.move else "simulator"
 
 
 def reply_judgements(reply_ids: list[int]) -> dict[int, Judgement]:
@@ -247,8 +247,12 @@ def pair_reveal(pair: DuelPair) -> dict[str, Any]:
 
 def world_map(world: World, *, selection: QueueSelection | None = None) -> dict[str, Any]:
     """The world's moves as a graph for an inline SVG: a node per move (open pairs whose
-    replies carry it) and an edge per transition seen (previous move → a reply's move)."""
-    moves = list(world.moves)
+    replies carry it) and an edge per transition seen (previous move → a reply's move).
+    The nodes are the world's own moves, with their descriptions as the hover text."""
+    moves = world.move_names
+    descriptions = {
+        move["name"]: move.get("description", "") for move in world.moves if isinstance(move, dict)
+    }
     open_pairs = DuelPair.objects.filter(world=world, is_open=True)
     per_move: Counter[str] = Counter()
     edges: Counter[tuple[str, str]] = Counter()
@@ -269,7 +273,8 @@ def world_map(world: World, *, selection: QueueSelection | None = None) -> dict[
         nodes.append(
             {
                 "move": move,
-                "label": MOVE_LABELS.get(move, move),
+                "label": move_label(move),
+                "description": descriptions.get(move, ""),
                 "x": x,
                 "y": y,
                 "count": per_move.get(move, 0),
@@ -291,6 +296,8 @@ def world_map(world: World, *, selection: QueueSelection | None = None) -> dict[
             {
                 "source": source,
                 "target": target,
+                "source_label": move_label(source),
+                "target_label": move_label(target),
                 "count": count,
                 "x1": round(x1 + (x2 - x1) * shrink, 1),
                 "y1": round(y1 + (y2 - y1) * shrink, 1),

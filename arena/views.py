@@ -1,10 +1,14 @@
-"""Arena pages: the Duel (compare, approve, freeze), real calls, Environment → Judge (each
-world's judge and the rubric), and the mission pages later work fills in."""
+"""Arena pages: the Duel (compare, approve, freeze), real calls, the World page (what describes
+a world's business: name, description, the agent's prompt, its moves; and new worlds),
+Environment → Judge (each world's judge and the rubric), and the mission pages later work
+fills in."""
 
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
+from django.core.validators import validate_slug
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -20,15 +24,32 @@ from arena.judge_fitting import (
 )
 from arena.judging import DIMENSION_HELP, DIMENSION_LABELS, DIMENSIONS
 from arena.models import Call, JudgeConnection, World
+from arena.moves import (
+    MAX_MOVES,
+    MIN_MOVES,
+    MovesInvalid,
+    move_label,
+    moves_as_text,
+    moves_from_text,
+)
 from arena.selectors import (
     QueueSelection,
     duel_item,
     duel_stats,
     policy_versions_numbered,
     preference_versions,
+    world_customer_label,
+    world_in_view,
     world_map,
 )
-from arena.services import duel_next, duel_pairs_request, preference_freeze
+from arena.services import (
+    WorldBadInput,
+    duel_next,
+    duel_pairs_request,
+    preference_freeze,
+    world_create,
+    world_update,
+)
 from levers9.providers import provider_choices
 from levers9.roles import MANAGER, REVIEWER, has_role, role_required
 
@@ -153,6 +174,93 @@ def duel_generate(request):
         )
         messages.success(request, f"{requested.made} new pairs in the queue.{later}")
     return redirect("duel")
+
+
+# --- the World page ---------------------------------------------------------------------------
+
+
+@role_required(REVIEWER)
+def world_page(request):
+    """What describes the world in view; managers edit it and make new worlds, reviewers read."""
+    world = world_in_view(request)
+    can_edit = has_role(request.user, MANAGER)
+    context = {"page": "world", "can_edit": can_edit, "min_moves": MIN_MOVES}
+    context["max_moves"] = MAX_MOVES
+    if world is not None:
+        context.update(
+            {
+                "shown": world,
+                "customer": world_customer_label(world),
+                "moves": [
+                    {**move, "label": move_label(move["name"])}
+                    for move in world.moves
+                    if isinstance(move, dict)
+                ],
+                "moves_text": request.POST.get("moves", moves_as_text(world.moves)),
+            }
+        )
+    return render(request, "arena/world.html", context)
+
+
+def _world_page(world: World | None) -> str:
+    return reverse("world") + (f"?world={world.slug}" if world else "")
+
+
+@require_POST
+@role_required(MANAGER)
+def world_settings_save(request, slug: str):
+    """The World page's form: name, description, the agent's system prompt and the moves
+    (one "name: description" a line), all checked before any is saved."""
+    world = get_object_or_404(World, slug=slug)
+    try:
+        world = world_update(
+            world=world,
+            name=request.POST.get("name", world.name),
+            description=request.POST.get("description", ""),
+            system_prompt=request.POST.get("system_prompt", ""),
+            moves=moves_from_text(request.POST.get("moves", "")),
+        )
+    except MovesInvalid as error:
+        messages.error(request, f"Moves not saved: {error}")
+    except WorldBadInput as error:
+        messages.error(request, f"Not saved: {error}")
+    else:
+        messages.success(request, f"{world.name} is saved: its moves, prompt and description.")
+    return redirect(_world_page(world))
+
+
+@require_POST
+@role_required(MANAGER)
+def world_new(request):
+    """A new world with no simulator, for a business's own calls (import them next)."""
+    slug = (request.POST.get("slug") or "").strip().lower()
+    try:
+        validate_slug(slug)
+    except ValidationError:
+        messages.error(request, "The slug is its address: letters, digits and dashes.")
+        return redirect("world")
+    if len(slug) > 60:
+        messages.error(request, "The slug is its address: keep it to 60 characters.")
+        return redirect("world")
+    if World.objects.filter(slug=slug).exists():
+        messages.error(request, f"A world '{slug}' exists already: choose another slug.")
+        return redirect("world")
+    try:
+        text = request.POST.get("moves", "").strip()
+        world = world_create(
+            slug=slug,
+            name=request.POST.get("name", ""),
+            description=request.POST.get("description", ""),
+            system_prompt=request.POST.get("system_prompt", ""),
+            moves=moves_from_text(text) if text else None,
+        )
+    except (MovesInvalid, WorldBadInput) as error:
+        messages.error(request, f"No world made: {error}")
+        return redirect("world")
+    messages.success(
+        request, f"{world.name} is made. Import its calls in the admin or over the API."
+    )
+    return redirect(_world_page(world))
 
 
 @role_required(MANAGER)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import tempfile
 import time
@@ -26,7 +27,16 @@ import numpy as np
 
 from arena.judging import DIMENSIONS
 from arena.judging.fitted import FittedJudge, outcome_rows, preference_rows
-from trainers.judge_fit import JudgeFitSpec, fit
+from trainers.judge_fit import (
+    BOOTSTRAP,
+    JudgeFitSpec,
+    auc,
+    fit,
+    outcome_agreement,
+    pair_agreement,
+    per_call_scores,
+    split_rows,
+)
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 CALLS = SHARED / "real-calls" / "persuasionforgood" / "calls.jsonl"
@@ -43,6 +53,102 @@ def _fmt(block: dict | None, key: str) -> str:
     interval = block.get(f"{key}_ci")
     text = f"{block[key]:.3f}"
     return text + (f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "")
+
+
+def _cross_fitted(spec: JudgeFitSpec, pairs: list, outcomes: list, *, folds: int) -> None:
+    """Every row scored once by the fit of the folds that did not hold it (held out by pair
+    and by call), so the figures rest on all the data, not a fifth of it; the difference to
+    the rubric gets a paired bootstrap interval over the same pairs and calls."""
+    fitted_c, fitted_r, rubric_c, rubric_r = [], [], [], []
+    call_fitted, call_rubric, call_won = [], [], []
+    for fold in range(folds):
+        folded = dataclasses.replace(spec, held_out_fraction=1 / folds, held_out_fold=fold)
+        model, _report = fit(folded)
+        split = {"seed": spec.seed, "fraction": 1 / folds, "fold": fold}
+        held_pairs = split_rows(pairs, **split)[1]
+        contexts = [row["context"] for row in held_pairs]
+        for replies, rubric, into, rubric_into in (
+            ("chosen", "rubric_chosen", fitted_c, rubric_c),
+            ("rejected", "rubric_rejected", fitted_r, rubric_r),
+        ):
+            scored = model.score(
+                contexts, [row[replies] for row in held_pairs], [row[rubric] for row in held_pairs]
+            )
+            into += [item["total"] for item in scored]
+            rubric_into += [row[rubric][-1] for row in held_pairs]
+        held_outcomes = split_rows(outcomes, **split)[1]
+        scored = model.score(
+            [row["context"] for row in held_outcomes],
+            [row["reply"] for row in held_outcomes],
+            [row["rubric"] for row in held_outcomes],
+        )
+        by_call, won = per_call_scores(
+            held_outcomes, np.asarray([item["won_probability"] for item in scored])
+        )
+        rubric_by_call, _ = per_call_scores(
+            held_outcomes, np.asarray([row["rubric"][-1] for row in held_outcomes])
+        )
+        call_fitted += by_call.tolist()
+        call_rubric += rubric_by_call.tolist()
+        call_won += won.tolist()
+
+    arrays = [np.asarray(values) for values in (fitted_c, fitted_r, rubric_c, rubric_r)]
+    fitted_pairs = pair_agreement(arrays[0], arrays[1], seed=spec.seed)
+    rubric_pairs = pair_agreement(arrays[2], arrays[3], seed=spec.seed)
+    won = np.asarray(call_won, dtype=bool)
+    fitted_out = outcome_agreement(np.asarray(call_fitted), won, seed=spec.seed)
+    rubric_out = outcome_agreement(np.asarray(call_rubric), won, seed=spec.seed)
+
+    def agree(chosen: np.ndarray, rejected: np.ndarray) -> np.ndarray:
+        return (chosen - rejected > 1e-9).astype(float)
+
+    pair_gap = _paired_interval(
+        np.column_stack([agree(arrays[0], arrays[1]), agree(arrays[2], arrays[3])]),
+        lambda sample: float(sample[:, 0].mean() - sample[:, 1].mean()),
+        seed=spec.seed,
+    )
+    outcome_gap = _paired_interval(
+        np.column_stack([call_fitted, call_rubric, won.astype(float)]),
+        lambda sample: _auc_gap(sample),
+        seed=spec.seed,
+    )
+    print(f"{folds}-fold cross-fitted (every row scored by the fit that never saw it):")
+    print(f"{'measure':<38}{'fitted judge':<28}{'rubric':<28}{'fitted − rubric':<24}")
+    print(
+        f"{'hh-rlhf pair accuracy':<38}{_fmt(fitted_pairs, 'accuracy'):<28}"
+        f"{_fmt(rubric_pairs, 'accuracy'):<28}{_gap(pair_gap)}"
+    )
+    print(
+        f"{'  pairs / kappa':<38}"
+        f"{str(fitted_pairs['pairs']) + ' / ' + str(fitted_pairs['kappa']):<28}"
+        f"{str(rubric_pairs['pairs']) + ' / ' + str(rubric_pairs['kappa']):<28}"
+    )
+    print(
+        f"{'PersuasionForGood outcome AUC by call':<38}{_fmt(fitted_out, 'auc'):<28}"
+        f"{_fmt(rubric_out, 'auc'):<28}{_gap(outcome_gap)}"
+    )
+    print(f"{'  calls (won)':<38}{fitted_out['calls']} ({fitted_out['won']})")
+
+
+def _auc_gap(sample: np.ndarray) -> float:
+    won = sample[:, 2] > 0.5
+    fitted, rubric = auc(sample[:, 0], won), auc(sample[:, 1], won)
+    return math.nan if fitted is None or rubric is None else fitted - rubric
+
+
+def _paired_interval(rows: np.ndarray, statistic, *, seed: int) -> tuple[float, float, float]:
+    """The statistic and its 95% bootstrap interval, resampling rows (a pair, a call) whole so
+    both judges are always measured on the same sample."""
+    rng = np.random.default_rng(seed)
+    draws = [statistic(rows[rng.integers(0, len(rows), len(rows))]) for _ in range(BOOTSTRAP)]
+    draws = [value for value in draws if not math.isnan(value)]
+    return statistic(rows), float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
+
+
+def _gap(gap: tuple[float, float, float]) -> str:
+    value, low, high = gap
+    verdict = "beyond the interval" if low > 0 else "within the interval"
+    return f"{value:+.3f} [{low:+.3f}, {high:+.3f}] {verdict}"
 
 
 def main() -> None:
@@ -99,27 +205,7 @@ def main() -> None:
 
     if arguments.folds:
         print()
-        print(f"{arguments.folds}-fold cross-validation by group (each fold fitted on the rest):")
-        accuracy, auc_fitted, auc_rubric, accuracy_rubric = [], [], [], []
-        for fold in range(arguments.folds):
-            folded = dataclasses.replace(
-                spec, held_out_fraction=1 / arguments.folds, held_out_fold=fold
-            )
-            _model, fold_report = fit(folded)
-            accuracy.append(fold_report["pairs"]["fitted"]["accuracy"])
-            accuracy_rubric.append(fold_report["pairs"]["rubric"]["accuracy"])
-            auc_fitted.append(fold_report["outcomes"]["fitted"]["auc"])
-            auc_rubric.append(fold_report["outcomes"]["rubric"]["auc"])
-        for label, fitted_values, rubric_values in (
-            ("pair accuracy", accuracy, accuracy_rubric),
-            ("outcome AUC by call", auc_fitted, auc_rubric),
-        ):
-            print(
-                f"  {label:<22} fitted {np.mean(fitted_values):.3f} "
-                f"(folds {min(fitted_values):.3f}–{max(fitted_values):.3f}) · rubric "
-                f"{np.mean(rubric_values):.3f} (folds {min(rubric_values):.3f}–"
-                f"{max(rubric_values):.3f})"
-            )
+        _cross_fitted(spec, pairs, outcomes, folds=arguments.folds)
 
     with tempfile.TemporaryDirectory() as folder:
         model.save(Path(folder))

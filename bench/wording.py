@@ -62,6 +62,31 @@ class Row:
     steps: int | None
     seconds: float
     figure: str
+    # Trained tokens a second, and the share of the machine's measured matmul rate they use
+    # (model FLOPs utilisation: 6 × parameters FLOPs per trained token).
+    tokens_per_s: float | None = None
+    utilisation: float | None = None
+
+
+def matmul_flops(dtype_name: str, *, size: int = 1024, repeats: int = 8) -> float:
+    """This machine's measured matrix-product rate (FLOP/s) in one precision, on the threads
+    torch uses: the ceiling a trainer's throughput is read against."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    a @ b  # warm up
+    started = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * size**3 * repeats / (time.perf_counter() - started)
+
+
+def _throughput(
+    rows_trained: int, tokens_per_row: float, seconds: float, *, parameters: int, flops: float
+) -> tuple[float, float]:
+    tokens_per_s = rows_trained * tokens_per_row / max(seconds, 1e-9)
+    return tokens_per_s, tokens_per_s * 6 * parameters / flops
 
 
 def synthetic_pairs(count: int, *, seed: int = 0) -> list[dict[str, Any]]:
@@ -128,8 +153,19 @@ def bench_base(
     rows: list[Row] = []
 
     started = time.perf_counter()
-    load_base(base, models_dir=models_dir)  # converts SmolLM2 once; timed on its own
+    model, tokenizer = load_base(base, models_dir=models_dir)  # converts SmolLM2 once
     rows.append(Row(base, "load base", None, time.perf_counter() - started, ""))
+    parameters = sum(p.numel() for p in model.parameters())
+    tokens_per_row = _mean_conversation_tokens(tokenizer, pairs)
+    from trainers.bases import device_arguments
+
+    precision = "bfloat16" if device_arguments().get("bf16") else "float32"
+    flops = matmul_flops(precision)
+    print(  # noqa: T201
+        f"{base}: {parameters / 1e6:.0f}M parameters, {tokens_per_row:.0f} tokens a "
+        f"conversation, matmul {flops / 1e9:.0f} GFLOP/s in {precision}"
+    )
+    del model
 
     result = rlhf.run(
         {
@@ -140,13 +176,22 @@ def bench_base(
         }
     )
     metrics, seconds = result["metrics"], result["seconds"]
+    reward = metrics["reward_model"]
     rows.append(
         Row(
             base,
             "RLHF reward model (picks)",
-            metrics["reward_model"]["steps"],
+            reward["steps"],
             seconds["reward_model"],
-            f"held-out accuracy {_number(result['version']['held_out_accuracy'])}",
+            "held-out accuracy "
+            + _interval(reward["held_out_accuracy"], reward["held_out_accuracy_ci"]),
+            *_throughput(
+                reward["steps"] * 8 * 2,
+                tokens_per_row,
+                seconds["reward_model"],
+                parameters=parameters,
+                flops=flops,
+            ),
         )
     )
     rows.append(
@@ -156,20 +201,32 @@ def bench_base(
             metrics["policy_steps"],
             seconds["policy"],
             f"KL {_number(metrics['kl'])} · clip {_number(metrics['clip_fraction'])} · reward "
-            f"{_number(metrics['reward_before'])} → {_number(metrics['reward_after'])}",
+            f"{_number(metrics['reward_before'])} → {_number(metrics['reward_after'])} on "
+            f"{metrics['held_out_prompts']} held-out prompts"
+            + (" · DID NOT LEARN" if metrics["did_not_learn"] else ""),
         )
     )
     rows.append(Row(base, "RLHF merge + save", None, seconds["merge"], ""))
 
     dpo_dir = str(work_dir / slug / "dpo")
     result = dpo.run({**common, "output_dir": dpo_dir, "dpo": {"batch_size": 4}})
+    measured = result["metrics"]
     rows.append(
         Row(
             base,
             "DPO",
-            result["metrics"]["steps"],
+            measured["steps"],
             result["seconds"]["train"] + result["seconds"]["held_out"],
-            f"held-out accuracy {_number(result['version']['held_out_accuracy'])}",
+            f"held-out accuracy "
+            f"{_interval(measured['held_out_accuracy'], measured['held_out_accuracy_ci'])} "
+            f"(the base's log-probabilities {_number(measured['base_held_out_accuracy'])})",
+            *_throughput(
+                measured["steps"] * 4 * 2,
+                tokens_per_row,
+                result["seconds"]["train"],
+                parameters=parameters,
+                flops=flops,
+            ),
         )
     )
     rows.append(Row(base, "DPO merge + save", None, result["seconds"]["merge"], ""))
@@ -203,16 +260,41 @@ def _number(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
+def _interval(value: float | None, bounds: list[float] | None) -> str:
+    return _number(value) + (f" [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else "")
+
+
+def _mean_conversation_tokens(tokenizer: Any, pairs: list[dict[str, Any]]) -> float:
+    """Mean tokens of one side of a pair (the call so far and a reply) through the template."""
+    from trainers.bases import conversation_ids
+
+    counts = []
+    for pair in pairs[:200]:
+        messages = [
+            {"role": "assistant" if turn["speaker"] == "agent" else "user", "content": turn["text"]}
+            for turn in pair["dialogue"]
+        ]
+        for reply in (pair["chosen"], pair["rejected"]):
+            conversation = [*messages, {"role": "assistant", "content": reply}]
+            counts.append(min(1024, len(conversation_ids(tokenizer, conversation))))
+    return sum(counts) / max(1, len(counts))
+
+
 def print_table(rows: list[Row]) -> None:
-    header = f"{'base':<24} {'stage':<40} {'steps':>5} {'seconds':>8} {'s/step':>7}  figure"
+    header = (
+        f"{'base':<24} {'stage':<40} {'steps':>5} {'seconds':>8} {'s/step':>7} "
+        f"{'tokens/s':>8} {'MFU':>6}  figure"
+    )
     print(header)  # noqa: T201
     print("-" * len(header))  # noqa: T201
     for row in rows:
         per_step = f"{row.seconds / row.steps:.2f}" if row.steps else ""
         steps = "" if row.steps is None else str(row.steps)
+        rate = "" if row.tokens_per_s is None else f"{row.tokens_per_s:.0f}"
+        share = "" if row.utilisation is None else f"{row.utilisation:.1%}"
         print(  # noqa: T201
-            f"{row.base:<24} {row.stage:<40} {steps:>5} {row.seconds:>8.2f} {per_step:>7}  "
-            f"{row.figure}"
+            f"{row.base:<24} {row.stage:<40} {steps:>5} {row.seconds:>8.2f} {per_step:>7} "
+            f"{rate:>8} {share:>6}  {row.figure}"
         )
 
 

@@ -31,6 +31,7 @@ from arena.held_out import (  # noqa: F401 - callers import these from here
     held_out_call_ids,
 )
 from arena.models import Judgement, Reply, World
+from arena.recorded_replies import recorded_replies_pinned
 from evaluation.call_sets import call_set_ensure, scripted_episode
 from evaluation.errors import EvaluationError
 from evaluation.fanout import Answer, Ask, answers_gather
@@ -138,6 +139,8 @@ def _evaluation_job_start(*, evaluation: Evaluation, pool: Any, checkpoint: bool
         world=world,
         parent_version=baseline,
         finish_needs={"evaluation": evaluation.pk},
+        # A checkpoint is the finish of a training that already counted against the limits.
+        within_workspace_limits=not checkpoint,
     )
 
 
@@ -512,13 +515,14 @@ def _evaluate(evaluation: Evaluation, progress: Progress) -> dict[str, Any]:
     def on_answer(done: int, total: int) -> None:
         progress(done, total, phase="replies")
 
-    answers = answers_gather(
-        asks,
-        judge=judge,
-        slots_per_version=max(endpoint_slots(candidate), endpoint_slots(baseline)),
-        judge_slots=endpoint_slots(judge),
-        on_answer=on_answer,
-    )
+    with recorded_replies_pinned(evaluation.world):
+        answers = answers_gather(
+            asks,
+            judge=judge,
+            slots_per_version=max(endpoint_slots(candidate), endpoint_slots(baseline)),
+            judge_slots=endpoint_slots(judge),
+            on_answer=on_answer,
+        )
     versions = {"candidate": candidate, "baseline": baseline}
     by_pk = {held_moment.pk: held_moment for held_moment in held}
     _answers_store(

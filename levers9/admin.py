@@ -6,7 +6,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
-from levers9.models import Domain, Workspace
+from levers9.models import CardAllocation, Domain, Workspace
 from levers9.services import workspace_create
 
 
@@ -26,7 +26,18 @@ class WorkspaceCreationForm(forms.ModelForm):
 
 @admin.register(Workspace)
 class WorkspaceAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "schema_name", "primary_domain", "created_at"]
+    list_display = [
+        "slug",
+        "name",
+        "schema_name",
+        "primary_domain",
+        "jobs_in_line",
+        "queued_jobs_limit",
+        "running_jobs_limit",
+        "created_at",
+    ]
+    # The operator's lever on fair shares: raise or lower a workspace's limits from the list.
+    list_editable = ["queued_jobs_limit", "running_jobs_limit"]
     search_fields = ["slug", "name", "domains__domain"]
     readonly_fields = ["schema_name", "created_at"]
     inlines = [DomainInline]
@@ -35,6 +46,13 @@ class WorkspaceAdmin(admin.ModelAdmin):
     def primary_domain(self, workspace: Workspace) -> str:
         domain = workspace.domains.filter(is_primary=True).first()
         return domain.domain if domain else "—"
+
+    @admin.display(description="Jobs waiting · running")
+    def jobs_in_line(self, workspace: Workspace) -> str:
+        allocations = CardAllocation.objects.filter(workspace=workspace, holder_kind="job")
+        waiting = allocations.filter(state=CardAllocation.State.WAITING).count()
+        running = allocations.filter(state=CardAllocation.State.HELD).count()
+        return f"{waiting} · {running}"
 
     def get_form(self, request, obj=None, **kwargs):
         if obj is None:

@@ -6,6 +6,7 @@ so that a model is only reachable where its table lives and by whom may see it:
   workspace host  workspace models; ours check roles themselves (RoleAdminMixin), the rest
                   (users, groups, tokens) need the owner role.
 Without this, the shared queue's admin would show one workspace the tasks of every other.
+API tokens get our own admin (levers9.token_admin): a raw key is shown once, at creation.
 """
 
 from __future__ import annotations
@@ -55,6 +56,19 @@ class Levers9AdminSite(admin.AdminSite):
     site_header = "Levers9 Arena"
     site_title = "Levers9 Arena admin"
     index_title = "Control panel"
+
+    def register(self, model_or_iterable, admin_class=None, **options):
+        from rest_framework.authtoken.models import TokenProxy
+
+        from levers9.token_admin import TokenAdmin
+
+        # DRF's token admin lists raw keys: ours shows a key once, when it is created.
+        models = (
+            [model_or_iterable] if isinstance(model_or_iterable, type) else list(model_or_iterable)
+        )
+        if TokenProxy in models:
+            admin_class = TokenAdmin
+        return super().register(models, admin_class, **options)
 
     def get_urls(self):
         # URLs are built after every app registered its admins: scope them all here, once.

@@ -14,7 +14,11 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from levers9.websocket import WorkspaceEventsConsumer, WorkspaceSocketMiddleware  # noqa: E402
+from levers9.websocket import (  # noqa: E402
+    SameHostOriginValidator,
+    WorkspaceEventsConsumer,
+    WorkspaceSocketMiddleware,
+)
 
 websocket_urlpatterns = [
     path("ws/events/<str:topic>/", WorkspaceEventsConsumer.as_asgi()),
@@ -29,8 +33,9 @@ if os.environ.get("LEVERS9_JOB_WATCHER") == "1":
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
+        # The host must be allowed, and the page that opens the socket must be that host's.
         "websocket": AllowedHostsOriginValidator(
-            WorkspaceSocketMiddleware(URLRouter(websocket_urlpatterns))
+            SameHostOriginValidator(WorkspaceSocketMiddleware(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

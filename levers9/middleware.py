@@ -1,70 +1,97 @@
-"""Middleware of the API: a NUL character in a query parameter or a JSON string is a 400 that
-names the field, refused once here rather than in every view."""
+"""Middleware of the API and the pages.
+
+- RefuseBadTextMiddleware: a NUL character or a lone surrogate in a query parameter or a JSON
+  string is a 400 that names the field, refused once here rather than in every view.
+- SameOriginCsrfMiddleware: Django's CSRF check, accepting only the request's own origin, so
+  one workspace's pages can never post to another's.
+- ApiSlashOptionalMiddleware: an API path with or without its trailing slash is one route.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.urls import is_valid_path
+from django.utils.functional import cached_property
 
-NUL = "\x00"
+from levers9.text import bad_text_path, printable, text_problem
 
 
-class RefuseNulMiddleware:
-    """PostgreSQL cannot hold NUL in text, so a filter or a value carrying one fails in the
-    database (a 500); under /api/ it is refused before any view runs."""
+class RefuseBadTextMiddleware:
+    """PostgreSQL cannot hold NUL in text, nor can UTF-8 encode a lone surrogate, so a filter or
+    a value carrying one fails in the database (a 500); under /api/ it is refused before any
+    view runs."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.path.startswith("/api/"):
-            field = _nul_in_query(request) or _nul_in_json(request)
-            if field:
-                return JsonResponse({field: ["Null characters are not allowed."]}, status=400)
+            found = _bad_text_in_query(request) or _bad_text_in_json(request)
+            if found:
+                field, problem = found
+                return JsonResponse({field: [problem]}, status=400)
         return self.get_response(request)
 
 
-def _nul_in_query(request: HttpRequest) -> str | None:
+def _bad_text_in_query(request: HttpRequest) -> tuple[str, str] | None:
     for name, values in request.GET.lists():
-        if NUL in name or any(NUL in value for value in values):
-            return _printable(name)
+        for value in (name, *values):
+            problem = text_problem(value)
+            if problem:
+                return printable(name), problem
     return None
 
 
-def _nul_in_json(request: HttpRequest) -> str | None:
+def _bad_text_in_json(request: HttpRequest) -> tuple[str, str] | None:
     if request.content_type != "application/json" or not request.body:
         return None
     try:
         data = json.loads(request.body)
-        return _nul_path(data, "")
-    except ValueError:
-        return None  # Not JSON: the API's parser answers that with its own 400.
+        return bad_text_path(data)
     except RecursionError:
         # Nested deeper than any body of ours: refused here, before a parser tries it.
-        return "body (nested too deeply)"
+        return "body", "The JSON is nested too deeply."
+    except ValueError:
+        return None  # Not JSON: the API's parser answers that with its own 400.
 
 
-def _nul_path(value: Any, path: str) -> str | None:
-    """The dotted path (`knobs.note`, `items[2]`) of the first string holding a NUL."""
-    if isinstance(value, str):
-        return (path or "body") if NUL in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{_printable(key)}" if path else _printable(key)
-            if NUL in key:
-                return where
-            found = _nul_path(item, where)
-            if found:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _nul_path(item, f"{path}[{index}]")
-            if found:
-                return found
-    return None
+class SameOriginCsrfMiddleware(CsrfViewMiddleware):
+    """Every workspace is its own host, so an Origin is trusted only when it is the request's
+    own scheme and host. Django would also trust CSRF_TRUSTED_ORIGINS, and a wildcard there
+    (`http://*.localhost:8000`) lets workspace B's pages post into workspace A with A's
+    cookies; wildcards are ignored here, exact origins an operator lists still count."""
+
+    @cached_property
+    def allowed_origin_subdomains(self) -> dict[str, list[str]]:
+        return {}
+
+    @cached_property
+    def csrf_trusted_origins_hosts(self) -> list[str]:
+        # Read by the HTTPS Referer check: the same rule, exact hosts only.
+        return [
+            urlsplit(origin).netloc for origin in settings.CSRF_TRUSTED_ORIGINS if "*" not in origin
+        ]
 
 
-def _printable(name: str) -> str:
-    return name.replace(NUL, "\\0")
+class ApiSlashOptionalMiddleware:
+    """`POST /api/rl/jobs/7/resume` and `.../resume/` are the same call. Django would answer
+    the first with a 301 to the second, and a client following it loses the POST (its body
+    and often its method), so under /api/ a path that resolves only with the slash is served
+    as if it had one. The schema keeps naming the slashed form, the one links use."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        path = request.path_info
+        if path.startswith("/api/") and not path.endswith("/"):
+            urlconf = getattr(request, "urlconf", None)
+            if not is_valid_path(path, urlconf) and is_valid_path(f"{path}/", urlconf):
+                request.path_info = f"{path}/"
+                request.path = f"{request.path}/"
+        return self.get_response(request)

@@ -30,6 +30,18 @@ class Workspace(TenantMixin):
     slug = models.SlugField(max_length=41, unique=True, validators=[validate_workspace_slug])
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The pools are shared: these keep one workspace from filling them. 20 waiting jobs is
+    # more than a team starts by hand in a day, yet a runaway script stops there instead of
+    # queueing hundreds (97 were measured holding others up for ten minutes). 4 running lets
+    # one workspace fill the four-card node, but not that and every other pool at once.
+    queued_jobs_limit = models.PositiveSmallIntegerField(
+        default=20,
+        help_text="Jobs that may wait for cards at once; starting one more is refused (429).",
+    )
+    running_jobs_limit = models.PositiveSmallIntegerField(
+        default=4,
+        help_text="Jobs that may hold cards at once; the next ones wait in line until one ends.",
+    )
 
     auto_create_schema = True
     auto_drop_schema = True

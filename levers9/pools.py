@@ -1,15 +1,24 @@
-"""Card allocation on GPU pools (public schema): requests wait in order, cards never double-book.
+"""Card allocation on GPU pools (public schema): requests wait in line, cards never double-book.
 
 Every grant happens under a row lock on the pool, so two workers deciding at once see each
-other's grants. Placement is strictly first come, first served: a waiting request blocks the
+other's grants. The pools are shared, so the line serves workspaces in turn (round robin among
+the workspaces with waiting requests, the one served longest ago first) and each workspace's own
+requests first come, first served: one workspace queueing a hundred jobs delays another's by
+one job, not a hundred. Only the head of the line may be granted: a waiting request blocks the
 ones behind it even if they would fit, so a four-card request is never starved by small ones.
+One function decides the order (cards_serving_order); granting, the position a job shows and
+the placement of the next job all read it, so what a job is told is what happens.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Sum
+from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
 from levers9.models import CardAllocation, GpuPool, Workspace
@@ -79,29 +88,34 @@ def cards_request(
     )
 
 
+def _cards_held(pool_id: int) -> int:
+    held = CardAllocation.objects.filter(pool_id=pool_id, state=CardAllocation.State.HELD)
+    return held.aggregate(cards=Sum("card_count"))["cards"] or 0
+
+
 def cards_try_grant(*, allocation_id: int) -> bool:
-    """Grant the request if it is first in line and its cards are free. True once held."""
+    """Grant the request if it is next in line and its cards are free. True once held."""
     with transaction.atomic():
         allocation = CardAllocation.objects.select_related("pool").get(pk=allocation_id)
         GpuPool.objects.select_for_update().get(pk=allocation.pool_id)
         allocation.refresh_from_db()
         if allocation.state != CardAllocation.State.WAITING:
             return allocation.state == CardAllocation.State.HELD
-        waiting = CardAllocation.objects.filter(pool_id=allocation.pool_id, state="waiting")
-        if waiting.filter(id__lt=allocation.id).exists():
+        # Cheap first: while the pool is full (the usual case) there is no order to work out.
+        if _cards_held(allocation.pool_id) + allocation.card_count > allocation.pool.card_count:
             return False
-        held = (
-            CardAllocation.objects.filter(pool_id=allocation.pool_id, state="held").aggregate(
-                cards=Sum("card_count")
-            )["cards"]
-            or 0
-        )
-        if held + allocation.card_count > allocation.pool.card_count:
+        line = cards_serving_order(pool_id=allocation.pool_id)
+        head = line[0] if line else None
+        if head is None or head.allocation.pk != allocation.pk or head.held_back:
             return False
-        CardAllocation.objects.filter(pk=allocation.pk, state="waiting").update(
-            state=CardAllocation.State.HELD, granted_at=timezone.now()
+        # The running limit spans pools, so two pools granting to one workspace in the same
+        # instant may let it run one job over its limit: harmless, and no lock across pools.
+        return (
+            CardAllocation.objects.filter(pk=allocation.pk, state="waiting").update(
+                state=CardAllocation.State.HELD, granted_at=timezone.now()
+            )
+            == 1
         )
-        return True
 
 
 def cards_release(*, allocation_id: int | None) -> bool:
@@ -116,11 +130,145 @@ def cards_release(*, allocation_id: int | None) -> bool:
     )
 
 
-def cards_queue_position(*, allocation_id: int) -> int:
-    """How many requests wait ahead of this one (0 when it is next or held)."""
-    allocation = CardAllocation.objects.get(pk=allocation_id)
+# --- the line: who is next --------------------------------------------------------------
+
+# Before any grant: a workspace never served on a pool goes before one that was.
+_NEVER_SERVED = datetime.min.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class InLine:
+    """A waiting request at its place in the line."""
+
+    allocation: CardAllocation
+    # Its workspace already runs its limit of jobs: it waits at the back until one ends.
+    held_back: bool
+
+
+def running_jobs_by_workspace(workspace_ids: set[int]) -> dict[int, int]:
+    """How many jobs of each workspace hold cards, on every pool (the running limit's count)."""
+    rows = (
+        CardAllocation.objects.filter(
+            workspace_id__in=workspace_ids, holder_kind="job", state=CardAllocation.State.HELD
+        )
+        .order_by()
+        .values_list("workspace_id")
+        .annotate(running=Count("id"))
+    )
+    return dict(rows)
+
+
+def _last_served(pool_id: int, workspace_ids: set[int]) -> dict[int, datetime]:
+    rows = (
+        CardAllocation.objects.filter(
+            pool_id=pool_id, workspace_id__in=workspace_ids, granted_at__isnull=False
+        )
+        .order_by()  # the model's ordering would split the groups
+        .values_list("workspace_id")
+        .annotate(last=Max("granted_at"))
+    )
+    return dict(rows)
+
+
+def cards_serving_order(*, pool_id: int) -> list[InLine]:
+    """The waiting requests of a pool in the order they will be granted.
+
+    Round k of the line holds each waiting workspace's k-th oldest request; within a round the
+    workspace served longest ago on this pool goes first (never served: first of all, then by
+    its oldest request). Serving a workspace moves it to the back of the next round, so
+    workspaces with waiting work take turns. Jobs of a workspace at its running limit wait
+    behind everyone else's.
+    """
+    waiting = list(
+        CardAllocation.objects.filter(pool_id=pool_id, state=CardAllocation.State.WAITING)
+        .select_related("workspace")
+        .order_by("id")
+    )
+    workspace_ids = {allocation.workspace_id for allocation in waiting}
+    last_served = _last_served(pool_id, workspace_ids)
+    running = running_jobs_by_workspace(workspace_ids)
+    first_request: dict[int, int] = {}
+    rounds: Counter[int] = Counter()
+    keyed = []
+    for allocation in waiting:
+        workspace = allocation.workspace
+        first_request.setdefault(workspace.pk, allocation.pk)
+        held_back = (
+            allocation.holder_kind == "job"
+            and running.get(workspace.pk, 0) >= workspace.running_jobs_limit
+        )
+        key = (
+            held_back,
+            rounds[workspace.pk],
+            last_served.get(workspace.pk, _NEVER_SERVED),
+            first_request[workspace.pk],
+            allocation.pk,
+        )
+        rounds[workspace.pk] += 1
+        keyed.append((key, InLine(allocation=allocation, held_back=held_back)))
+    return [in_line for _key, in_line in sorted(keyed, key=lambda pair: pair[0])]
+
+
+@dataclass(frozen=True)
+class QueueStanding:
+    """Where a request stands in its pool's line, and why it waits."""
+
+    pool_name: str
+    ahead_of_yours: int
+    ahead_of_others: int
+    running_jobs: int = 0
+    running_jobs_limit: int = 0
+    held_back: bool = False
+
+    @property
+    def ahead(self) -> int:
+        return self.ahead_of_yours + self.ahead_of_others
+
+    def sentence(self) -> str:
+        """What the Train page says of a waiting job."""
+        if self.held_back:
+            return (
+                f"Waiting: this workspace already runs {_jobs(self.running_jobs)}, its limit "
+                f"of {self.running_jobs_limit} at once; it goes back in line on {self.pool_name} "
+                "when one of them ends (a platform operator can raise the limit)."
+            )
+        if not self.ahead:
+            return f"Next in line on {self.pool_name}: it starts as soon as a card is free."
+        return (
+            f"Waiting for a card on {self.pool_name}: {_jobs(self.ahead_of_others)} of other "
+            f"workspaces and {self.ahead_of_yours} of yours ahead; pools serve workspaces in "
+            "turn."
+        )
+
+
+def _jobs(count: int) -> str:
+    return f"{count} job" if count == 1 else f"{count} jobs"
+
+
+def cards_queue_standing(*, allocation_id: int) -> QueueStanding:
+    """Where the request stands in the line cards_try_grant serves (nothing ahead once held)."""
+    allocation = CardAllocation.objects.select_related("pool", "workspace").get(pk=allocation_id)
     if allocation.state != CardAllocation.State.WAITING:
-        return 0
-    return CardAllocation.objects.filter(
-        pool_id=allocation.pool_id, state="waiting", id__lt=allocation.id
-    ).count()
+        return QueueStanding(pool_name=allocation.pool.name, ahead_of_yours=0, ahead_of_others=0)
+    line = cards_serving_order(pool_id=allocation.pool_id)
+    place = next(
+        (index for index, in_line in enumerate(line) if in_line.allocation.pk == allocation.pk),
+        len(line),
+    )
+    ahead = [in_line.allocation for in_line in line[:place]]
+    yours = sum(1 for other in ahead if other.workspace_id == allocation.workspace_id)
+    held_back = place < len(line) and line[place].held_back
+    running = running_jobs_by_workspace({allocation.workspace_id})
+    return QueueStanding(
+        pool_name=allocation.pool.name,
+        ahead_of_yours=yours,
+        ahead_of_others=len(ahead) - yours,
+        running_jobs=running.get(allocation.workspace_id, 0),
+        running_jobs_limit=allocation.workspace.running_jobs_limit,
+        held_back=held_back,
+    )
+
+
+def cards_queue_position(*, allocation_id: int) -> int:
+    """How many requests will be served before this one (0 when it is next or held)."""
+    return cards_queue_standing(allocation_id=allocation_id).ahead

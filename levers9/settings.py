@@ -10,6 +10,8 @@ Variables (all optional for local use):
   LEVERS9_DATASETS_DIR  the datasets volume (default var/datasets)
   LEVERS9_MODELS_DIR    the models volume (default var/models)
   LEVERS9_Q_CLUSTER     the task-queue cluster this process serves (default "local-cpu")
+  LEVERS9_THROTTLE_WRITES_PER_USER / _PER_WORKSPACE
+                        API write rates (default 600/minute and 2000/minute)
 """
 
 from __future__ import annotations
@@ -45,11 +47,12 @@ ALLOWED_HOSTS = [
     for host in os.environ.get("ALLOWED_HOSTS", ".localhost,localhost,127.0.0.1").split(",")
     if host.strip()
 ]
+# Each workspace is its own host and accepts only its own origin (see
+# levers9.middleware.SameOriginCsrfMiddleware, which ignores wildcards): list here only exact
+# origins a proxy in front rewrites, never one that covers other workspaces.
 CSRF_TRUSTED_ORIGINS = [
     origin.strip()
-    for origin in os.environ.get(
-        "CSRF_TRUSTED_ORIGINS", "http://*.localhost:8000,http://localhost:8000"
-    ).split(",")
+    for origin in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",")
     if origin.strip()
 ]
 
@@ -118,12 +121,14 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
+    "levers9.middleware.SameOriginCsrfMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "levers9.middleware.RefuseNulMiddleware",
+    "levers9.middleware.RefuseBadTextMiddleware",
+    "levers9.middleware.ApiSlashOptionalMiddleware",
+    "levers9.jobs.limits.JobLimitPageMiddleware",
 ]
 
 TEMPLATES = [
@@ -215,13 +220,26 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated call then gets 401 with WWW-Authenticate, not 403.
         "rest_framework.authentication.TokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
+        "levers9.authentication.SessionAuthentication",  # with the same-origin CSRF rule
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "levers9.pagination.ListPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "levers9.api.exception_handler",
+    # Writes only (levers9.throttles), per user and per workspace. Generous on purpose: ten
+    # writes a second from one user is no person at a keyboard, and the test suite and the
+    # demo stay far below; a runaway script meets them. "<n>/<second|minute|hour|day>".
+    "DEFAULT_THROTTLE_CLASSES": [
+        "levers9.throttles.UserWriteThrottle",
+        "levers9.throttles.WorkspaceWriteThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "writes_per_user": os.environ.get("LEVERS9_THROTTLE_WRITES_PER_USER", "600/minute"),
+        "writes_per_workspace": os.environ.get(
+            "LEVERS9_THROTTLE_WRITES_PER_WORKSPACE", "2000/minute"
+        ),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Levers9 Arena API",
@@ -231,10 +249,17 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # Turns sent in (judge items, live calls) share one name; a stored Turn keeps its own.
+    "ENUM_NAME_OVERRIDES": {"SpeakerEnum": ["agent", "customer"]},
     # The interactive docs' assets are served from our own static files (no CDN here).
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The default hook (enums), then the 429 every write may answer (levers9.throttles).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "levers9.throttles.schema_document_throttled_writes",
+    ],
 }
 
 # --- workers (django-q2) ---------------------------------------------------------------

@@ -3,11 +3,13 @@
 django-tenants routes HTTP only (its issue #931), so sockets resolve their workspace from the
 Host header here, and load the session user from that workspace's own schema. A session of
 another workspace does not exist in this schema, so its holder is anonymous here and refused.
+A browser's socket is accepted only from the workspace's own origin (SameHostOriginValidator).
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -20,20 +22,64 @@ from levers9.events import TOPICS, workspace_group
 from levers9.roles import user_role
 
 
-def _host_from_scope(scope: dict[str, Any]) -> str:
+def _header(scope: dict[str, Any], wanted: bytes) -> str | None:
     for name, value in scope.get("headers", []):
-        if name == b"host":
-            return remove_www(value.decode("latin-1").split(":")[0].lower())
-    return ""
+        if name == wanted:
+            return value.decode("latin-1")
+    return None
+
+
+_DEFAULT_PORTS = {"http": ":80", "ws": ":80", "https": ":443", "wss": ":443"}
+
+
+def _netloc(host: str, scheme: str) -> str:
+    host = host.strip().lower()
+    default = _DEFAULT_PORTS.get(scheme, "")
+    return host[: -len(default)] if default and host.endswith(default) else host
+
+
+def origin_is_own_host(scope: dict[str, Any]) -> bool:
+    """True when the socket's Origin is the host it connects to (scheme aside, as a workspace
+    page on https opens wss). Channels' AllowedHostsOriginValidator accepts any allowed host,
+    so `.localhost` let workspace B's page open a socket to workspace A with A's cookies."""
+    origin, host = _header(scope, b"origin"), _header(scope, b"host")
+    if not origin or not host:
+        return False
+    try:
+        parsed = urlsplit(origin)
+    except ValueError:
+        return False
+    if not parsed.netloc:
+        return False
+    scheme = "https" if parsed.scheme in {"https", "wss"} else "http"
+    return _netloc(parsed.netloc, scheme) == _netloc(host, scheme)
+
+
+def _host_from_scope(scope: dict[str, Any]) -> str:
+    host = _header(scope, b"host")
+    return remove_www(host.split(":")[0].lower()) if host else ""
+
+
+class SameHostOriginValidator:
+    """Refuses (before the handshake completes) a socket whose Origin is not its own host."""
+
+    def __init__(self, application):
+        self.application = application
+
+    async def __call__(self, scope, receive, send):
+        if origin_is_own_host(scope):
+            return await self.application(scope, receive, send)
+        # Refuse the handshake (the client sees a 403) without starting a consumer: channels'
+        # WebsocketDenier would first open a channel on the layer for nothing.
+        if (await receive())["type"] == "websocket.connect":
+            await send({"type": "websocket.close", "code": 4403})
 
 
 def _cookies_from_scope(scope: dict[str, Any]) -> dict[str, str]:
     from django.http import parse_cookie
 
-    for name, value in scope.get("headers", []):
-        if name == b"cookie":
-            return parse_cookie(value.decode("latin-1"))
-    return {}
+    cookie = _header(scope, b"cookie")
+    return parse_cookie(cookie) if cookie else {}
 
 
 def _resolve_socket(host: str, session_key: str | None):

@@ -1,17 +1,39 @@
-"""Workspace admin of the policy registry: versions and endpoints.
+"""Workspace admin of the policy registry: versions and endpoints — the operators' control panel.
 
-Where a version runs, serving and releasing change through the services (Runs on, serve,
-release); the admin shows those fields read-only and offers the operations as actions.
+The version list shows what the Policies page shows (live badge, lineage, what it learned
+from, its last evaluation, its endpoint and cards, "did not learn") and offers the page's
+operations as actions: Make live, Serve on N cards, Release, Runs on, Evaluate against the
+live version, Start a canary. Every action calls the same service as the page and the API
+(policies.live, policies.endpoints, policies.services; Evaluate posts to the Evaluate page,
+since evaluation sits above the registry) and needs the owner role. A service's refusal is
+an admin message, never an error page. Where a version runs, serving and releasing change
+only through those services: the change form shows those fields read-only.
 """
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
+from typing import Any
 
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.exceptions import FieldDoesNotExist
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
+
+from arena.models import World
+from levers9.models import GpuPool
+from levers9.providers import ANTHROPIC, OPENAI, SIMULATOR, VLLM
 from levers9.roles import OWNER, REVIEWER, RoleAdminMixin
-from policies.endpoints import endpoint_delete, endpoint_release, version_release
+from policies.endpoints import endpoint_delete, endpoint_release, version_release, version_serve
 from policies.errors import PolicyError
+from policies.live import LiveError, canary_running, canary_start, live_version, version_make_live
 from policies.models import Endpoint, PolicyVersion
+from policies.selectors import VersionRow, versions_with_verdicts
+from policies.services import JUDGE_MODEL, version_runs_on_set
+
+ACTION_TEMPLATE = "admin/policies/policyversion/action_step.html"
 
 
 def _each(modeladmin, request, items, operation, done: str) -> None:
@@ -19,7 +41,7 @@ def _each(modeladmin, request, items, operation, done: str) -> None:
     for item in items:
         try:
             operation(item)
-        except PolicyError as error:
+        except (PolicyError, LiveError) as error:
             modeladmin.message_user(request, f"{item}: {error}", messages.WARNING)
         else:
             count += 1
@@ -27,12 +49,189 @@ def _each(modeladmin, request, items, operation, done: str) -> None:
         modeladmin.message_user(request, f"{done}: {count}.", messages.SUCCESS)
 
 
+# --- what the list shows of each version --------------------------------------------------
+
+
+def _evaluation_figures(evaluation_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Win rate, interval and judge of the evaluations the verdicts name.
+
+    Evaluation sits above the registry (it imports policies, never the reverse): its reader
+    registered with policies.selectors names each version's last evaluation, and the numbers
+    are read through the relation evaluation declares on PolicyVersion, not an import."""
+    if not evaluation_ids:
+        return {}
+    try:
+        evaluation = PolicyVersion._meta.get_field("evaluations_as_candidate").related_model
+    except FieldDoesNotExist:
+        return {}
+    rows = evaluation.objects.filter(pk__in=evaluation_ids).values(
+        "pk", "summary", "judge_model", "baseline__number", "baseline__name"
+    )
+    return {row["pk"]: row for row in rows}
+
+
+class _Panel:
+    """Everything the list says about versions, read once per request: the rows of the
+    Policies page (policies.selectors), the live version and the running canary."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, VersionRow] = {row.version.pk: row for row in versions_with_verdicts()}
+        self.live = live_version()
+        self.canary = canary_running()
+        self.figures = _evaluation_figures(
+            [row.evaluation["evaluation"] for row in self.rows.values() if row.evaluation]
+        )
+
+    def evaluation(self, version: PolicyVersion) -> dict[str, Any] | None:
+        """The last evaluation as numbers: verdict, win rate, interval, opponent, judge."""
+        row = self.rows.get(version.pk)
+        if row is None or not row.evaluation:
+            return None
+        verdict = row.evaluation
+        figures = self.figures.get(verdict.get("evaluation")) or {}
+        summary = figures.get("summary") or {}
+        interval = summary.get("ci") or None
+        return {
+            "id": verdict.get("evaluation"),
+            "words": verdict.get("summary", ""),
+            "verdict": verdict.get("verdict") or "even",
+            "lost": bool(verdict.get("lost")),
+            "win_rate": summary.get("win_rate"),
+            "interval": interval,
+            "against": f"v{figures['baseline__number']} · {figures['baseline__name']}"
+            if figures
+            else "",
+            "judge": figures.get("judge_model") or "",
+        }
+
+
+def _evaluation_text(figures: dict[str, Any] | None) -> str:
+    if figures is None:
+        return "not evaluated"
+    if figures["win_rate"] is None:
+        return figures["words"]
+    text = f"{figures['verdict']}: win rate {figures['win_rate']:.2f}"
+    if figures["interval"]:
+        low, high = figures["interval"]
+        text += f" [{low:.2f}, {high:.2f}]"
+    if figures["against"]:
+        text += f" vs {figures['against']}"
+    if figures["judge"]:
+        text += f", judge {figures['judge']}"
+    return text
+
+
+def _endpoint_text(endpoint: Endpoint | None) -> str:
+    if endpoint is None:
+        return "—"
+    cards = f"{endpoint.card_count} × {endpoint.card_type} on {endpoint.pool_name}"
+    if endpoint.is_live and not endpoint.card_allocation_id:
+        cards += " (holds no cards: the CPU pool's)"
+    return f"endpoint {endpoint.pk}, {endpoint.get_state_display().lower()}: {cards}"
+
+
+class LiveFilter(admin.SimpleListFilter):
+    title = "live"
+    parameter_name = "live"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Live"), ("canary", "Canary candidate"), ("no", "Not live")]
+
+    def queryset(self, request, queryset):
+        live = live_version()
+        if self.value() == "yes":
+            return queryset.filter(pk=live.pk if live else None)
+        if self.value() == "no":
+            return queryset.exclude(pk=live.pk) if live else queryset
+        if self.value() == "canary":
+            canary = canary_running()
+            return queryset.filter(pk=canary.candidate_id if canary else None)
+        return queryset
+
+
+# --- the intermediate forms of the actions ------------------------------------------------
+
+
+def _pool_choices() -> list[tuple[str, str]]:
+    # GPU pools first: serving goes to cards unless someone picks the CPU (as on the page).
+    pools = sorted(
+        GpuPool.objects.filter(enabled=True).order_by("position", "name"),
+        key=lambda pool: pool.is_cpu,
+    )
+    return [("", "The first enabled GPU pool (else the CPU pool)")] + [
+        (pool.name, f"{pool.name}: {pool.card_count} × {pool.card_type}") for pool in pools
+    ]
+
+
+class ServeForm(forms.Form):
+    pool = forms.ChoiceField(required=False)
+    gpu_count = forms.IntegerField(min_value=1, initial=1, label="Cards")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["pool"].choices = _pool_choices()
+
+
+class RunsOnForm(forms.Form):
+    provider = forms.ChoiceField(
+        choices=[
+            (SIMULATOR, "Simulator (scripted)"),
+            (VLLM, "vLLM endpoint"),
+            (OPENAI, "OpenAI"),
+            (ANTHROPIC, "Anthropic"),
+            (JUDGE_MODEL, "The world's judge model"),
+        ]
+    )
+    model = forms.CharField(required=False)
+    endpoint_url = forms.CharField(required=False, label="Endpoint URL")
+    lora_adapter = forms.CharField(required=False, label="LoRA adapter")
+    api_key_env = forms.CharField(
+        required=False,
+        label="Key variable",
+        help_text="The NAME of the variable holding the endpoint's key (VLLM_API_KEY), "
+        "never the key.",
+    )
+    world = forms.ModelChoiceField(
+        queryset=World.objects.order_by("name"),
+        required=False,
+        to_field_name="slug",
+        help_text="Whose judge model, for “the world's judge model”.",
+    )
+
+
+class CanaryForm(forms.Form):
+    share_percent = forms.FloatField(
+        label="Share of live calls (%)",
+        initial=10,
+        help_text="The candidate takes this share of live calls; the live version the rest.",
+    )
+
+
+class EvaluateForm(forms.Form):
+    world = forms.ModelChoiceField(
+        queryset=World.objects.order_by("name"), to_field_name="slug", empty_label=None
+    )
+    seed = forms.IntegerField(min_value=0, initial=0)
+
+
 @admin.register(PolicyVersion)
 class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
     view_role = REVIEWER
     change_role = OWNER
-    list_display = ["label", "parent", "provider", "provider_model", "status", "created_at"]
-    list_filter = ["provider", "status"]
+    list_display = [
+        "label",
+        "live_badge",
+        "lineage",
+        "learned_from_short",
+        "last_evaluation",
+        "endpoint_and_cards",
+        "did_not_learn_mark",
+        "provider",
+        "status",
+        "created_at",
+    ]
+    list_filter = ["status", "provider", LiveFilter]
+    list_select_related = ["parent"]
     search_fields = ["name", "description", "provider_model"]
     readonly_fields = [
         "provider",
@@ -43,10 +242,228 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
         "status",
         "created_at",
         "created_by",
+        "live_badge",
+        "lineage",
+        "learned_from_short",
+        "last_evaluation",
+        "endpoint_and_cards",
+        "did_not_learn_mark",
     ]
-    actions = ["release"]
+    # Every one changes who answers or what holds cards: the owner's (has_change_permission).
+    actions = ["make_live", "serve", "release", "runs_on", "evaluate_against_live", "canary"]
 
-    @admin.action(description="Release the endpoint (cards back to the pool, weights kept)")
+    # --- the columns ------------------------------------------------------------------------
+
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        panel = _Panel()
+        for version in changelist.result_list:  # the page's rows, evaluated once
+            version._admin_panel = panel
+        return changelist
+
+    @staticmethod
+    def _panel(version: PolicyVersion) -> _Panel:
+        """The list attaches one panel to its rows; a change page reads its own."""
+        panel = getattr(version, "_admin_panel", None)
+        if panel is None:
+            panel = version._admin_panel = _Panel()
+        return panel
+
+    def _row(self, version: PolicyVersion) -> VersionRow | None:
+        return self._panel(version).rows.get(version.pk)
+
+    @admin.display(description="Live")
+    def live_badge(self, version: PolicyVersion) -> str:
+        panel = self._panel(version)
+        if panel.live is not None and panel.live.pk == version.pk:
+            return format_html('<strong style="color:{}">● live</strong>', "#1a7f37")
+        if panel.canary is not None and panel.canary.candidate_id == version.pk:
+            return format_html(
+                '<strong style="color:#9a6700">canary {}</strong>', f"{panel.canary.share:.0%}"
+            )
+        return "—"
+
+    @admin.display(description="Lineage")
+    def lineage(self, version: PolicyVersion) -> str:
+        row = self._row(version)
+        chain = row.lineage if row else [version]
+        return " ← ".join(ancestor.label for ancestor in chain)
+
+    @admin.display(description="Learned from")
+    def learned_from_short(self, version: PolicyVersion) -> str:
+        row = self._row(version)
+        facts = row.facts if row else []
+        text = "; ".join(f"{label} {value}" for label, value in facts[:4])
+        if not text:
+            return (version.learned_from or {}).get("kind", "—") or "—"
+        return text if len(text) <= 90 else text[:89] + "…"
+
+    @admin.display(description="Last evaluation")
+    def last_evaluation(self, version: PolicyVersion) -> str:
+        figures = self._panel(version).evaluation(version)
+        text = _evaluation_text(figures)
+        if figures is None:
+            return text
+        colour = "#cf222e" if figures["lost"] else "inherit"
+        return format_html(
+            '<span style="color:{}" title="{}">{}</span>', colour, figures["words"], text
+        )
+
+    @admin.display(description="Endpoint and cards")
+    def endpoint_and_cards(self, version: PolicyVersion) -> str:
+        row = self._row(version)
+        endpoint = row.endpoint if row else None
+        if endpoint is None:
+            return "—"
+        return format_html(
+            '<a href="{}">{}</a>',
+            reverse("admin:policies_endpoint_change", args=[endpoint.pk]),
+            _endpoint_text(endpoint),
+        )
+
+    @admin.display(description="Did not learn")
+    def did_not_learn_mark(self, version: PolicyVersion) -> str:
+        reasons = version.did_not_learn
+        if not reasons:
+            return "—"
+        return format_html(
+            '<strong style="color:#cf222e" title="{}">⚠ did not learn</strong>',
+            " · ".join(reasons),
+        )
+
+    # --- the actions ------------------------------------------------------------------------
+
+    def _step(
+        self,
+        request,
+        queryset,
+        *,
+        action: str,
+        title: str,
+        submit: str,
+        form: forms.Form | None = None,
+        form_url: str = "",
+        hidden: dict[str, Any] | None = None,
+        details: list[tuple[str, str]] | None = None,
+        warnings: list[str] | None = None,
+        lead: str = "",
+    ) -> TemplateResponse:
+        """The intermediate page of an action (as Django's delete confirmation): it posts
+        back to the list with the same action and selection, plus `post=yes`."""
+        context = {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "opts": self.model._meta,
+            "queryset": queryset,
+            "action": action,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "form": form,
+            "form_url": form_url,
+            "hidden": hidden or {},
+            "details": details or [],
+            "warnings": warnings or [],
+            "lead": lead,
+            "submit": submit,
+        }
+        return TemplateResponse(request, ACTION_TEMPLATE, context)
+
+    def _one(self, request, queryset, what: str) -> PolicyVersion | None:
+        if queryset.count() != 1:
+            self.message_user(request, f"Choose one version to {what}.", messages.WARNING)
+            return None
+        return queryset.get()
+
+    @staticmethod
+    def _confirmed(request) -> bool:
+        return request.POST.get("post") == "yes"
+
+    @admin.action(description="Make live…", permissions=["change"])
+    def make_live(self, request, queryset):
+        version = self._one(request, queryset, "make live")
+        if version is None:
+            return None
+        if self._confirmed(request):
+            try:
+                version_make_live(version=version, by=request.user)
+            except LiveError as error:
+                self.message_user(request, str(error), messages.ERROR)
+            else:
+                self.message_user(request, f"{version.label} is live.", messages.SUCCESS)
+            return None
+        panel = self._panel(version)
+        figures = panel.evaluation(version)
+        details = [
+            ("Live now", panel.live.label if panel.live else "no version"),
+            ("Lineage", self.lineage(version)),
+            ("Last evaluation", _evaluation_text(figures)),
+        ]
+        if figures is not None:
+            details += [
+                ("Win rate", "—" if figures["win_rate"] is None else f"{figures['win_rate']:.3f}"),
+                (
+                    "Interval",
+                    "—"
+                    if not figures["interval"]
+                    else f"[{figures['interval'][0]:.3f}, {figures['interval'][1]:.3f}]",
+                ),
+                ("Verdict", figures["verdict"]),
+                ("Against", figures["against"] or "—"),
+                ("Judge version", figures["judge"] or "—"),
+                ("In words", figures["words"]),
+            ]
+        warnings = [f"Did not learn: {reason}" for reason in version.did_not_learn]
+        if figures is not None and figures["lost"]:
+            warnings.append(f"{version.label} lost its last evaluation.")
+        if figures is None:
+            warnings.append(f"{version.label} has not been evaluated.")
+        if panel.canary is not None:
+            warnings.append(
+                f"The running canary ({panel.canary}) ends: making a version live by hand ends it."
+            )
+        return self._step(
+            request,
+            queryset,
+            action="make_live",
+            title=f"Make {version.label} live?",
+            submit=f"Yes, make {version.label} live",
+            details=details,
+            warnings=warnings,
+            lead="Live calls go to this version from now on. The numbers, not the button, "
+            "decide: a version that lost is not refused.",
+        )
+
+    @admin.action(description="Serve on N cards…", permissions=["change"])
+    def serve(self, request, queryset):
+        form = ServeForm(request.POST if self._confirmed(request) else None)
+        if form.is_bound and form.is_valid():
+            _each(
+                self,
+                request,
+                queryset,
+                lambda version: version_serve(
+                    version=version,
+                    gpu_count=form.cleaned_data["gpu_count"],
+                    pool_name=form.cleaned_data["pool"],
+                    started_by=request.user,
+                ),
+                "Serve jobs started",
+            )
+            return None
+        return self._step(
+            request,
+            queryset,
+            action="serve",
+            title="Serve on N cards",
+            submit="Serve",
+            form=form,
+            lead="A serve job per version waits in the pool's line for its cards; the "
+            "endpoint is starting until it answers.",
+        )
+
+    @admin.action(
+        description="Release the endpoint (cards back to the pool, weights kept)",
+        permissions=["change"],
+    )
     def release(self, request, queryset):
         _each(
             self,
@@ -54,6 +471,99 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
             queryset,
             lambda version: version_release(version=version),
             "Released",
+        )
+
+    @admin.action(description="Runs on…", permissions=["change"])
+    def runs_on(self, request, queryset):
+        form = RunsOnForm(request.POST if self._confirmed(request) else None)
+        if form.is_bound and form.is_valid():
+            data = form.cleaned_data
+            if data["provider"] == JUDGE_MODEL and data["world"] is None:
+                form.add_error("world", "Name the world whose judge model to run on.")
+            else:
+                _each(
+                    self,
+                    request,
+                    queryset,
+                    lambda version: version_runs_on_set(
+                        version=version,
+                        provider=data["provider"],
+                        model=data["model"],
+                        endpoint_url=data["endpoint_url"],
+                        lora_adapter=data["lora_adapter"],
+                        api_key_env=data["api_key_env"],
+                        world=data["world"] if data["provider"] == JUDGE_MODEL else None,
+                    ),
+                    "Moved",
+                )
+                return None
+        return self._step(
+            request,
+            queryset,
+            action="runs_on",
+            title="Where the agent runs",
+            submit="Move",
+            form=form,
+            lead="Only names, addresses and a key variable's NAME are recorded; keys stay in "
+            "the dashboard pod's environment.",
+        )
+
+    @admin.action(description="Evaluate against the live version…", permissions=["change"])
+    def evaluate_against_live(self, request, queryset):
+        version = self._one(request, queryset, "evaluate")
+        if version is None:
+            return None
+        live = live_version()
+        if live is None or live.pk == version.pk:
+            self.message_user(
+                request,
+                f"{version.label} is the live version: choose another to evaluate against it.",
+                messages.WARNING,
+            )
+            return None
+        # Evaluation sits above the registry: the form posts to the Evaluate page, which
+        # starts it with evaluation_start, as the page's own form does.
+        return self._step(
+            request,
+            queryset,
+            action="evaluate_against_live",
+            title=f"Evaluate {version.label} against {live.label} (live)",
+            submit="Start the evaluation",
+            form=EvaluateForm(),
+            form_url=reverse("evaluate"),
+            hidden={"candidate": version.pk, "baseline": live.pk},
+            lead="Both versions answer the same held-out calls of the world; the judge scores "
+            "every answer. It runs as a job on the CPU pool.",
+        )
+
+    @admin.action(description="Start a canary…", permissions=["change"])
+    def canary(self, request, queryset):
+        version = self._one(request, queryset, "start a canary with")
+        if version is None:
+            return None
+        form = CanaryForm(request.POST if self._confirmed(request) else None)
+        if form.is_bound and form.is_valid():
+            share = form.cleaned_data["share_percent"] / 100
+            try:
+                canary_start(candidate=version, share=share, by=request.user)
+            except LiveError as error:
+                self.message_user(request, str(error), messages.ERROR)
+            else:
+                self.message_user(
+                    request, f"{version.label} takes {share:.0%} of live calls.", messages.SUCCESS
+                )
+            return None
+        live = live_version()
+        return self._step(
+            request,
+            queryset,
+            action="canary",
+            title=f"Start a canary: {version.label}",
+            submit="Start the canary",
+            form=form,
+            details=[("Live now", live.label if live else "no version")],
+            lead="A share of live calls goes to the candidate while the live version takes "
+            "the rest; promote or roll back on the Release page.",
         )
 
 
@@ -93,7 +603,9 @@ class EndpointAdmin(RoleAdminMixin, admin.ModelAdmin):
         rate = endpoint.error_rate
         return "—" if rate is None else f"{rate:.0%} of {endpoint.request_count}"
 
-    @admin.action(description="Release (cards back to the pool, weights kept)")
+    @admin.action(
+        description="Release (cards back to the pool, weights kept)", permissions=["change"]
+    )
     def release(self, request, queryset):
         _each(
             self,

@@ -1,7 +1,10 @@
 """How a version answers at a moment: the agent role.
 
 Every version starts on the simulator: its move strategy picks the move for the state of the
-call, and scripted wording says it. "Runs on" moves a version to a model (the judge's, a vLLM
+call, and scripted wording says it. In a world with no simulator (a business's own, only
+recorded calls) scripted lettings lines would be off topic, so there a simulator version
+answers with the real agent's reply at the most similar moment of another of the world's
+calls (arena.recorded_replies). "Runs on" moves a version to a model (the judge's, a vLLM
 endpoint, OpenAI or Anthropic by name); a trained version answers from its own endpoint
 while that endpoint serves. A released version answers nothing and is never asked.
 """
@@ -16,7 +19,8 @@ from django.conf import settings
 
 from arena.agents import AgentCannotAnswer, AgentReply
 from arena.conversation import moment_messages
-from arena.models import Moment
+from arena.models import Moment, Turn
+from arena.recorded_replies import recorded_reply
 from levers9.providers import (
     CallLimits,
     ModelTarget,
@@ -28,6 +32,7 @@ from levers9.providers import (
     provider_for,
 )
 from policies.models import Endpoint, PolicyVersion
+from trainers.offline_moves import outcome_choose_move
 from trainers.simulator import Persona
 
 AGENT_MAX_TOKENS = 160
@@ -92,6 +97,43 @@ def version_provider(version: PolicyVersion) -> tuple[Provider, Endpoint | None]
     return provider_for(version_target(version), limits=limits), None
 
 
+def _strategy_move(version: PolicyVersion, moment: Moment, dialogue: list[dict]) -> str | None:
+    """The move a version's learned outcome strategy plays at this moment (None for the
+    scripted baseline, whose words are simply the most similar moment's)."""
+    strategy = version.move_strategy or {}
+    if strategy.get("kind") != "outcome":
+        return None
+    agent_turn = sum(turn.get("speaker") == "agent" for turn in dialogue)
+    previous = ""
+    if agent_turn and moment.call_id:
+        previous = (
+            Turn.objects.filter(call_id=moment.call_id, index__lt=moment.turn_index)
+            .filter(speaker="agent")
+            .order_by("-index")
+            .values_list("move_label", flat=True)
+            .first()
+        ) or ""
+    return outcome_choose_move(strategy, agent_turn=agent_turn, previous=previous)
+
+
+def _recorded_reply(version: PolicyVersion, moment: Moment) -> AgentReply:
+    """A simulator version in a world of recorded calls: another call's real reply — for a
+    learned strategy, the most similar one making the move the strategy chooses."""
+    dialogue = moment.dialogue()
+    found = recorded_reply(
+        world=moment.world,
+        dialogue=dialogue,
+        exclude_call_id=moment.call_id,
+        prefer_move=_strategy_move(version, moment, dialogue),
+    )
+    if found is None:
+        raise VersionCannotAnswer(
+            f"{version.label} answers from {moment.world.name}'s other recorded calls, "
+            "and there are none yet: import calls."
+        )
+    return AgentReply(text=found.text, move=found.move)
+
+
 def version_reply(version: PolicyVersion, moment: Moment) -> AgentReply:
     """What `version` says at `moment`, or VersionCannotAnswer."""
     if version.provider != PolicyVersion.Provider.SIMULATOR:
@@ -103,6 +145,8 @@ def version_reply(version: PolicyVersion, moment: Moment) -> AgentReply:
     if not version.can_answer:
         raise VersionCannotAnswer(f"{version.label} is released and answers nothing.")
     provider, endpoint = version_provider(version)
+    if isinstance(provider, SimulatorProvider) and not moment.world.has_simulator:
+        return _recorded_reply(version, moment)
     if isinstance(provider, SimulatorProvider):
         scenario = moment.scenario.slug if moment.scenario_id else None
         persona = Persona.from_dict(moment.scenario.persona_dict()) if moment.scenario_id else None

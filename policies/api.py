@@ -64,6 +64,12 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
     label = serializers.CharField(read_only=True)
     parent = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
     can_answer = serializers.BooleanField(read_only=True)
+    did_not_learn = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Why a trained version learned nothing (reward model at chance on held-out "
+        "data, or a policy that did not move); empty when it learned.",
+    )
     lineage = serializers.SerializerMethodField(help_text="Labels from this version to v1.")
     endpoint = serializers.SerializerMethodField()
 
@@ -85,6 +91,7 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
             "learned_from",
             "status",
             "can_answer",
+            "did_not_learn",
             "endpoint",
             "created_at",
         ]

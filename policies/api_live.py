@@ -8,7 +8,8 @@ from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
-from arena.models import Call
+from arena.models import Call, Turn
+from arena.services.calls import MAX_TURN_TEXT
 from levers9.roles import MANAGER, OWNER, HasRole
 from policies.live import (
     LiveError,
@@ -38,11 +39,18 @@ class LiveCallSerializer(serializers.Serializer):
     outcome = serializers.CharField()
 
 
+class LiveTurnSerializer(serializers.Serializer):
+    # The same rules as an imported call's turns (arena.services.calls.turns_problem).
+    # Plain values, as the judge's turns declare them: one `speaker` enum in the schema.
+    speaker = serializers.ChoiceField(choices=list(Turn.Speaker.values))
+    text = serializers.CharField(max_length=MAX_TURN_TEXT)
+
+
 class LiveOutcomeSerializer(serializers.Serializer):
     # The same choices as a recorded call's outcome, so the schema names one enum for both.
     outcome = serializers.ChoiceField(choices=Call.Outcome.choices)
-    turns = serializers.ListField(
-        child=serializers.DictField(), required=False, help_text='[{"speaker", "text"}]'
+    turns = LiveTurnSerializer(
+        many=True, required=False, help_text="The call's turns, oldest first (optional)."
     )
 
 

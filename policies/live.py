@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from arena.services.calls import turns_problem
 from policies.models import Canary, LiveCall, LivePeriod, PolicyVersion
 
 
@@ -153,7 +155,10 @@ def live_call_record(*, call_id: str, outcome: str, turns: list | None = None) -
     call.outcome_at = timezone.now()
     update = ["outcome", "outcome_at"]
     if turns is not None:
-        call.turns = turns
+        problem = turns_problem(turns)
+        if problem:
+            raise ValidationError({"turns": [problem]})
+        call.turns = [{"speaker": turn["speaker"], "text": turn["text"]} for turn in turns]
         update.append("turns")
     call.save(update_fields=update)
     return call

@@ -74,6 +74,13 @@ class PolicyVersion(models.Model):
     def is_trained(self) -> bool:
         return self.provider == self.Provider.TRAINED
 
+    @property
+    def did_not_learn(self) -> list[str]:
+        """Why a trained version learned nothing (its reward model held out at chance, its
+        policy did not move), as its trainer measured; [] when it learned or was not trained."""
+        reasons = (self.learned_from or {}).get("did_not_learn") or []
+        return [str(reason) for reason in reasons]
+
 
 class Endpoint(models.Model):
     """Where a trained version is served, and the cards it holds in a pool (public schema).

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from arena.models import World
 from policies.models import Endpoint, PolicyVersion
 
 
@@ -21,10 +22,18 @@ def policy_live() -> PolicyVersion | None:
     return live_version()
 
 
-def policy_agent_label(version: PolicyVersion | None) -> str:
-    """Who the agent is, for the header badge: the version and what it runs on."""
+def policy_agent_label(version: PolicyVersion | None, *, world: World | None = None) -> str:
+    """Who the agent is, for the header badge: the version and what it runs on. In a world
+    with no simulator a simulator version answers from the world's recorded calls
+    (policies.agents), and the badge says so."""
     if version is None:
         return "no version yet"
+    if (
+        version.provider == PolicyVersion.Provider.SIMULATOR
+        and world is not None
+        and not world.has_simulator
+    ):
+        return f"{version.label}: the real agents' replies from {world.name}'s other calls"
     label = f"{version.label} on {version.get_provider_display()}"
     if version.provider in (
         PolicyVersion.Provider.VLLM,
@@ -91,7 +100,16 @@ _FACT_ORDER = (
     "job",
 )
 # Shown elsewhere on the row (the weights under "Runs on") or too long to read in a cell.
-_FACT_SKIP = {"merged_weights", "reward_adapter", "returns", "kind", "method", "gpu", "curve"}
+_FACT_SKIP = {
+    "did_not_learn",
+    "merged_weights",
+    "reward_adapter",
+    "returns",
+    "kind",
+    "method",
+    "gpu",
+    "curve",
+}
 
 
 def _fact_value(value: Any) -> str:

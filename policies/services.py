@@ -14,6 +14,12 @@ from policies.errors import PolicyBadRequest, PolicyConflict
 from policies.models import PolicyVersion
 
 BASELINE_NAME = "baseline"
+# Every world reads it, so it names no world's business (policies.agents says how v1 answers).
+BASELINE_DESCRIPTION = (
+    "Hand-written start. Where the world has a simulator: scripted move rules and scripted "
+    "wording. Where it has only recorded calls: the real agent's reply at the most similar "
+    "moment of another of the world's calls."
+)
 
 
 def policy_baseline_ensure() -> PolicyVersion:
@@ -22,9 +28,7 @@ def policy_baseline_ensure() -> PolicyVersion:
         number=1,
         defaults={
             "name": BASELINE_NAME,
-            "description": "Hand-written start: greet, give details, handle the objection "
-            "when one is open, reassure, propose a viewing once there is trust, offer a slot "
-            "once a viewing is agreed, then close. Scripted wording on the simulator.",
+            "description": BASELINE_DESCRIPTION,
             "provider": PolicyVersion.Provider.SIMULATOR,
             "move_strategy": {"kind": "scripted"},
             "learned_from": {"kind": "hand-written"},

@@ -13,12 +13,15 @@ function levers9FollowJobs() {
     if (job.total) parts.push(job.step + " / " + job.total);
     if (job.eta_seconds) parts.push("ETA " + formatSeconds(job.eta_seconds));
     const metrics = job.metrics || {};
-    if (metrics.waiting_for_cards !== undefined) {
+    // Where a waiting job stands in its pool's line and why, as the server says it.
+    if (metrics.waiting_why) {
+      parts.push(metrics.waiting_why);
+    } else if (metrics.waiting_for_cards !== undefined) {
       parts.push(metrics.waiting_for_cards === 0 ? "next for the cards" :
         "waiting for cards: " + metrics.waiting_for_cards + " ahead");
     }
     for (const [name, value] of Object.entries(metrics)) {
-      if (name === "waiting_for_cards") continue;
+      if (name === "waiting_for_cards" || name === "waiting_why") continue;
       parts.push(name + " " + (typeof value === "number" ? Number(value.toFixed(3)) : value));
     }
     if (job.error) parts.push(job.error);

@@ -402,7 +402,27 @@ def device_arguments() -> dict[str, Any]:
     }
     if torch.cuda.is_available():
         return {"bf16": torch.cuda.is_bf16_supported(), **on}
-    return {"use_cpu": True, "bf16": False, **on}
+    # bf16 autocast on a CPU with bf16 matrix units (the master weights and the loss stay
+    # float32); elsewhere it is emulated and several times slower than float32.
+    return {"use_cpu": True, "bf16": cpu_has_bf16(), **on}
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """True on a CPU with AMX or AVX-512 BF16 (read from /proc/cpuinfo's flags), unless
+    LEVERS9_CPU_BF16 says otherwise ("0" or "1")."""
+    forced = os.environ.get("LEVERS9_CPU_BF16", "").strip()
+    if forced in {"0", "1"}:
+        return forced == "1"
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[-1].split())
+    return bool(flags & {"amx_bf16", "avx512_bf16"})
 
 
 def quiet_transformers() -> None:

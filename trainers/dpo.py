@@ -31,6 +31,7 @@ from trainers.bases import (
     training_arguments,
 )
 from trainers.runtime import Progress, silent_progress, trainer_main
+from trainers.wording_measures import did_not_learn, pair_measure
 from trainers.wording_spec import (
     Message,
     Pair,
@@ -97,8 +98,11 @@ def completion_logps(
     replies: Sequence[str],
     *,
     batch_size: int = 8,
+    max_length: int | None = None,
 ) -> list[float]:
-    """Sum of log-probabilities of each reply's tokens after its prompt (as DPO counts them)."""
+    """Sum of log-probabilities of each reply's tokens after its prompt (as DPO counts them).
+    With `max_length`, a longer conversation loses its oldest prompt tokens, never the reply's,
+    so held-out pairs are measured on what training saw."""
     import torch
 
     rows = []
@@ -108,6 +112,9 @@ def completion_logps(
         start = 0
         while start < min(len(prompt_ids), len(full_ids)) and prompt_ids[start] == full_ids[start]:
             start += 1
+        if max_length is not None and len(full_ids) > max_length:
+            cut = min(len(full_ids) - max_length, max(0, start - 1))
+            full_ids, start = full_ids[cut:], start - cut
         rows.append((full_ids, max(1, start)))
     was_training = model.training
     model.eval()
@@ -143,22 +150,36 @@ def preference_accuracy(
     *,
     beta: float,
     batch_size: int,
-) -> dict[str, float | None]:
-    """How often the implicit reward ranks chosen over rejected, over ALL the given pairs."""
+    max_length: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """How often the implicit reward ranks chosen over rejected, over ALL the given pairs, with
+    its interval; beside it, how often the base's own log-probabilities already do."""
     if not pairs:
-        return {"accuracy": None, "margin": None}
+        return {"accuracy": None, "accuracy_ci": None, "margin": None, "base_accuracy": None}
     chosen = [pair.chosen for pair in pairs]
     rejected = [pair.rejected for pair in pairs]
-    policy_chosen = completion_logps(model, tokenizer, prompts, chosen, batch_size=batch_size)
-    policy_rejected = completion_logps(model, tokenizer, prompts, rejected, batch_size=batch_size)
+
+    def logps(replies: list[str]) -> np.ndarray:
+        return np.asarray(
+            completion_logps(
+                model, tokenizer, prompts, replies, batch_size=batch_size, max_length=max_length
+            )
+        )
+
+    policy_chosen, policy_rejected = logps(chosen), logps(rejected)
     with model.disable_adapter():  # the reference: the base itself
-        base_chosen = completion_logps(model, tokenizer, prompts, chosen, batch_size=batch_size)
-        base_rejected = completion_logps(model, tokenizer, prompts, rejected, batch_size=batch_size)
-    margins = beta * (
-        (np.asarray(policy_chosen) - np.asarray(base_chosen))
-        - (np.asarray(policy_rejected) - np.asarray(base_rejected))
-    )
-    return {"accuracy": float(np.mean(margins > 0)), "margin": float(np.mean(margins))}
+        base_chosen, base_rejected = logps(chosen), logps(rejected)
+    margins = beta * ((policy_chosen - base_chosen) - (policy_rejected - base_rejected))
+    measured = pair_measure(margins, np.zeros(len(margins)), seed=seed)
+    base = pair_measure(base_chosen, base_rejected, seed=seed)
+    return {
+        "accuracy": measured["accuracy"],
+        "accuracy_ci": measured["accuracy_ci"],
+        "margin": float(np.mean(margins)),
+        "base_accuracy": base["accuracy"],
+        "base_accuracy_ci": base["accuracy_ci"],
+    }
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -220,7 +241,7 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
         accumulation=settings.gradient_accumulation_steps,
         epochs=settings.epochs,
     )
-    stages = StageProgress(progress, {"dpo": planned})
+    stages = StageProgress(progress, {"dpo": planned}, budget_seconds=wording.stage_budget_seconds)
     callback = stages.callback("dpo")
     wording.output_dir.mkdir(parents=True, exist_ok=True)
     scratch = tempfile.TemporaryDirectory(dir=wording.output_dir)
@@ -257,6 +278,8 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
         [pairs[index] for index in held],
         beta=settings.beta,
         batch_size=settings.score_batch_size,
+        max_length=settings.max_length,
+        seed=settings.seed,
     )
     measured_at = time.perf_counter()
 
@@ -269,14 +292,21 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     history = callback.history
     metrics = {
         "held_out_accuracy": measured["accuracy"],
+        "held_out_accuracy_ci": measured["accuracy_ci"],
+        "held_out_pairs": len(held),
         "held_out_margin": measured["margin"],
+        # What the untrained base's log-probabilities already rank right on the same pairs.
+        "base_held_out_accuracy": measured["base_accuracy"],
+        "base_held_out_accuracy_ci": measured["base_accuracy_ci"],
         "train_loss": last_value(history, "train_loss"),
-        "final_loss": last_value(history, "loss"),
-        "train_reward_accuracy": last_value(history, "rewards/accuracies"),
-        "train_reward_margin": last_value(history, "rewards/margins"),
+        # Running means over the logged steps: the last batch of four pairs says nothing.
+        "mean_train_reward_accuracy": _running_mean(history, "rewards/accuracies"),
+        "mean_train_reward_margin": _running_mean(history, "rewards/margins"),
         "steps": int(trainer.state.global_step),
+        "data_seen": callback.data_seen,
         "curve": curve(history, ("loss", "rewards/accuracies", "rewards/margins")),
     }
+    metrics["did_not_learn"] = did_not_learn(preference=metrics)
     if trainer.accelerator.is_main_process:
         stages.done(**{k: v for k, v in metrics.items() if isinstance(v, float)})
     return {
@@ -299,6 +329,11 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
             "total": round(finished - started, 3),
         },
     }
+
+
+def _running_mean(history: Sequence[Mapping[str, float]], key: str) -> float | None:
+    values = [float(row[key]) for row in history if key in row and row[key] == row[key]]
+    return round(sum(values) / len(values), 4) if values else None
 
 
 def main(argv: list[str] | None = None) -> int:

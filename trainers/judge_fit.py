@@ -51,7 +51,7 @@ BOOTSTRAP = 1000
 # The L2 strength of each head (scikit-learn's C) is chosen by 5-fold cross-validation on the
 # training part alone, grouped like the held-out split, from this grid; the held-out part is
 # never looked at. Below a few dozen rows the library default is used.
-REGULARISATION_GRID = (0.1, 0.3, 1.0, 3.0, 10.0)
+REGULARISATION_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 REGULARISATION_DEFAULT = 1.0
 MIN_ROWS_TO_CHOOSE = 60
 OPENING_AGENT_TURNS = 4
@@ -477,21 +477,25 @@ def held_out_part(
 ) -> list[dict[str, Any]]:
     """The rows a world's fit holds out (the same split `fit` makes): where any judge of the
     world, a model judge too, is measured."""
-    spec = JudgeFitSpec(
-        dimensions=["_"], pairs=[], overrides=[], outcomes=[], seed=seed, held_out_fraction=fraction
-    )
-    return _split(rows, spec)[1]
+    return split_rows(rows, seed=seed, fraction=fraction)[1]
 
 
-def _split(rows: list[dict[str, Any]], spec: JudgeFitSpec) -> tuple[list, list]:
+def split_rows(
+    rows: list[dict[str, Any]], *, seed: int, fraction: float, fold: int = 0
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(training, held out) by group: a row's call or pair, never one row at a time."""
     train, held = [], []
     for row in rows:
         group = str(row.get("group") or row.get("id") or json.dumps(row.get("context", [])))
-        held_out = _held_out(
-            group, seed=spec.seed, fraction=spec.held_out_fraction, fold=spec.held_out_fold
-        )
+        held_out = _held_out(group, seed=seed, fraction=fraction, fold=fold)
         (held if held_out else train).append(row)
     return train, held
+
+
+def _split(rows: list[dict[str, Any]], spec: JudgeFitSpec) -> tuple[list, list]:
+    return split_rows(
+        rows, seed=spec.seed, fraction=spec.held_out_fraction, fold=spec.held_out_fold
+    )
 
 
 def _texts(pairs, overrides, outcomes) -> list[str]:
@@ -524,7 +528,9 @@ def _override_features(featurizer: Featurizer, overrides: list[dict[str, Any]]):
     )
 
 
-def _per_call(rows: list[dict[str, Any]], scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def per_call_scores(
+    rows: list[dict[str, Any]], scores: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """A call's score: the mean over its opening agent turns; and whether it was won."""
     by_call: dict[str, list[float]] = {}
     won: dict[str, bool] = {}
@@ -660,8 +666,10 @@ def measure(
             [row["rubric"] for row in outcomes],
         )
         won_turns = np.asarray([s["won_probability"] for s in scored])
-        fitted_calls, won_calls = _per_call(outcomes, won_turns)
-        rubric_calls, _ = _per_call(outcomes, np.asarray([row["rubric"][-1] for row in outcomes]))
+        fitted_calls, won_calls = per_call_scores(outcomes, won_turns)
+        rubric_calls, _ = per_call_scores(
+            outcomes, np.asarray([row["rubric"][-1] for row in outcomes])
+        )
         report["outcomes"] = {
             "fitted": outcome_agreement(fitted_calls, won_calls, seed=seed),
             "rubric": outcome_agreement(rubric_calls, won_calls, seed=seed),

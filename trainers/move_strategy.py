@@ -38,8 +38,9 @@ def scripted_move(state: Mapping[str, Any]) -> str:
 
 
 def strategy_table(strategy: Mapping[str, Any], *, scenario: str | None, max_turns: int) -> list:
-    """The move (name) per state index this strategy plays for a scenario."""
-    if strategy.get("kind", "scripted") == "scripted":
+    """The move (name) per state index this strategy plays for a scenario. A strategy learned
+    from another world's recorded calls ("outcome") plays the scripted rules here."""
+    if strategy.get("kind", "scripted") in {"scripted", "outcome"}:
         return [
             "close" if index < 2 else scripted_move(describe_state(index))
             for index in range(n_states_for(max_turns))
@@ -68,8 +69,9 @@ def strategy_policy_array(
 def choose_move(
     strategy: Mapping[str, Any], *, state_index: int, scenario: str | None = None
 ) -> str:
-    """The move a strategy plays at one state."""
-    if strategy.get("kind", "scripted") == "scripted":
+    """The move a strategy plays at one state ("outcome" strategies, learned on recorded
+    calls with another world's moves, play the scripted rules in the simulator)."""
+    if strategy.get("kind", "scripted") in {"scripted", "outcome"}:
         return scripted_move(describe_state(state_index))
     tables = strategy.get("tables") or {}
     table = (tables.get(scenario) if scenario else None) or strategy.get("default") or []

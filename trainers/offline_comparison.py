@@ -22,6 +22,15 @@ transcript):
 A strategy that agrees more with won calls than with lost ones chooses like the agents who won;
 it is observational evidence, not a won rate.
 
+For a world with no simulator the strategy is an "outcome" one (trainers.offline_moves) over
+the world's own moves, and `outcome_policy_comparison` measures it on the HELD-OUT calls only
+(which it never learned from): each call's agreement is the share of its agent turns where the
+real agent made the move the policy would have; the calls that agree at least as much as the
+held-out calls do on average are set against those that agree less (most calls share the
+opening and the goodbye, so a fixed "half the turns" would put nearly every call on one side),
+by won share, with a bootstrap interval over calls.
+`comparison_trust` says in one line how far that can be trusted.
+
 Pure Python; never imports Django.
 """
 
@@ -30,8 +39,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from trainers.move_labels import customer_objection, label_move
 from trainers.move_strategy import choose_move
+from trainers.offline_moves import outcome_choose_move
 from trainers.simulator import DEFAULT_MAX_TURNS, MOVES, state_index
 
 RAPPORT_MOVES = frozenset({"greet", "confirm", "reassure", "handle_objection"})
@@ -135,3 +147,104 @@ def offline_agreement(
     result["calls"] = n_calls
     result["max_turns"] = max_turns
     return result
+
+
+# --- Off-line comparison of an outcome strategy (a world with no simulator) ---------------
+
+BOOTSTRAP_RESAMPLES = 2000
+CONFIDENCE = 0.95
+
+
+def _won_share(won: np.ndarray, mask: np.ndarray) -> float | None:
+    return float(won[mask].mean()) if mask.any() else None
+
+
+def outcome_policy_comparison(
+    strategy: Mapping[str, Any],
+    calls: Sequence[Mapping[str, Any]],
+    *,
+    seed: int = 0,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> dict[str, Any]:
+    """The learned policy against the real agents' own moves on held-out calls
+    ({"id", "won", "moves"} each): won share of the calls whose agent mostly made the policy's
+    moves against the others, the difference and its bootstrap interval (None where a side
+    has no calls)."""
+    agreements, outcomes = [], []
+    for call in calls:
+        moves = [str(m) for m in call.get("moves") or []]
+        if not moves:
+            continue  # a call with no agent turn says nothing about the agent's moves
+        previous, agree = "", 0
+        for turn, move in enumerate(moves):
+            agree += outcome_choose_move(strategy, agent_turn=turn, previous=previous) == move
+            previous = move
+        agreements.append(agree / len(moves))
+        outcomes.append(bool(call.get("won")))
+    agreement = np.asarray(agreements, dtype=float)
+    won = np.asarray(outcomes, dtype=float)
+    threshold = float(agreement.mean()) if len(agreement) else 0.0
+    # A hair below the mean, so calls exactly at it count as agreeing despite rounding.
+    agrees = agreement >= threshold - 1e-9
+    agree_share, disagree_share = _won_share(won, agrees), _won_share(won, ~agrees)
+    difference = (
+        agree_share - disagree_share
+        if agree_share is not None and disagree_share is not None
+        else None
+    )
+    interval = None
+    if difference is not None:
+        rng = np.random.default_rng(seed)
+        draws = []
+        for _ in range(resamples):
+            pick = rng.integers(0, len(won), len(won))
+            sample_agrees, sample_won = agrees[pick], won[pick]
+            if sample_agrees.all() or not sample_agrees.any():
+                continue  # one side empty in this resample: no difference to draw
+            draws.append(sample_won[sample_agrees].mean() - sample_won[~sample_agrees].mean())
+        if draws:
+            tail = (1 - CONFIDENCE) / 2 * 100
+            low, high = np.percentile(draws, [tail, 100 - tail])
+            interval = [round(float(low), 4), round(float(high), 4)]
+    return {
+        "held_out_calls": len(won),
+        "won_share": float(won.mean()) if len(won) else None,
+        "mean_agreement": float(agreement.mean()) if len(won) else None,
+        "agree": {
+            "calls": int(agrees.sum()),
+            "won": int(won[agrees].sum()),
+            "won_share": agree_share,
+        },
+        "disagree": {
+            "calls": int((~agrees).sum()),
+            "won": int(won[~agrees].sum()),
+            "won_share": disagree_share,
+        },
+        "difference": difference,
+        "interval": interval,
+        "confidence": CONFIDENCE,
+        "resamples": resamples,
+        "threshold": threshold,
+    }
+
+
+def comparison_trust(comparison: Mapping[str, Any]) -> str:
+    """One line: how far an outcome comparison can be trusted."""
+    calls = comparison.get("held_out_calls") or 0
+    if not calls:
+        return "not measured: the world has no held-out calls yet (it needs 80 calls to spare 40)"
+    interval = comparison.get("interval")
+    if interval is None:
+        return (
+            f"not measured: on {calls} held-out calls the agents' moves all agree, or all "
+            "disagree, with the policy"
+        )
+    low, high = interval
+    span = (
+        f"{int(CONFIDENCE * 100)}% interval [{low:+.2f}, {high:+.2f}] over {calls} held-out calls"
+    )
+    if low > 0:
+        return f"supported: calls that agree with it were won more often ({span})"
+    if high < 0:
+        return f"contradicted: calls that agree with it were won less often ({span})"
+    return f"weak: the won-share difference could be zero ({span})"

@@ -33,6 +33,7 @@ from trainers.bases import (
     train_quietly,
     training_arguments,
 )
+from trainers.wording_measures import outcome_measure, pair_measure, positions_in_call
 from trainers.wording_spec import (
     Message,
     OutcomeExample,
@@ -41,7 +42,6 @@ from trainers.wording_spec import (
     WordingSpec,
     config_with,
     held_out_split,
-    last_value,
     pair_groups,
     trim_prompt,
 )
@@ -103,17 +103,27 @@ class RewardModelFit:
     held_out_groups: list[str]
     seconds: float
     history: list[dict[str, float]] = field(default_factory=list)
+    # The held-out figures with their intervals (trainers.wording_measures).
+    measured: dict[str, Any] = field(default_factory=dict)
+    # How much of the planned passes ran before a time budget ended the stage.
+    data_seen: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        """Plain values for the version record."""
+        """Plain values for the version record. Training losses are a running mean over the
+        logged steps: one batch's loss says nothing beside a held-out figure."""
+        losses = [row["loss"] for row in self.history if "loss" in row]
         return {
             "source": self.source,
             "train_rows": self.train_rows,
             "held_out_rows": self.held_out_rows,
             "held_out_calls": len(self.held_out_groups),
             "held_out_accuracy": self.held_out_accuracy,
+            "held_out_accuracy_ci": self.measured.get("accuracy_ci"),
             "held_out_auc": self.held_out_auc,
-            "final_train_loss": last_value(self.history, "loss"),
+            "held_out_auc_ci": self.measured.get("auc_by_call_ci"),
+            "held_out": self.measured,
+            "mean_train_loss": round(float(np.mean(losses)), 4) if losses else None,
+            "data_seen": self.data_seen,
             "steps": int(self.history[-1]["step"]) if self.history else 0,
             "seconds": round(self.seconds, 3),
         }
@@ -153,21 +163,6 @@ def score(
     if was_training:
         model.train()
     return rewards
-
-
-def auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
-    """Area under the ROC curve (ties count half); None when one class is missing."""
-    values = np.asarray(scores, dtype=float)
-    positive = np.asarray(labels, dtype=bool)
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-    if n_pos == 0 or n_neg == 0:
-        return None
-    order = values.argsort(kind="mergesort")
-    ranks = np.empty(len(values))
-    ranks[order] = np.arange(1, len(values) + 1)
-    _, inverse = np.unique(values, return_inverse=True)
-    ranks = (np.bincount(inverse, weights=ranks) / np.bincount(inverse))[inverse]
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def _fitted(tokenizer: Any, prompt: Sequence[Message], replies: Sequence[str], max_length: int):
@@ -254,19 +249,21 @@ def fit_on_pairs(
         [prompts[index] + _reply(pairs[index].rejected) for index in held],
         batch_size=config.score_batch_size,
     )
-    accuracy = float(np.mean(np.asarray(chosen) > np.asarray(rejected)))
+    measured = pair_measure(chosen, rejected, seed=config.seed)
     return RewardModelFit(
         model=fitted,
         tokenizer=tokenizer,
         source="picks",
+        measured=measured,
         train_rows=len(train),
         held_out_rows=len(held),
-        held_out_accuracy=accuracy,
+        held_out_accuracy=measured["accuracy"],
         held_out_auc=None,
         train_groups=sorted({groups[index] for index in train}),
         held_out_groups=sorted({groups[index] for index in held}),
         seconds=time.perf_counter() - started,
         history=_history(callbacks),
+        data_seen=_data_seen(callbacks),
     )
 
 
@@ -342,19 +339,39 @@ def fit_on_outcomes(
         [conversations[index] for index in held],
         batch_size=config.score_batch_size,
     )
+    # By call, within turn position, and beside position- and length-only predictors: a
+    # pooled AUC over turn rows mostly measures how many turns a call has.
+    held_calls = [groups[index] for index in held]
+    measured = outcome_measure(
+        held_scores,
+        [examples[index].won for index in held],
+        held_calls,
+        positions=positions_in_call(held_calls),
+        reply_lengths=[len(examples[index].reply) for index in held],
+        seed=config.seed,
+    )
     return RewardModelFit(
         model=fitted,
         tokenizer=tokenizer,
         source="outcomes",
+        measured=measured,
         train_rows=len(train),
         held_out_rows=len(held),
         held_out_accuracy=None,
-        held_out_auc=auc(held_scores, [examples[index].won for index in held]),
+        held_out_auc=measured["auc_by_call"],
         train_groups=sorted({groups[index] for index in train}),
         held_out_groups=sorted({groups[index] for index in held}),
         seconds=time.perf_counter() - started,
         history=_history(callbacks),
+        data_seen=_data_seen(callbacks),
     )
+
+
+def _data_seen(callbacks: Sequence[Any]) -> dict[str, Any]:
+    for callback in callbacks:
+        if hasattr(callback, "data_seen"):
+            return dict(callback.data_seen)
+    return {}
 
 
 def _history(callbacks: Sequence[Any]) -> list[dict[str, float]]:

@@ -45,9 +45,9 @@ from trainers.reward_model import (
     score,
 )
 from trainers.runtime import Progress, silent_progress, trainer_main
+from trainers.wording_measures import did_not_learn
 from trainers.wording_spec import (
     Message,
-    Pair,
     StageProgress,
     WordingSpec,
     config_with,
@@ -95,6 +95,9 @@ class PolicyConfig:
     """LoRA scale (alpha / r multiplies the update)."""
     lora_dropout: float = 0.0
     """Dropout on the LoRA input."""
+    held_out_prompts: int = 32
+    """Held-out openings the policy answers (greedy) before and after the update, scored by
+    the reward model: reward_before / reward_after are measured there, not on training rows."""
     seed: int = 0
     """Seeds sampling and the data order."""
 
@@ -192,24 +195,97 @@ def policy_config(spec: WordingSpec) -> PolicyConfig:
     return config_with(defaults, spec.section("policy"), where="the policy")
 
 
-def openings(pairs: Sequence[Pair], tokenizer: Any, *, max_tokens: int) -> list[list[Message]]:
-    """The pairs' real-call openings, once each, trimmed to fit: what the policy answers."""
+def openings(
+    conversations: Sequence[Sequence[Message]], tokenizer: Any, *, max_tokens: int
+) -> list[list[Message]]:
+    """The distinct openings (the call so far), once each, trimmed to fit: what the policy
+    answers."""
     seen: set[tuple[tuple[str, str], ...]] = set()
     prompts = []
-    for pair in pairs:
-        key = _opening_key(pair.prompt)
+    for prompt in conversations:
+        key = _opening_key(prompt)
         if key in seen:
             continue
         seen.add(key)
         prompts.append(
             trim_prompt(
                 lambda messages: len(conversation_ids(tokenizer, messages)),
-                pair.prompt,
+                prompt,
                 ("",),
                 max_tokens=max_tokens,
             )
         )
     return prompts
+
+
+def greedy_replies(
+    model: Any, tokenizer: Any, prompts: Sequence[Sequence[Message]], *, max_new_tokens: int
+) -> list[str]:
+    """Each prompt's greedy reply (batched, left-padded, with the KV cache), through the same
+    chat template the policy is trained and served with."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    replies: list[str] = []
+    with torch.no_grad():
+        for first in range(0, len(prompts), 8):
+            batch = [
+                conversation_ids(tokenizer, prompt, add_generation_prompt=True)
+                for prompt in prompts[first : first + 8]
+            ]
+            width = max(len(ids) for ids in batch)
+            input_ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
+            attention = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, ids in enumerate(batch):
+                input_ids[row, width - len(ids) :] = torch.tensor(ids)
+                attention[row, width - len(ids) :] = 1
+            generated = model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention.to(device),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+            replies += tokenizer.batch_decode(generated[:, width:], skip_special_tokens=True)
+    if was_training:
+        model.train()
+    return [reply.strip() for reply in replies]
+
+
+def held_out_reward(
+    policy: Any,
+    tokenizer: Any,
+    fit: RewardModelFit,
+    prompts: Sequence[Sequence[Message]],
+    *,
+    config: PolicyConfig,
+    score_batch_size: int,
+) -> dict[str, Any]:
+    """The reward model's mean score of the base's and the policy's greedy replies to held-out
+    openings (the base is the policy with its adapter disabled)."""
+    if not prompts:
+        return {"reward_before": None, "reward_after": None, "held_out_prompts": 0}
+
+    def mean_reward(replies: list[str]) -> float:
+        conversations = [
+            [*prompt, {"role": "assistant", "content": reply}]
+            for prompt, reply in zip(prompts, replies, strict=True)
+        ]
+        rewards = score(fit.model, fit.tokenizer, conversations, batch_size=score_batch_size)
+        return round(float(sum(rewards) / len(rewards)), 4)
+
+    with policy.disable_adapter():
+        before = greedy_replies(policy, tokenizer, prompts, max_new_tokens=config.max_reply_tokens)
+    after = greedy_replies(policy, tokenizer, prompts, max_new_tokens=config.max_reply_tokens)
+    changed = sum(a != b for a, b in zip(before, after, strict=True))
+    return {
+        "reward_before": mean_reward(before),
+        "reward_after": mean_reward(after),
+        "held_out_prompts": len(prompts),
+        "held_out_replies_changed": changed,
+    }
 
 
 def _opening_key(prompt: Sequence[Message]) -> tuple[tuple[str, str], ...]:
@@ -219,7 +295,7 @@ def _opening_key(prompt: Sequence[Message]) -> tuple[tuple[str, str], ...]:
 def train_policy(
     spec: WordingSpec,
     fit: RewardModelFit,
-    pairs: Sequence[Pair],
+    conversations: Sequence[Sequence[Message]],
     *,
     config: PolicyConfig,
     stages: StageProgress,
@@ -232,7 +308,7 @@ def train_policy(
     from trl import GRPOConfig
 
     model, tokenizer = load_base(spec.base, models_dir=spec.models_dir)
-    prompts = openings(pairs, tokenizer, max_tokens=config.max_prompt_length)
+    prompts = openings(conversations, tokenizer, max_tokens=config.max_prompt_length)
     callback = stages.callback("policy")
     scratch = tempfile.TemporaryDirectory(dir=spec.output_dir)
     arguments = training_arguments(
@@ -266,6 +342,7 @@ def train_policy(
     with scratch:
         train_quietly(trainer)
     policy = trainer.accelerator.unwrap_model(trainer.model)
+    trainer.data_seen = callback.data_seen  # read into the run's metrics
     return trainer, policy, tokenizer, callback.history
 
 
@@ -290,18 +367,24 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     wording.output_dir.mkdir(parents=True, exist_ok=True)
 
     # The held-out tenth of the pairs (the same split DPO holds out) stays unseen by both fits.
-    pairs_train, pairs_held = held_out_split(
-        pair_groups(wording.pairs),
-        fraction=reward_config.held_out_fraction,
-        seed=reward_config.seed,
+    pairs_train, pairs_held = (
+        held_out_split(
+            pair_groups(wording.pairs),
+            fraction=reward_config.held_out_fraction,
+            seed=reward_config.seed,
+        )
+        if wording.pairs
+        else ([], [])  # outcome labels alone: no picks to hold out
     )
-    policy_pairs = [wording.pairs[index] for index in pairs_train]
+    # What the policy answers: the training pairs' openings; from outcome labels alone, the
+    # openings of the calls the reward model trains on (the held-out calls stay unseen).
+    policy_prompts, held_prompts = _policy_prompts(wording, reward_config, pairs_train, pairs_held)
 
     # The bar's plan; each stage's Trainer corrects its own count when it starts.
     reward_rows = (
         len(wording.outcome_examples) if wording.reward_source == "outcomes" else len(pairs_train)
     )
-    openings_count = len({_opening_key(pair.prompt) for pair in policy_pairs})
+    openings_count = len({_opening_key(prompt) for prompt in policy_prompts})
     stages = StageProgress(
         progress,
         {
@@ -315,6 +398,7 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
                 config,
             ),
         },
+        budget_seconds=wording.stage_budget_seconds,
     )
 
     # --- 1. the reward model ---
@@ -326,12 +410,23 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     trainer, policy, tokenizer, history = train_policy(
         wording,
         fit,
-        policy_pairs,
+        policy_prompts,
         config=config,
         stages=stages,
         score_batch_size=reward_config.score_batch_size,
     )
     trained = time.perf_counter()
+    held_out = held_out_reward(
+        policy,
+        tokenizer,
+        fit,
+        openings(held_prompts, tokenizer, max_tokens=config.max_prompt_length)[
+            : config.held_out_prompts
+        ],
+        config=config,
+        score_batch_size=reward_config.score_batch_size,
+    )
+    measured = time.perf_counter()
 
     # --- 3. merge the policy, keep the reward adapter beside it ---
     merged_dir = wording.output_dir / "merged"
@@ -350,14 +445,19 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
         "kl_last": last_value(history, "kl"),
         "clip_fraction": _mean(history, "clip_ratio/region_mean"),
         "clip_fraction_max": _max(history, "clip_ratio/region_mean"),
-        "reward_before": _first(history, "reward"),
-        "reward_after": last_value(history, "reward"),
+        # On held-out openings, scored by the reward model: what the update taught.
+        **held_out,
+        # On the batches it trained on, for the curve only.
+        "train_reward_first": _first(history, "reward"),
+        "train_reward_last": last_value(history, "reward"),
         "advantage_mean": _mean(history, "advantages/mean"),
         "advantage_std": _mean(history, "advantages/std"),
         "policy_steps": int(trainer.state.global_step),
+        "policy_data_seen": trainer.data_seen,
         "reference": "base with the adapter disabled" if trainer.ref_model is None else "copy",
         "curve": curve(history, ("loss", "reward", "kl", "clip_ratio/region_mean")),
     }
+    metrics["did_not_learn"] = did_not_learn(reward_model=metrics["reward_model"], policy=metrics)
     if trainer.accelerator.is_main_process:
         stages.done(**{k: v for k, v in metrics.items() if isinstance(v, float)})
     outcome_counts = None
@@ -384,10 +484,32 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
         "seconds": {
             "reward_model": round(rewarded - started, 3),
             "policy": round(trained - rewarded, 3),
-            "merge": round(finished - trained, 3),
+            "held_out_reward": round(measured - trained, 3),
+            "merge": round(finished - measured, 3),
             "total": round(finished - started, 3),
         },
     }
+
+
+def _policy_prompts(
+    wording: WordingSpec,
+    reward_config: RewardModelConfig,
+    pairs_train: Sequence[int],
+    pairs_held: Sequence[int],
+) -> tuple[list[Sequence[Message]], list[Sequence[Message]]]:
+    """(training openings, held-out openings) for the policy."""
+    if wording.reward_source == "outcomes" and not wording.pairs:
+        examples = wording.outcome_examples
+        train, held = held_out_split(
+            [example.call_id for example in examples],
+            fraction=reward_config.held_out_fraction,
+            seed=reward_config.seed,
+        )
+        return [examples[i].prompt for i in train], [examples[i].prompt for i in held]
+    return (
+        [wording.pairs[i].prompt for i in pairs_train],
+        [wording.pairs[i].prompt for i in pairs_held],
+    )
 
 
 def _release_memory() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,11 @@ MIN_PAIRS: dict[str, int] = {"rlhf": 500, "dpo": 200}
 REWARD_SOURCES = ("picks", "outcomes")
 OPENING_AGENT_TURNS = 4
 """An outcome example is each of the first four agent turns of a call (as Evaluate replays)."""
+CPU_STAGE_SECONDS = 600.0
+"""On a CPU, a spec that sets no steps gives each stage about ten minutes: the stage reads how
+fast this machine is by running, and stops at the budget having seen the rows it could afford
+(in the seeded order); the result says how much of the data that was. GPU pools run the
+spec's epochs as given."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,17 @@ class WordingSpec:
     max_steps: int | None
     job: int | str | None
     overrides: Mapping[str, Mapping[str, Any]]
+    time_budget_s: float | None = None
+
+    @property
+    def stage_budget_seconds(self) -> float | None:
+        """Seconds each stage may run: the spec's budget, else ten minutes on a CPU when no
+        steps are set; None (the epochs as given) on a GPU or with max_steps."""
+        if self.time_budget_s is not None:
+            return self.time_budget_s
+        if self.max_steps is not None or self.gpu_type not in {"", "cpu"}:
+            return None
+        return CPU_STAGE_SECONDS
 
     def section(self, name: str) -> Mapping[str, Any]:
         """The config overrides the spec gives for one part ("reward_model", "policy", "dpo")."""
@@ -128,7 +145,9 @@ def parse_wording_spec(raw: Mapping[str, Any], *, trainer: Trainer) -> WordingSp
     pairs = tuple(
         _parse_pair(item, index, system) for index, item in enumerate(_list(raw, "pairs"))
     )
-    minimum = MIN_PAIRS[trainer]
+    # A reward model from outcome labels needs no picks: the policy answers the calls' openings.
+    outcomes_only = trainer == "rlhf" and raw.get("reward_source") == "outcomes"
+    minimum = 0 if outcomes_only else MIN_PAIRS[trainer]
     if raw.get("min_pairs") is not None:
         minimum = _positive_int(raw["min_pairs"], "min_pairs")
     if len(pairs) < minimum:
@@ -172,6 +191,16 @@ def parse_wording_spec(raw: Mapping[str, Any], *, trainer: Trainer) -> WordingSp
     max_steps = raw.get("max_steps")
     if max_steps is not None:
         max_steps = _positive_int(max_steps, "max_steps")
+    time_budget = raw.get("time_budget_s")
+    if time_budget is not None and (
+        isinstance(time_budget, bool)
+        or not isinstance(time_budget, int | float)
+        or not 0 < time_budget <= 7 * 24 * 3600
+    ):
+        raise ValueError(
+            f"'time_budget_s' must be seconds per stage, above 0 and at most a week, not "
+            f"{time_budget!r}."
+        )
     overrides = {}
     for name in ("reward_model", "policy", "dpo"):
         section = raw.get(name) or {}
@@ -196,6 +225,7 @@ def parse_wording_spec(raw: Mapping[str, Any], *, trainer: Trainer) -> WordingSp
         max_steps=max_steps,
         job=raw.get("job"),
         overrides=overrides,
+        time_budget_s=None if time_budget is None else float(time_budget),
     )
 
 
@@ -345,15 +375,20 @@ def trim_prompt(
     *,
     max_tokens: int,
 ) -> list[Message]:
-    """The prompt with its oldest turns dropped until prompt + the longest reply fits.
+    """The prompt with its oldest turns dropped until prompt + the longest reply (in tokens) fits.
 
     The system message stays, and the kept part still opens with a user turn. `count_tokens`
     counts a whole conversation's tokens (the chat template applied).
     """
     messages = list(prompt)
-    longest = max(replies, key=len)
     start = 1 if messages and messages[0]["role"] == "system" else 0
-    while count_tokens([*messages, {"role": "assistant", "content": longest}]) > max_tokens:
+
+    def longest() -> int:  # in tokens: a short word count can still be many tokens
+        return max(
+            count_tokens([*messages, {"role": "assistant", "content": reply}]) for reply in replies
+        )
+
+    while longest() > max_tokens:
         if len(messages) - start <= 1:
             break
         del messages[start]
@@ -403,9 +438,16 @@ class StageProgress:
     `planned` is the stages in order with the steps each is expected to take; a stage's real
     count replaces the plan when its Trainer starts."""
 
-    def __init__(self, progress: Progress, planned: Mapping[str, int]):
+    def __init__(
+        self,
+        progress: Progress,
+        planned: Mapping[str, int],
+        *,
+        budget_seconds: float | None = None,
+    ):
         self.progress = progress
         self.planned = {stage: max(1, int(steps)) for stage, steps in planned.items()}
+        self.budget_seconds = budget_seconds
 
     @property
     def total(self) -> int:
@@ -431,9 +473,34 @@ class StageProgress:
         class _Callback(TrainerCallback):
             def __init__(self) -> None:
                 self.history: list[dict[str, float]] = []
+                self.started = time.monotonic()
+                self.planned_steps = 0
+                self.stopped_by_budget = False
 
             def on_train_begin(self, args, state, control, **kwargs):
                 stages.start(stage, state.max_steps)
+                self.started = time.monotonic()
+                self.planned_steps = int(state.max_steps)
+
+            def on_step_end(self, args, state, control, **kwargs):
+                budget = stages.budget_seconds
+                if budget is not None and time.monotonic() - self.started > budget:
+                    if state.global_step < state.max_steps:
+                        self.stopped_by_budget = True
+                    control.should_training_stop = True
+
+            @property
+            def data_seen(self) -> dict[str, Any]:
+                """How much of the planned passes the stage ran before its budget ended it."""
+                steps = int(self.history[-1]["step"]) if self.history else 0
+                planned = max(1, self.planned_steps)
+                return {
+                    "steps": steps,
+                    "planned_steps": self.planned_steps,
+                    "share_of_planned": round(min(1.0, steps / planned), 4),
+                    "stopped_by_budget": self.stopped_by_budget,
+                    "budget_seconds": stages.budget_seconds,
+                }
 
             def on_log(self, args, state, control, logs=None, **kwargs):
                 # Every step logs (logging_steps=1), and on_log comes after that step's

@@ -7,6 +7,7 @@ TRAINER_MODULES = {
     "q-learning-online": "trainers.q_learning",
     "ppo": "trainers.move_ppo",
     "reward-model": "trainers.move_reward_model",
+    "offline-outcome": "trainers.offline_moves",
     "rlhf": "trainers.rlhf",
     "dpo": "trainers.dpo",
 }

@@ -31,11 +31,14 @@ def world_scenarios_spec(world: World) -> list[dict[str, Any]]:
 def train_move_strategy(
     *, world: World, parent: PolicyVersion, seed: int = 0, started_by=None
 ) -> Job:
-    """The "Move strategy" card: Q-learning on the simulator with default knobs, on the CPU."""
+    """The "Move strategy" card: Q-learning on the simulator with default knobs, on the CPU;
+    on a world with no simulator, the off-line learner over its labelled real calls."""
     scenarios = world_scenarios_spec(world)
     if not scenarios:
-        raise ValueError(
-            f"{world.name} has no simulated scenarios to learn on; choose the lettings world."
+        from training.offline import train_move_strategy_offline
+
+        return train_move_strategy_offline(
+            world=world, parent=parent, seed=seed, started_by=started_by
         )
     spec = {
         "algorithm": MOVE_STRATEGY_ALGORITHM,

@@ -9,43 +9,28 @@ from typing import Any
 
 from django.db import transaction
 
-from arena.models import Call, Turn, World
+from arena.models import Call, World
+from arena.services import calls_label_moves
 from levers9.jobs.models import Job
 from levers9.jobs.services import JobError, job_produced, job_start
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from trainers.engines import ALGORITHMS, KnobError, validate_spec
-from trainers.move_labels import label_agent_turns
 from trainers.move_strategy import SCRIPTED
 from trainers.offline_comparison import offline_agreement
-from trainers.simulator import DEFAULT_MAX_TURNS
+from trainers.simulator import DEFAULT_MAX_TURNS, MOVES
 from training.cards import world_scenarios_spec
 from training.finish import version_from_move_strategy
 
 __all__ = [
     "KnobError",
     "calls_label_moves",
+    "engines_comparison_world",
     "engines_outcome_examples",
     "engines_run_offline_comparison",
     "engines_run_promote",
     "engines_run_start",
 ]
-
-
-def calls_label_moves(*, world: World) -> int:
-    """Give every unlabelled agent turn of the world's real calls a move (the transparent
-    classifier; a reviewer corrects it in the admin). Returns how many turns it labelled."""
-    labelled: list[Turn] = []
-    calls = Call.objects.filter(world=world, turns__speaker="agent", turns__move_label="")
-    for call in calls.distinct().prefetch_related("turns"):
-        turns = list(call.turns.all())
-        labels = label_agent_turns([{"speaker": t.speaker, "text": t.text} for t in turns])
-        for turn, label in zip(turns, labels, strict=True):
-            if label is not None and not turn.move_label:
-                turn.move_label, turn.move_label_source = label[0], "classifier"
-                labelled.append(turn)
-    Turn.objects.bulk_update(labelled, ["move_label", "move_label_source"], batch_size=2000)
-    return len(labelled)
 
 
 def _calls_with_moves(world: World) -> list[dict[str, Any]]:
@@ -126,10 +111,19 @@ def engines_run_start(
     )
 
 
+def engines_comparison_world() -> World | None:
+    """The first world with real calls labelled with the simulator's eight moves (the only
+    calls a lettings move table can be compared on). A read."""
+    worlds = World.objects.filter(calls__isnull=False).distinct().order_by("name")
+    return next((world for world in worlds if set(world.move_names) == set(MOVES)), None)
+
+
 def engines_run_offline_comparison(*, job: Job, world: World | None) -> dict[str, Any] | None:
-    """How often the run's strategy picks the real agent's move on won against lost calls."""
+    """How often the run's strategy picks the real agent's move on won against lost calls.
+    Only on a world whose moves are the simulator's eight: a table of lettings moves says
+    nothing about another business's moves (its own card learns off-line, training.offline)."""
     strategy = (job.result or {}).get("strategy")
-    if not strategy or world is None:
+    if not strategy or world is None or set(world.move_names) != set(MOVES):
         return None
     calls_label_moves(world=world)
     learned = offline_agreement(strategy, _calls_with_moves(world))

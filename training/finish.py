@@ -80,6 +80,8 @@ def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
     }
     if isinstance(metrics.get("reward_model"), dict):
         learned_from["reward_model"] = metrics["reward_model"]
+    # Still a version (Train always ends in one), but marked where it learned nothing.
+    learned_from["did_not_learn"] = list(metrics.get("did_not_learn") or [])
     version = version_register(
         name="trained" if job.trainer == "rlhf" else "dpo benchmark",
         parent=parent,
@@ -107,7 +109,62 @@ def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
     return version
 
 
+def version_from_offline_moves(job: Job, result: dict[str, Any]) -> PolicyVersion:
+    """The off-line learner on real calls: a version that prefers the moves that won, with
+    its measurement on the held-out calls (learner, held-out calls, interval, trust)."""
+    from training.offline import offline_comparison_report
+
+    strategy = result.get("strategy")
+    if not isinstance(strategy, dict) or strategy.get("kind") != "outcome":
+        raise ValueError("the trainer returned no move strategy to make a version from")
+    parent = job.parent_version
+    comparison = (
+        offline_comparison_report(world=job.world, strategy=strategy, seed=result.get("seed") or 0)
+        if job.world_id
+        else {}
+    )
+    trained_on = result.get("trained_on") or {}
+    learned_from = {
+        "job": job.pk,
+        "kind": job.kind,
+        "algorithm": result.get("algorithm", job.trainer),
+        "learner": result.get("learner"),
+        "pack": job.world.slug if job.world_id else None,
+        "trained_on": trained_on,
+        "smoothing": result.get("smoothing"),
+        "seed": result.get("seed"),
+        "held_out_calls": comparison.get("held_out_calls", 0),
+        # A dict, not a pair: the Policies page reads it as "low …, high …, confidence …".
+        "interval": (
+            dict(
+                zip(("low", "high"), comparison["interval"], strict=True),
+                confidence=comparison.get("confidence"),
+            )
+            if comparison.get("interval")
+            else None
+        ),
+        "difference": comparison.get("difference"),
+        "trust": comparison.get("trust"),
+        "offline_comparison": {
+            key: comparison.get(key) for key in ("won_share", "mean_agreement", "confidence")
+        },
+    }
+    return version_register(
+        name="trained",
+        parent=parent,
+        move_strategy=strategy,
+        learned_from=learned_from,
+        description=f"Move strategy learned off-line from {trained_on.get('calls', 0)} "
+        f"labelled real calls; wording kept from {parent.label if parent else 'the baseline'}.",
+        provider=parent.provider if parent else PolicyVersion.Provider.SIMULATOR,
+        provider_model=parent.provider_model if parent else "",
+        endpoint_url=parent.endpoint_url if parent else "",
+        created_by=job.started_by,
+    )
+
+
 MOVE_STRATEGY_TRAINERS = {"q-learning-online", "ppo"}
+OFFLINE_MOVE_TRAINERS = {"offline-outcome"}
 WORDING_TRAINERS = {"rlhf", "dpo"}
 
 
@@ -115,6 +172,8 @@ def train_job_finish(job: Job, result: dict[str, Any]) -> PolicyVersion | None:
     """A Train card's job always ends in a version (checkpointed by evaluation's listener)."""
     if job.trainer in MOVE_STRATEGY_TRAINERS:
         return version_from_move_strategy(job, result)
+    if job.trainer in OFFLINE_MOVE_TRAINERS:
+        return version_from_offline_moves(job, result)
     if job.trainer in WORDING_TRAINERS:
         return version_from_wording(job, result)
     raise ValueError(f"a Train card does not run {job.trainer}")

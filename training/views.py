@@ -41,8 +41,32 @@ def train(request):
             "bases": bases_offered(),
             "min_pairs": MIN_PAIRS,
             "learned": _how_each_method_learns(),
+            "offline_moves": _offline_move_card(world_in_view(request)),
         },
     )
+
+
+def _offline_move_card(world: World | None) -> dict | None:
+    """What the move-strategy card says on a world with no simulator: the learner, the calls
+    it learns from and is measured on, and its last version's measurement."""
+    if world is None or world.has_simulator:
+        return None
+    from training.offline import OFFLINE_ALGORITHM, OFFLINE_LEARNER
+
+    job = (
+        Job.objects.filter(trainer=OFFLINE_ALGORITHM, world=world, state=Job.State.DONE)
+        .select_related("produced_version")
+        .order_by("-id")
+        .first()
+    )
+    version = job.produced_version if job else None
+    return {
+        "learner": OFFLINE_LEARNER,
+        "training_calls": world.calls.filter(held_out=False).count(),
+        "held_out_calls": world.calls.filter(held_out=True).count(),
+        "version": version,
+        "record": (version.learned_from or {}) if version else None,
+    }
 
 
 def _checkpoint_of(version) -> dict | None:
@@ -88,6 +112,7 @@ def _how_each_method_learns() -> dict:
                 "kl": metrics.get("kl"),
                 "reward_before": metrics.get("reward_before"),
                 "reward_after": metrics.get("reward_after"),
+                "did_not_learn": metrics.get("did_not_learn") or [],
                 "version": job.produced_version,
                 "checkpoint": _checkpoint_of(job.produced_version),
             }
@@ -232,14 +257,14 @@ def engines(request):
 
 @role_required(MANAGER)
 def engines_run(request, job_id: int):
-    from training.engines import engines_run_offline_comparison
+    from training.engines import engines_comparison_world, engines_run_offline_comparison
 
     job = get_object_or_404(
         Job.objects.select_related("parent_version", "produced_version", "world"),
         pk=job_id,
         kind="engines",
     )
-    real_world = World.objects.filter(calls__isnull=False).distinct().first()
+    real_world = engines_comparison_world()
     comparison = engines_run_offline_comparison(job=job, world=real_world)
     return render(
         request,

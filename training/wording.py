@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 
 from arena.held_out import held_out_call_ids
-from arena.models import Call, PreferenceVersion, World
+from arena.models import Call, Moment, PreferenceVersion, World
 from arena.selectors import preference_pairs
 from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
@@ -83,8 +83,19 @@ def _system_prompts(packs: set[str]) -> dict[str, str]:
     return {world.slug: world.agent_system_prompt for world in World.objects.filter(slug__in=packs)}
 
 
+def _hold_out_groups(moment_ids: set[int]) -> dict[int, str]:
+    """The group each pick is held out with: its real call (every moment of a call on one side
+    of the split), else its moment (picks on the same simulated dialogue together)."""
+    calls = dict(Moment.objects.filter(pk__in=moment_ids).values_list("pk", "call_id"))
+    return {
+        moment: f"call-{calls[moment]}" if calls.get(moment) else f"moment-{moment}"
+        for moment in moment_ids
+    }
+
+
 def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[str, Any]:
     frozen = list(preference_pairs(version=choice.preference_version))
+    groups = _hold_out_groups({pair.moment_id for pair in frozen})
     prompts = _system_prompts({pair.pack for pair in frozen})
     pack = frozen[0].pack if frozen else ""
     # The spec's system prompt is the (first) world's; a pair from another world carries its
@@ -96,6 +107,7 @@ def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[s
             "chosen": pair.chosen,
             "rejected": pair.rejected,
             "reasons": list(pair.reasons),
+            "call_id": groups[pair.moment_id],
             **({"system": prompts[pair.pack]} if prompts.get(pair.pack, system) != system else {}),
         }
         for pair in frozen
@@ -201,6 +213,8 @@ def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
     if choice.method not in METHODS:
         raise WordingCardError(f"Unknown method '{choice.method}': choose rlhf or dpo.")
     needed = choice.min_pairs if choice.min_pairs is not None else MIN_PAIRS[choice.method]
+    if choice.method == "rlhf" and choice.reward_source == "outcomes" and choice.min_pairs is None:
+        needed = 0  # the reward model learns from the calls' outcomes, not from picks
     if choice.preference_version.row_count < needed:
         raise WordingCardError(
             f"{METHODS[choice.method]} asks for {needed} frozen pairs; preference version "

@@ -27,6 +27,11 @@ from arena.services.freeze import (
     preference_freeze,
     preference_version_write,
 )
+from arena.services.move_labels import (
+    calls_label_moves,
+    move_corrections,
+    move_labels_agreement,
+)
 from arena.services.overrides import (
     RescoreReport,
     judge_override_scores_clean,
@@ -63,9 +68,12 @@ from arena.services.queue import (
 from arena.services.worlds import (
     LETTINGS_WORLD_SLUG,
     SYSTEM_PROMPT_MAX,
+    WorldBadInput,
     world_create,
     world_create_lettings,
+    world_moves_set,
     world_system_prompt_set,
+    world_update,
 )
 
 __all__ = [
@@ -90,6 +98,7 @@ __all__ = [
     "JudgeFailed",
     "PairsRequested",
     "RescoreReport",
+    "WorldBadInput",
     "WrittenVersion",
     "calls_import",
     "calls_validate",
@@ -110,5 +119,10 @@ __all__ = [
     "preference_version_write",
     "world_create",
     "world_create_lettings",
+    "world_moves_set",
     "world_system_prompt_set",
+    "world_update",
+    "calls_label_moves",
+    "move_corrections",
+    "move_labels_agreement",
 ]

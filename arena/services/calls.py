@@ -11,8 +11,11 @@ from django.db import transaction
 
 from arena.held_out import held_out_calls_ensure
 from arena.models import Call, Turn, World
+from arena.services.move_labels import calls_label_moves
+from levers9.text import bad_text_path
 
 MAX_CALL_ID_LENGTH = 200
+MAX_TURN_TEXT = 50_000
 OUTCOMES = {choice for choice, _label in Call.Outcome.choices}
 SPEAKERS = {choice for choice, _label in Turn.Speaker.choices}
 
@@ -56,6 +59,45 @@ class ImportReport:
         }
 
 
+def import_text_decode(data: str | bytes, *, error: type[ValueError]) -> str:
+    """An import file's text: UTF-8 (a byte-order mark is allowed), else `error` naming the
+    first line that is not — never silently replaced characters."""
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as decode_error:
+        line = data.count(b"\n", 0, decode_error.start) + 1
+        column = decode_error.start - (data.rfind(b"\n", 0, decode_error.start) + 1) + 1
+        byte = data[decode_error.start]
+        raise error(
+            [
+                ImportProblem(
+                    line,
+                    f"not valid UTF-8 (byte 0x{byte:02x} at column {column}): "
+                    "save the file as UTF-8",
+                )
+            ]
+        ) from None
+
+
+def json_line_parse(line: str) -> Any:
+    """One JSON value of an import, or ValueError saying why not, in words."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not valid JSON ({error.msg})") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError as error:  # e.g. an integer of more digits than Python converts
+        raise ValueError(f"not valid JSON ({error})") from None
+    found = bad_text_path(value)
+    if found:
+        where, problem = found
+        raise ValueError(f'"{where}": {problem}')
+    return value
+
+
 def _records_from_text(text: str) -> list[tuple[int, Any]]:
     """(line number, parsed value) for a JSON array or a JSONL text; bad JSON raises."""
     stripped = text.lstrip()
@@ -66,17 +108,32 @@ def _records_from_text(text: str) -> list[tuple[int, Any]]:
             raise CallImportError(
                 [ImportProblem(error.lineno, f"not valid JSON ({error.msg})")]
             ) from error
+        except (RecursionError, ValueError):
+            # Nested too deeply, or a number too long to convert: say where the array is.
+            items = None
+        if not isinstance(items, list):
+            raise CallImportError(
+                [ImportProblem(1, "not valid JSON (nested too deeply or a number too long)")]
+            )
         # In a JSON array, "line" is the item's position, counted from 1.
-        return list(enumerate(items, start=1))
-    records: list[tuple[int, Any]] = []
-    problems: list[ImportProblem] = []
+        records = list(enumerate(items, start=1))
+        problems = []
+        for number, item in records:
+            found = bad_text_path(item)
+            if found:
+                problems.append(ImportProblem(number, f'"{found[0]}": {found[1]}'))
+        if problems:
+            raise CallImportError(problems)
+        return records
+    records = []
+    problems = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            records.append((number, json.loads(line)))
-        except json.JSONDecodeError as error:
-            problems.append(ImportProblem(number, f"not valid JSON ({error.msg})"))
+            records.append((number, json_line_parse(line)))
+        except ValueError as error:
+            problems.append(ImportProblem(number, str(error)))
     if problems:
         raise CallImportError(problems)
     return records
@@ -90,24 +147,49 @@ def _problem_with(record: Any) -> str | None:
         return '"id" is missing or not a non-empty string'
     if len(call_id) > MAX_CALL_ID_LENGTH:
         return f'"id" is longer than {MAX_CALL_ID_LENGTH} characters'
-    if record.get("outcome") not in OUTCOMES:
-        return f'"outcome" is {record.get("outcome")!r}; use one of won, lost, unknown'
+    outcome = record.get("outcome")
+    if not isinstance(outcome, str) or outcome not in OUTCOMES:
+        return f'"outcome" is {_shown(outcome)}; use one of won, lost, unknown'
     turns = record.get("turns")
     if not isinstance(turns, list) or not turns:
         return '"turns" is missing or empty; give a list of {"speaker", "text"} objects'
+    return turns_problem(turns)
+
+
+def turns_problem(turns: Any) -> str | None:
+    """What is wrong with a call's turns, in words, or None: a non-empty list of
+    {"speaker": "agent"|"customer", "text": "..."}. Imported and live calls alike."""
+    if not isinstance(turns, list):
+        return '"turns" must be a list of {"speaker", "text"} objects'
     for position, turn in enumerate(turns, start=1):
         if not isinstance(turn, dict):
             return f"turn {position} is not an object"
-        if turn.get("speaker") not in SPEAKERS:
-            return f'turn {position}: "speaker" is {turn.get("speaker")!r}; use agent or customer'
-        if not isinstance(turn.get("text"), str) or not turn["text"].strip():
+        speaker = turn.get("speaker")
+        if not isinstance(speaker, str) or speaker not in SPEAKERS:
+            return f'turn {position}: "speaker" is {_shown(speaker)}; use agent or customer'
+        text = turn.get("text")
+        if not isinstance(text, str):
+            return f'turn {position}: "text" is {_shown(text)}; give the words as a string'
+        if not text.strip():
             return f'turn {position}: "text" is missing or empty'
+        if len(text) > MAX_TURN_TEXT:
+            return f'turn {position}: "text" is longer than {MAX_TURN_TEXT} characters'
     return None
 
 
-def calls_validate(text: str) -> list[tuple[int, dict[str, Any]]]:
+def _shown(value: Any) -> str:
+    """A wrong value as an error message names it: short, and its type when not a string."""
+    if value is None:
+        return "missing"
+    if isinstance(value, list | dict):
+        return f"a JSON {'list' if isinstance(value, list) else 'object'}, not a string"
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def calls_validate(text: str | bytes) -> list[tuple[int, dict[str, Any]]]:
     """Every record with its line number, or CallImportError naming every bad line."""
-    records = _records_from_text(text)
+    records = _records_from_text(import_text_decode(text, error=CallImportError))
     problems: list[ImportProblem] = []
     first_line_of: dict[str, int] = {}
     for number, record in records:
@@ -125,7 +207,7 @@ def calls_validate(text: str) -> list[tuple[int, dict[str, Any]]]:
     return records
 
 
-def calls_import(*, world: World, text: str, source: str = "") -> ImportReport:
+def calls_import(*, world: World, text: str | bytes, source: str = "") -> ImportReport:
     """Import real calls into `world`: all or nothing, and idempotent by call id.
 
     Calls whose id the world already has are left exactly as they are.
@@ -160,4 +242,6 @@ def calls_import(*, world: World, text: str, source: str = "") -> ImportReport:
         report.turns_created = len(turns)
         if calls:
             held_out_calls_ensure(world=world)
+            # Labelled with the world's moves now, so the Duel's first pairs carry them.
+            calls_label_moves(world=world, call_ids=[call.pk for call in calls])
     return report

@@ -26,6 +26,7 @@ from arena.judging import Turn as JudgeTurn
 from arena.models import Call, DuelPair, Judgement, Moment, Reply, Scenario, Turn, World
 from arena.selectors import policy_versions_numbered
 from arena.services._common import _advisory_lock
+from arena.services.move_labels import calls_label_moves
 from levers9.tasks import enqueue_in_workspace
 from trainers.simulator import (
     MOVES,
@@ -158,6 +159,9 @@ def _real_drafts(world: World, count: int, versions: list[Any]) -> list[_PairDra
     if not chosen:
         return []
     call_ids = {call_id for call_id, _index in chosen}
+    # The labels as the labeller gives them now (after the latest corrections): the pairs
+    # keep them, and the map and the queue preload read the pairs.
+    calls_label_moves(world=world, call_ids=call_ids)
     calls = Call.objects.in_bulk(call_ids)
     turns_by_call: dict[int, list[tuple[int, str, str, str]]] = defaultdict(list)
     for call_id, index, speaker, text, move_label in (

@@ -11,7 +11,6 @@ marked with its source: it freezes like any other pick, and the world's judge le
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +19,7 @@ from django.db import transaction
 from arena import preference_format
 from arena.judging import DIMENSIONS
 from arena.models import DuelPair, Moment, Pick, Reply, World
-from arena.services.calls import ImportProblem
+from arena.services.calls import ImportProblem, import_text_decode, json_line_parse
 
 MAX_ID_LENGTH = 200
 MAX_TEXT = 50_000
@@ -103,10 +102,7 @@ def _dialogue(prompt: Any) -> list[dict[str, str]]:
 
 
 def _record(line: int, raw: str) -> _Record:
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"not JSON ({error.msg})") from None
+    value = json_line_parse(raw)
     if not isinstance(value, dict):
         raise ValueError("a line must be one JSON object")
     pair_id = value.get("id")
@@ -115,7 +111,9 @@ def _record(line: int, raw: str) -> _Record:
     if len(str(pair_id)) > MAX_ID_LENGTH:
         raise ValueError(f"'id' is longer than {MAX_ID_LENGTH} characters")
     reasons = value.get("reasons") or []
-    if not isinstance(reasons, list) or any(reason not in DIMENSIONS for reason in reasons):
+    if not isinstance(reasons, list) or any(
+        not isinstance(reason, str) or reason not in DIMENSIONS for reason in reasons
+    ):
         raise ValueError(f"'reasons' must list rubric dimensions ({', '.join(DIMENSIONS)})")
     reviewer = value.get("reviewer") or ""
     if not isinstance(reviewer, str) or len(reviewer) > 200:
@@ -137,9 +135,10 @@ def _record(line: int, raw: str) -> _Record:
     )
 
 
-def preferences_validate(text: str) -> list[_Record]:
+def preferences_validate(text: str | bytes) -> list[_Record]:
     """Every line checked; PreferenceImportError naming each bad one (and repeated ids)."""
     records, problems, seen = [], [], {}
+    text = import_text_decode(text, error=PreferenceImportError)
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -162,7 +161,9 @@ def preferences_validate(text: str) -> list[_Record]:
     return records
 
 
-def preferences_import(*, world: World, text: str, source: str = "") -> PreferenceImportReport:
+def preferences_import(
+    *, world: World, text: str | bytes, source: str = ""
+) -> PreferenceImportReport:
     """Import preference pairs into `world` as picks: all or nothing, idempotent by id."""
     records = preferences_validate(text)
     report = PreferenceImportReport()

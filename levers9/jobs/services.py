@@ -26,11 +26,18 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from levers9.jobs.kinds import job_kind, produced_listeners, trainer_lookup, watcher_hooks
+from levers9.jobs.limits import job_limits_check
 from levers9.jobs.models import Job
 from levers9.jobs.progress import job_event_send
 from levers9.jobs.runner import this_process
 from levers9.models import GpuPool
-from levers9.pools import cards_queue_position, cards_release, cards_request, cards_try_grant
+from levers9.pools import (
+    cards_queue_standing,
+    cards_release,
+    cards_request,
+    cards_serving_order,
+    cards_try_grant,
+)
 from levers9.task_results import (
     TaskResultMissing,
     UnsafeTaskResult,
@@ -91,42 +98,55 @@ def job_start(
     preference_version: int | None = None,
     base_model: str = "",
     finish_needs: dict[str, Any] | None = None,
+    within_workspace_limits: bool = True,
 ) -> Job:
-    """Pack the spec onto the datasets volume, ask for cards, and queue one task on the pool."""
+    """Pack the spec onto the datasets volume, ask for cards, and queue one task on the pool.
+
+    Refused with JobLimitReached when the workspace already has its limit of jobs waiting;
+    follow-ups the platform starts itself (a checkpoint of a finished training) pass
+    `within_workspace_limits=False`: refusing them would fail the job that asked for them.
+    """
     try:
         trainer_lookup(trainer)
         job_kind(kind)
     except LookupError as error:
         raise JobError(str(error)) from None
-    job = Job.objects.create(
-        kind=kind,
-        trainer=trainer,
-        title=title[:200],
-        workspace_schema=connection.schema_name,
-        started_by=started_by,
-        world=world,
-        parent_version=parent_version,
-        preference_version=preference_version,
-        base_model=base_model,
-        pool_name=pool.name,
-        card_type=pool.card_type,
-        card_count=card_count,
-        finish_needs=finish_needs or {},
-        watcher="",
-    )
-    folder = job_folder(job)
-    folder.mkdir(parents=True, exist_ok=True)
-    spec_path = folder / "spec.json"
-    spec_path.write_text(json.dumps({**spec, "job": job.pk}, indent=2, sort_keys=True))
-    allocation = cards_request(
-        pool=pool,
-        holder_kind="job",
-        holder_id=job.pk,
-        card_count=card_count,
-        label=f"{connection.schema_name} job {job.pk} ({trainer})",
-    )
-    Job.objects.filter(pk=job.pk).update(spec_path=str(spec_path), card_allocation_id=allocation.pk)
-    transaction.on_commit(lambda: job_place(job_id=job.pk))
+    # One transaction: a refused or failed start leaves no half-packed job behind, and the
+    # limit's row lock is held until the new job's card request is there to be counted.
+    with transaction.atomic():
+        if within_workspace_limits:
+            job_limits_check()
+        job = Job.objects.create(
+            kind=kind,
+            trainer=trainer,
+            title=title[:200],
+            workspace_schema=connection.schema_name,
+            started_by=started_by,
+            world=world,
+            parent_version=parent_version,
+            preference_version=preference_version,
+            base_model=base_model,
+            pool_name=pool.name,
+            card_type=pool.card_type,
+            card_count=card_count,
+            finish_needs=finish_needs or {},
+            watcher="",
+        )
+        folder = job_folder(job)
+        folder.mkdir(parents=True, exist_ok=True)
+        spec_path = folder / "spec.json"
+        spec_path.write_text(json.dumps({**spec, "job": job.pk}, indent=2, sort_keys=True))
+        allocation = cards_request(
+            pool=pool,
+            holder_kind="job",
+            holder_id=job.pk,
+            card_count=card_count,
+            label=f"{connection.schema_name} job {job.pk} ({trainer})",
+        )
+        Job.objects.filter(pk=job.pk).update(
+            spec_path=str(spec_path), card_allocation_id=allocation.pk
+        )
+        transaction.on_commit(lambda: job_place(job_id=job.pk))
     job.refresh_from_db()
     return job
 
@@ -138,10 +158,7 @@ def job_place(*, job_id: int) -> bool:
     if job.state != Job.State.PACKING or job.card_allocation_id is None:
         return job.state != Job.State.PACKING
     if not cards_try_grant(allocation_id=job.card_allocation_id):
-        ahead = cards_queue_position(allocation_id=job.card_allocation_id)
-        if job.metrics.get("waiting_for_cards") != ahead:
-            Job.objects.filter(pk=job.pk).update(metrics={"waiting_for_cards": ahead})
-            job_event_send(job.pk)
+        _job_waiting_say(job)
         return False
     # The cards are held, and every placement racing this one sees them held too: claim the
     # queueing with a conditional update so exactly one of them queues the task.
@@ -170,22 +187,37 @@ def job_place(*, job_id: int) -> bool:
     return True
 
 
+def _job_waiting_say(job: Job) -> None:
+    """Tell the job (and its watchers) where it stands in the line and why it waits."""
+    standing = cards_queue_standing(allocation_id=job.card_allocation_id)
+    waiting = {"waiting_for_cards": standing.ahead, "waiting_why": standing.sentence()}
+    if job.metrics != waiting:
+        Job.objects.filter(pk=job.pk).update(metrics=waiting)
+        job_event_send(job.pk)
+
+
 def pool_place_next(*, pool_id: int) -> None:
-    """Place whatever waits first in a pool's line, in whichever workspace it is."""
+    """Place the jobs next in a pool's line (the line cards_try_grant serves), in whichever
+    workspace they are, for as long as the freed cards take them."""
     from django_tenants.utils import schema_context
 
-    from levers9.models import CardAllocation
-
-    waiting = (
-        CardAllocation.objects.filter(pool_id=pool_id, state="waiting", holder_kind="job")
-        .select_related("workspace")
-        .order_by("id")
-        .first()
-    )
-    if waiting is not None:
-        with schema_context(waiting.workspace.schema_name):
-            if Job.objects.filter(pk=waiting.holder_id, state=Job.State.PACKING).exists():
-                job_place(job_id=waiting.holder_id)
+    tried: set[int] = set()
+    while True:
+        head = next(
+            (
+                in_line.allocation
+                for in_line in cards_serving_order(pool_id=pool_id)
+                if in_line.allocation.holder_kind == "job" and not in_line.held_back
+            ),
+            None,
+        )
+        if head is None or head.pk in tried:
+            return
+        tried.add(head.pk)
+        with schema_context(head.workspace.schema_name):
+            packing = Job.objects.filter(pk=head.holder_id, state=Job.State.PACKING).exists()
+            if not packing or not job_place(job_id=head.holder_id):
+                return
 
 
 # --- finish, exactly once --------------------------------------------------------------

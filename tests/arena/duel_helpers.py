@@ -12,9 +12,11 @@ REAL_CALLS = [
         "id": f"call-{number}",
         "outcome": "won" if number % 2 else "lost",
         "turns": [
-            {"speaker": "agent", "text": "Good morning, thank you for taking my call."},
+            # Each call's agent words differ, as real agents' do: in a world of recorded calls
+            # the baseline answers with another call's reply (arena.recorded_replies).
+            {"speaker": "agent", "text": f"Good morning, thank you for taking call {number}."},
             {"speaker": "customer", "text": "Hi, I'm not sure about this, it sounds expensive."},
-            {"speaker": "agent", "text": "Whatever. Just sign up now, it's a last chance!!"},
+            {"speaker": "agent", "text": f"Whatever. Just sign up now, {number} chances left!!"},
             {"speaker": "customer", "text": "I have two kids, we need to be careful with money."},
             {
                 "speaker": "agent",

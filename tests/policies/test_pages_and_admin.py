@@ -275,3 +275,27 @@ def test_it_says_what_a_trained_version_learned_from_in_words(in_workspace, owne
     assert "<b>metrics</b> kl 9.83e-05, policy steps 23" in html
     assert "held out accuracy" not in html  # nothing to say is left out
     assert "{&#x27;" not in html  # no raw dictionaries
+
+
+def test_a_version_that_did_not_learn_carries_the_mark_on_policies_and_the_api(
+    in_workspace, owner_client
+):
+    from policies.services import version_register
+
+    parent = PolicyVersion.objects.get(number=1)
+    reason = "The reward model's held-out pair accuracy is at chance (0.520 [0.430, 0.610])."
+    flat = version_register(
+        name="trained",
+        parent=parent,
+        move_strategy={},
+        learned_from={"algorithm": "rlhf", "did_not_learn": [reason]},
+    )
+    learned = version_register(
+        name="trained", parent=parent, move_strategy={}, learned_from={"did_not_learn": []}
+    )
+    html = owner_client.get("/policies/").content.decode()
+    assert html.count('data-mark="did-not-learn"') == 2  # the row and its Make live form
+    assert "at chance (0.520 [0.430, 0.610])" in html
+    rows = {row["id"]: row for row in owner_client.get("/api/rl/policies/").json()["results"]}
+    assert rows[flat.pk]["did_not_learn"] == [reason]
+    assert rows[learned.pk]["did_not_learn"] == []

@@ -28,13 +28,13 @@ from trainers.bases import (
 )
 from trainers.reward_model import (
     RewardModelConfig,
-    auc,
     fit_on_outcomes,
     fit_on_pairs,
     load_reward_model,
     score,
 )
 from trainers.runtime import parse_progress_line
+from trainers.wording_measures import auc
 from trainers.wording_spec import (
     OPENING_AGENT_TURNS,
     held_out_split,
@@ -463,3 +463,46 @@ def test_it_loads_smollm2_from_the_wheel_and_replies(tmp_path):
     reply = tokenizer.decode(output[0, prompt["input_ids"].shape[1] :], skip_special_tokens=True)
     assert len(reply.split()) >= 3
     assert convert_smollm2(tmp_path) == folder  # converted once: the second call finds it
+
+
+def test_rlhf_measures_its_reward_on_held_out_openings_and_says_if_it_learned(rlhf_result):
+    from trainers.wording_measures import did_not_learn
+
+    metrics = rlhf_result["metrics"]
+    assert metrics["held_out_prompts"] > 0  # reward before/after come from unseen openings
+    assert metrics["reward_before"] is not None
+    assert metrics["reward_after"] is not None
+    assert metrics["did_not_learn"] == did_not_learn(
+        reward_model=metrics["reward_model"], policy=metrics
+    )
+    assert metrics["reward_model"]["held_out_accuracy_ci"] is not None
+
+
+def test_a_cpu_stage_without_steps_stops_at_its_budget_and_says_how_much_it_saw(
+    models_dir, tmp_path
+):
+    spec = base_spec(
+        models_dir,
+        output_dir=str(tmp_path / "budget"),
+        epochs=3,  # 30 training pairs / 4 a step × 3: far more steps than the budget allows
+        time_budget_s=0.01,
+        dpo={"batch_size": 4},
+    )
+    assert parse_wording_spec(spec, trainer="dpo").stage_budget_seconds == 0.01
+    seen = dpo.run(spec)["metrics"]["data_seen"]
+    assert seen["stopped_by_budget"] is True
+    assert seen["steps"] < seen["planned_steps"]
+    assert seen["share_of_planned"] < 1.0
+
+
+def test_the_cpu_budget_applies_only_when_no_steps_are_set_and_not_on_a_gpu(models_dir):
+    from trainers.wording_spec import CPU_STAGE_SECONDS
+
+    cpu = parse_wording_spec(base_spec(models_dir), trainer="dpo")
+    assert cpu.stage_budget_seconds == CPU_STAGE_SECONDS
+    stepped = parse_wording_spec(base_spec(models_dir, max_steps=3), trainer="dpo")
+    assert stepped.stage_budget_seconds is None
+    gpu = parse_wording_spec(base_spec(models_dir, gpu={"type": "h100", "count": 2}), trainer="dpo")
+    assert gpu.stage_budget_seconds is None
+    with pytest.raises(ValueError, match="time_budget_s"):
+        parse_wording_spec(base_spec(models_dir, time_budget_s=-1), trainer="dpo")

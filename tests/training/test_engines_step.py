@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from arena.models import World
+from arena.models import Turn, World
+from arena.moves import lettings_moves
 from arena.services import calls_import, world_create
 from levers9.jobs.models import Job
 from levers9.jobs.services import JobError
@@ -115,10 +116,13 @@ def test_it_promotes_a_finished_run_once(lettings, baseline):
 
 def test_it_compares_a_run_off_line_on_labelled_real_calls(lettings, baseline):
     job = _finished_run(lettings, baseline)
-    real = world_create(slug="real", name="Real")
+    # Real calls of a world with the simulator's eight moves: a lettings table compares there.
+    real = world_create(slug="real", name="Real", moves=lettings_moves())
     calls_import(world=real, text="\n".join(json.dumps(call) for call in CALLS))
-    assert calls_label_moves(world=real) == 18
-    assert calls_label_moves(world=real) == 0  # reviewers' and earlier labels are kept
+    # The import labelled every agent turn with the world's moves; nothing changed since.
+    assert Turn.objects.filter(call__world=real, move_label_source="classifier").count() == 18
+    assert calls_label_moves(world=real) == 0
+    assert engines_run_offline_comparison(job=job, world=world_create(slug="o", name="O")) is None
     comparison = engines_run_offline_comparison(job=job, world=real)
     assert comparison["learned"]["won"]["total"] == 9
     assert comparison["learned"]["lost"]["total"] == 9
@@ -150,16 +154,18 @@ def test_it_lets_a_reviewer_correct_a_move_label_in_the_admin(workspace):
     with schema_context(workspace.schema_name):
         real = world_create(slug="real", name="Real")
         calls_import(world=real, text=json.dumps(CALLS[0]))
-        calls_label_moves(world=real)
         turn = Turn.objects.filter(speaker="agent").order_by("index").first()
         assert turn.move_label_source == "classifier"
     make_user(workspace, "mo@acme.test", "manager")
     client = client_for(workspace, "mo@acme.test")
+    corrected = next(move for move in ("close", "reassure") if move != turn.move_label)
     response = client.post(
-        f"/admin/arena/turn/{turn.pk}/change/", {"move_label": "close"}, follow=True
+        f"/admin/arena/turn/{turn.pk}/change/", {"move_label": corrected}, follow=True
     )
     assert response.status_code == 200
     with schema_context(workspace.schema_name):
         turn.refresh_from_db()
-        assert (turn.move_label, turn.move_label_source) == ("close", "reviewer")
-        assert calls_label_moves(world=real) == 0
+        assert (turn.move_label, turn.move_label_source) == (corrected, "reviewer")
+        calls_label_moves(world=real)  # a relabel keeps the reviewer's move
+        turn.refresh_from_db()
+        assert (turn.move_label, turn.move_label_source) == (corrected, "reviewer")

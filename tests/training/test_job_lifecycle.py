@@ -222,7 +222,8 @@ def test_it_queues_the_task_only_once_the_cards_are_granted(job, monkeypatch):
     assert job_place(job_id=job.pk) is False
     job.refresh_from_db()
     assert job.state == Job.State.PACKING
-    assert job.metrics == {"waiting_for_cards": 0}
+    assert job.metrics["waiting_for_cards"] == 0
+    assert job.metrics["waiting_why"].startswith("Next in line on local-cpu")
     assert queued == []
     CardAllocation.objects.filter(pk=0).update(state="released")
     assert job_place(job_id=job.pk) is True

@@ -145,6 +145,8 @@ def test_it_runs_fifty_jobs_on_a_one_card_pool_one_at_a_time_in_order(live_works
     from levers9.models import GpuPool
 
     schema = live_workspace.schema_name
+    # An operator let this workspace queue more than the default limit allows.
+    Workspace.objects.filter(pk=live_workspace.pk).update(queued_jobs_limit=60)
     cluster = f"one-card-{uuid.uuid4().hex[:6]}"
     pool = GpuPool.objects.create(
         name=cluster, card_type="L4", card_count=1, cluster_name=cluster, position=50

@@ -28,9 +28,7 @@ class Command(BaseCommand):
             world = world_named(pack, workspace=workspace)
             started = time.perf_counter()
             try:
-                report = calls_import(
-                    world=world, text=file.read_text(encoding="utf-8"), source=file.name
-                )
+                report = calls_import(world=world, text=file.read_bytes(), source=file.name)
             except CallImportError as error:
                 raise CommandError(str(error)) from error
             seconds = time.perf_counter() - started

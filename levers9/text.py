@@ -1,0 +1,54 @@
+"""Text that PostgreSQL can store: one check for the API's middleware and every import.
+
+PostgreSQL's text types hold no NUL character, and UTF-8 cannot encode a lone surrogate (a
+"\\ud800" escape in JSON decodes to one); either fails in the database, as a 500, unless it is
+refused first with the field named.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_problem(value: str) -> str | None:
+    """Why `value` cannot be stored, in words, or None when it can."""
+    if value.isascii():
+        return "Null characters are not allowed." if "\x00" in value else None
+    if "\x00" in value:
+        return "Null characters are not allowed."
+    if _LONE_SURROGATE.search(value):
+        return "Lone surrogates (\\ud800-\\udfff) are not allowed: send valid Unicode text."
+    return None
+
+
+def printable(value: str) -> str:
+    """`value` fit to be echoed back in an error message."""
+    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", value).replace(
+        "\x00", "\\0"
+    )
+
+
+def bad_text_path(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The dotted path (`knobs.note`, `items[2]`) of the first string in a parsed JSON value
+    that cannot be stored, and why; None when every string can be."""
+    if isinstance(value, str):
+        problem = text_problem(value)
+        return (path or "body", problem) if problem else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{printable(key)}" if path else printable(key)
+            problem = text_problem(key)
+            if problem:
+                return where, problem
+            found = bad_text_path(item, where)
+            if found:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = bad_text_path(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None

@@ -1,0 +1,94 @@
+"""The move-strategy card on a world with no simulator: learn off-line from the world's
+labelled real calls and their outcomes (trainers.offline_moves), then measure the strategy on
+the held-out calls it never saw (trainers.offline_comparison) when it becomes a version.
+
+Held out by call: Call.held_out (arena.held_out) marks the calls Evaluate replays; the spec
+this card packs never holds one, so the trainer process cannot learn from them. Calls with an
+unknown outcome teach a won share nothing and are left out too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arena.models import Call, World
+from arena.services import calls_label_moves
+from levers9.jobs.models import Job
+from levers9.jobs.services import job_start
+from levers9.pools import pool_default
+from policies.models import PolicyVersion
+from trainers.offline_comparison import comparison_trust, outcome_policy_comparison
+from trainers.offline_moves import ALGORITHM, LEARNER
+
+OFFLINE_ALGORITHM = ALGORITHM
+OFFLINE_LEARNER = LEARNER
+
+
+def _calls_as_moves(world: World, *, held_out: bool) -> list[dict[str, Any]]:
+    """The world's won-or-lost calls (held out or not), each with its agent turns' moves in
+    order (the labels as they stand: the labeller's, or a reviewer's)."""
+    names = set(world.move_names)
+    calls = (
+        Call.objects.filter(world=world, held_out=held_out)
+        .exclude(outcome=Call.Outcome.UNKNOWN)
+        .order_by("external_id")
+        .prefetch_related("turns")
+    )
+    return [
+        {
+            "id": call.external_id,
+            "won": call.outcome == Call.Outcome.WON,
+            "moves": [
+                turn.move_label
+                for turn in call.turns.all()
+                if turn.speaker == "agent" and turn.move_label in names
+            ],
+        }
+        for call in calls
+    ]
+
+
+def offline_training_calls(*, world: World) -> list[dict[str, Any]]:
+    """What the learner may see: labelled calls that are not held out. A read."""
+    return _calls_as_moves(world, held_out=False)
+
+
+def offline_held_out_calls(*, world: World) -> list[dict[str, Any]]:
+    """What the strategy is measured on, never trained on: the held-out calls. A read."""
+    return _calls_as_moves(world, held_out=True)
+
+
+def train_move_strategy_offline(
+    *, world: World, parent: PolicyVersion, seed: int = 0, started_by=None
+) -> Job:
+    """The "Move strategy" card where no simulator plays: the labels brought up to date with
+    the reviewers' corrections, then the training calls packed and the learner started."""
+    calls_label_moves(world=world)
+    spec = {
+        "algorithm": OFFLINE_ALGORITHM,
+        "moves": world.move_names,
+        "calls": offline_training_calls(world=world),
+        "seed": seed,
+        "pack": world.slug,
+        "parent_version": parent.number,
+    }
+    return job_start(
+        kind="train",
+        trainer=OFFLINE_ALGORITHM,
+        spec=spec,
+        pool=pool_default(gpu=False),
+        title=f"Move strategy (off-line, real calls) from {parent.label}",
+        started_by=started_by,
+        world=world,
+        parent_version=parent,
+        finish_needs={"version": "move-strategy-offline", "parent": parent.number},
+    )
+
+
+def offline_comparison_report(
+    *, world: World, strategy: dict[str, Any], seed: int = 0
+) -> dict[str, Any]:
+    """The strategy against the real agents' own moves on the world's held-out calls, with how
+    far it can be trusted."""
+    comparison = outcome_policy_comparison(strategy, offline_held_out_calls(world=world), seed=seed)
+    return {**comparison, "trust": comparison_trust(comparison)}
