@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SLUG = "fuzz"
 OWNER = "owner@fuzz.test"
-CHECKS = "not_a_server_error,response_schema_conformance"
+CHECKS = "not_a_server_error,response_schema_conformance,status_code_conformance"
 
 
 def _setup_django() -> None:

@@ -88,3 +88,42 @@ def me(request):
             "can": ROLE_HELP.get(role),
         }
     )
+
+
+# Every operation can answer these, whatever its view declares: a bad query parameter or body
+# (400, naming the field), no or a bad token (401), a role too low or another workspace's
+# object (403), a path id that is not there (404, where the path has one), and an unhandled
+# error (500, JSON with an id to find it in the log).
+_ERROR_BODY = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "additionalProperties": True,
+            "description": "What went wrong: field names with their messages, or 'detail'.",
+        }
+    }
+}
+_ALWAYS = {
+    "400": "Bad input: the body names each field and how to fix it.",
+    "401": "Not signed in, or the token is wrong.",
+    "403": "The user's role may not do this here.",
+    "500": "An unhandled error: the body carries an id to find it in the server log.",
+}
+
+
+def schema_document_errors(result, generator, request, public):
+    """drf-spectacular postprocessing hook: the error answers of every operation, so a client
+    (and the fuzzing in CI) finds each status it can get documented."""
+    for operations in result.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method not in {"get", "post", "put", "patch", "delete"}:
+                continue
+            responses = operation.setdefault("responses", {})
+            wanted = dict(_ALWAYS)
+            # Named in the path, the body or a filter (a pair, a version, a world).
+            wanted["404"] = "Nothing with that id or name in this workspace."
+            if method != "get":
+                wanted["409"] = "The object is not in a state that allows this (the body says why)."
+            for status, description in wanted.items():
+                responses.setdefault(status, {"description": description, "content": _ERROR_BODY})
+    return result

@@ -259,6 +259,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "levers9.throttles.schema_document_throttled_writes",
+        "levers9.api.schema_document_errors",
     ],
 }
 
