@@ -70,24 +70,10 @@ def _largest_base(models_dir: Path, *, smoke: bool) -> str:
 
 def _mean_tokens(base: str, models_dir: Path, pairs: list[dict[str, Any]]) -> float:
     """Mean tokens of a prompt with one reply, through the chat template (for tokens/s)."""
-    from trainers.bases import conversation_ids, load_tokenizer
+    from bench.wording import mean_conversation_tokens
+    from trainers.bases import load_tokenizer
 
-    tokenizer = load_tokenizer(base, models_dir=models_dir)
-    counts = []
-    for pair in pairs[:200]:
-        messages = [
-            {"role": "assistant" if turn["speaker"] == "agent" else "user", "content": turn["text"]}
-            for turn in pair["dialogue"]
-        ]
-        for reply in (pair["chosen"], pair["rejected"]):
-            counts.append(
-                len(
-                    conversation_ids(
-                        tokenizer, [*messages, {"role": "assistant", "content": reply}]
-                    )
-                )
-            )
-    return min(1024.0, sum(counts) / max(1, len(counts)))
+    return mean_conversation_tokens(load_tokenizer(base, models_dir=models_dir), pairs)
 
 
 def _peak_gb() -> float | None:

@@ -156,7 +156,7 @@ def bench_base(
     model, tokenizer = load_base(base, models_dir=models_dir)  # converts SmolLM2 once
     rows.append(Row(base, "load base", None, time.perf_counter() - started, ""))
     parameters = sum(p.numel() for p in model.parameters())
-    tokens_per_row = _mean_conversation_tokens(tokenizer, pairs)
+    tokens_per_row = mean_conversation_tokens(tokenizer, pairs)
     from trainers.bases import device_arguments
 
     precision = "bfloat16" if device_arguments().get("bf16") else "float32"
@@ -264,7 +264,7 @@ def _interval(value: float | None, bounds: list[float] | None) -> str:
     return _number(value) + (f" [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else "")
 
 
-def _mean_conversation_tokens(tokenizer: Any, pairs: list[dict[str, Any]]) -> float:
+def mean_conversation_tokens(tokenizer: Any, pairs: list[dict[str, Any]]) -> float:
     """Mean tokens of one side of a pair (the call so far and a reply) through the template."""
     from trainers.bases import conversation_ids
 

@@ -11,6 +11,7 @@ Fixtures, for this and later browser tests (a whole-game test can reuse them):
   e2e_db         a context manager to read or write committed rows in a workspace's schema
   browser        Debian's Chromium driven by Playwright (one per test module)
   page           a new browser page (and context) per test
+  game_server    a web server and a real worker for the test's workspace: its base address
 """
 
 from __future__ import annotations
@@ -209,3 +210,17 @@ def sign_in(page, server: E2EServer, slug: str, email: str, password: str = PASS
     page.fill("input[name=password]", password)
     page.click("button[type=submit], input[type=submit]")
     page.wait_for_url(server.url_for(slug, "/"))
+
+
+@pytest.fixture
+def game_server(e2e_workspace):
+    """A web server (with the dashboard's job watcher) and a real worker for one workspace:
+    its base address."""
+    from tests.processes import start_web, start_worker, stop
+
+    worker = start_worker()
+    port = free_port()
+    web = start_web(port)
+    yield f"http://{e2e_workspace.slug}.localhost:{port}"
+    stop(web)
+    stop(worker)

@@ -11,7 +11,6 @@ import pytest
 from django.conf import settings
 
 from tests.e2e.test_whole_game import _sign_in, _until
-from tests.processes import free_port, start_web, start_worker, stop
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -24,16 +23,6 @@ suggest_an_amount: name a small concrete amount
 thank: thank them, whatever they decide"""
 
 
-@pytest.fixture
-def world_server(e2e_workspace):
-    worker = start_worker()
-    port = free_port()
-    web = start_web(port)
-    yield f"http://{e2e_workspace.slug}.localhost:{port}"
-    stop(web)
-    stop(worker)
-
-
 def _no_lettings_words(page, where: str, allowed: set[str]) -> None:
     shown = {word.lower() for word in LETTINGS_WORDS.findall(page.inner_text("main"))}
     assert shown <= allowed, f"{where} shows lettings words {shown - allowed}"
@@ -41,11 +30,11 @@ def _no_lettings_words(page, where: str, allowed: set[str]) -> None:
 
 @pytest.mark.skipif(not CALLS.exists(), reason="the shared real-call data is not here")
 def test_a_business_runs_its_own_world_end_to_end(
-    page, world_server, e2e_workspace, e2e_db, tmp_path
+    page, game_server, e2e_workspace, e2e_db, tmp_path
 ):
     from arena.models import Turn, World
 
-    base = world_server
+    base = game_server
     _sign_in(page, base, e2e_workspace.owner_email)
 
     # The World page makes the world, with its own prompt and moves.

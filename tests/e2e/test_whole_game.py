@@ -10,19 +10,8 @@ import time
 import pytest
 
 from tests.conftest import PASSWORD
-from tests.processes import free_port, start_web, start_worker, stop
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-
-@pytest.fixture
-def game_server(e2e_workspace):
-    worker = start_worker()
-    port = free_port()
-    web = start_web(port)
-    yield f"http://{e2e_workspace.slug}.localhost:{port}"
-    stop(web)
-    stop(worker)
 
 
 def _sign_in(page, base: str, email: str) -> None:
