@@ -5,6 +5,8 @@
 - SameOriginCsrfMiddleware: Django's CSRF check, accepting only the request's own origin, so
   one workspace's pages can never post to another's.
 - ApiSlashOptionalMiddleware: an API path with or without its trailing slash is one route.
+- ApiJsonErrorsMiddleware: an error Django answers itself under /api/ (a body it cannot parse,
+  a CSRF refusal) is JSON too, never a bare HTML or empty page.
 """
 
 from __future__ import annotations
@@ -19,6 +21,37 @@ from django.urls import is_valid_path
 from django.utils.functional import cached_property
 
 from levers9.text import bad_text_path, printable, text_problem
+
+
+class ApiJsonErrorsMiddleware:
+    """Django answers some errors before any API view runs, as HTML or an empty body: a
+    multipart body it cannot parse while the CSRF check reads the form (400), a CSRF refusal
+    (403). Under /api/ those become JSON that says what happened; a view's own JSON passes."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if (
+            request.path.startswith("/api/")
+            and response.status_code >= 400
+            and not response.get("Content-Type", "").startswith("application/json")
+            and not getattr(response, "streaming", False)
+        ):
+            reason = _API_ERRORS.get(response.status_code, response.reason_phrase)
+            return JsonResponse({"detail": reason}, status=response.status_code)
+        return response
+
+
+_API_ERRORS = {
+    400: "The request could not be read: send JSON (or the documented body) that matches "
+    "its Content-Type.",
+    403: "Refused: with a session, send the CSRF token from the same origin; or use an API "
+    "token (Authorization: Token ...).",
+    404: "Nothing at this address.",
+    405: "This address does not take that method.",
+}
 
 
 class RefuseBadTextMiddleware:

@@ -117,6 +117,7 @@ LEVERS9_WORKSPACE_DOMAIN_SUFFIX = os.environ.get("LEVERS9_WORKSPACE_DOMAIN_SUFFI
 
 MIDDLEWARE = [
     "django_tenants.middleware.main.TenantMainMiddleware",
+    "levers9.middleware.ApiJsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

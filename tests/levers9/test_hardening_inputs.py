@@ -249,3 +249,22 @@ def test_the_live_call_service_checks_turns_too(in_workspace):
     with pytest.raises(ValidationError, match="speaker"):
         live_call_record(call_id="live-3", outcome="won", turns=[{"speaker": 1, "text": "x"}])
     assert LiveCall.objects.get(external_id="live-3").outcome == "unknown"
+
+
+def test_a_body_django_cannot_parse_under_the_csrf_check_is_a_json_400(workspace):
+    """A signed-in session with CSRF checks on: the check reads the form, the multipart body
+    is broken, and Django itself answers 400 — as JSON under /api/, never an empty page."""
+    from tests.conftest import client_for
+
+    client = client_for(workspace, "owner@acme.test")  # signed in through the login page
+    client.handler.enforce_csrf_checks = True
+    boundary = "c637e12e2b1a998d80d1b087531af51c"
+    response = client.generic(
+        "POST",
+        "/api/rl/packs/lettings/judge/score/",
+        f"--{boundary}--\r\n".encode(),
+        content_type=f"multipart/form-data; boundary={boundary}",
+    )
+    assert response.status_code in {400, 403}
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["detail"]
