@@ -41,6 +41,7 @@ from trainers.wording_spec import (
     curve,
     held_out_split,
     last_value,
+    mean_value,
     pair_groups,
     parse_wording_spec,
     planned_steps,
@@ -300,8 +301,8 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
         "base_held_out_accuracy_ci": measured["base_accuracy_ci"],
         "train_loss": last_value(history, "train_loss"),
         # Running means over the logged steps: the last batch of four pairs says nothing.
-        "mean_train_reward_accuracy": _running_mean(history, "rewards/accuracies"),
-        "mean_train_reward_margin": _running_mean(history, "rewards/margins"),
+        "mean_train_reward_accuracy": _rounded(mean_value(history, "rewards/accuracies")),
+        "mean_train_reward_margin": _rounded(mean_value(history, "rewards/margins")),
         "steps": int(trainer.state.global_step),
         "data_seen": callback.data_seen,
         "curve": curve(history, ("loss", "rewards/accuracies", "rewards/margins")),
@@ -331,9 +332,8 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     }
 
 
-def _running_mean(history: Sequence[Mapping[str, float]], key: str) -> float | None:
-    values = [float(row[key]) for row in history if key in row and row[key] == row[key]]
-    return round(sum(values) / len(values), 4) if values else None
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def main(argv: list[str] | None = None) -> int:

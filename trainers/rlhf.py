@@ -54,6 +54,7 @@ from trainers.wording_spec import (
     curve,
     held_out_split,
     last_value,
+    mean_value,
     pair_groups,
     parse_wording_spec,
     planned_steps,
@@ -300,8 +301,9 @@ def train_policy(
     config: PolicyConfig,
     stages: StageProgress,
     score_batch_size: int = 16,
-) -> tuple[Any, Any, Any, list[dict[str, float]]]:
-    """(trainer, policy PeftModel, tokenizer, logged history) after the PPO-style update."""
+) -> tuple[Any, Any, Any, list[dict[str, float]], dict[str, Any]]:
+    """(trainer, policy PeftModel, tokenizer, logged history, how much of the planned steps
+    ran) after the PPO-style update."""
     import tempfile
 
     from datasets import Dataset
@@ -342,8 +344,7 @@ def train_policy(
     with scratch:
         train_quietly(trainer)
     policy = trainer.accelerator.unwrap_model(trainer.model)
-    trainer.data_seen = callback.data_seen  # read into the run's metrics
-    return trainer, policy, tokenizer, callback.history
+    return trainer, policy, tokenizer, callback.history, callback.data_seen
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -407,7 +408,7 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     rewarded = time.perf_counter()
 
     # --- 2. the policy ---
-    trainer, policy, tokenizer, history = train_policy(
+    trainer, policy, tokenizer, history, policy_data_seen = train_policy(
         wording,
         fit,
         policy_prompts,
@@ -441,19 +442,19 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
 
     metrics = {
         "reward_model": fit.summary(),
-        "kl": _mean(history, "kl"),
+        "kl": mean_value(history, "kl"),
         "kl_last": last_value(history, "kl"),
-        "clip_fraction": _mean(history, "clip_ratio/region_mean"),
+        "clip_fraction": mean_value(history, "clip_ratio/region_mean"),
         "clip_fraction_max": _max(history, "clip_ratio/region_mean"),
         # On held-out openings, scored by the reward model: what the update taught.
         **held_out,
         # On the batches it trained on, for the curve only.
         "train_reward_first": _first(history, "reward"),
         "train_reward_last": last_value(history, "reward"),
-        "advantage_mean": _mean(history, "advantages/mean"),
-        "advantage_std": _mean(history, "advantages/std"),
+        "advantage_mean": mean_value(history, "advantages/mean"),
+        "advantage_std": mean_value(history, "advantages/std"),
         "policy_steps": int(trainer.state.global_step),
-        "policy_data_seen": trainer.data_seen,
+        "policy_data_seen": policy_data_seen,
         "reference": "base with the adapter disabled" if trainer.ref_model is None else "copy",
         "curve": curve(history, ("loss", "reward", "kl", "clip_ratio/region_mean")),
     }
@@ -533,11 +534,6 @@ def _planned(rows: int, batch_size: int, config: RewardModelConfig | PolicyConfi
 
 def _values(history: Sequence[Mapping[str, float]], key: str) -> list[float]:
     return [float(row[key]) for row in history if key in row and row[key] == row[key]]
-
-
-def _mean(history: Sequence[Mapping[str, float]], key: str) -> float | None:
-    values = _values(history, key)
-    return sum(values) / len(values) if values else None
 
 
 def _max(history: Sequence[Mapping[str, float]], key: str) -> float | None:

@@ -574,6 +574,12 @@ def curve(
     return [*rows[::stride][: points - 1], rows[-1]]
 
 
+def mean_value(history: Sequence[Mapping[str, float]], key: str) -> float | None:
+    """The running mean of a logged metric over every step that logged it (NaNs left out)."""
+    values = [float(row[key]) for row in history if key in row and math.isfinite(row[key])]
+    return sum(values) / len(values) if values else None
+
+
 def last_value(history: Sequence[Mapping[str, float]], key: str) -> float | None:
     for row in reversed(history):
         if key in row and math.isfinite(row[key]):
