@@ -16,7 +16,13 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from arena.errors import DuelError, DuelNotFound
-from arena.judge_fitting import JudgeFitError, judge_fit_start, judge_score_items
+from arena.judge_fitting import (
+    JudgeFitError,
+    judge_fit_start,
+    judge_measure_start,
+    judge_measurement_latest,
+    judge_score_items,
+)
 from arena.models import (
     Call,
     JudgeOverride,
@@ -172,6 +178,14 @@ class JudgeScoreResult(serializers.Serializer):
 class JudgeScoreResponse(serializers.Serializer):
     judge = serializers.CharField(help_text="The judge's name and version")
     results = JudgeScoreResult(many=True)
+
+
+class JudgeMeasurementSerializer(serializers.Serializer):
+    measurement = serializers.DictField(
+        allow_null=True,
+        help_text="{judge, model: {pairs, accuracy, accuracy_ci, ties, kappa, "
+        "position_consistency}, rubric: {...}}; null before the first measurement",
+    )
 
 
 class JudgeVersionSerializer(serializers.ModelSerializer):
@@ -371,6 +385,36 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
         except JudgeFitError as error:
             return Response({"detail": str(error)}, status=400)
         return Response(JobSerializer(job).data, status=202)
+
+    @extend_schema(
+        request=None,
+        responses={202: JobSerializer, 400: ErrorDetail},
+        description="Measure the world's model judge (OpenAI, Anthropic or vLLM) on the frozen "
+        "picks a fit holds out, asking in both orders (a disagreement counts as a tie): a job; "
+        "its result is at GET judge/measurement/. A freeze measures it again by itself. 400 "
+        "when the world is judged by its fitted judge or the rubric (its fit measures it).",
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="judge/measure",
+        permission_classes=[HasRole.at_least(MANAGER)],
+    )
+    def judge_measure(self, request, pack: str):
+        world = self.get_object()
+        try:
+            job = judge_measure_start(world=world, started_by=request.user)
+        except JudgeFitError as error:
+            return Response({"detail": str(error)}, status=400)
+        return Response(JobSerializer(job).data, status=202)
+
+    @extend_schema(responses={200: JudgeMeasurementSerializer})
+    @action(detail=True, methods=["get"], url_path="judge/measurement", pagination_class=None)
+    def judge_measurement(self, request, pack: str):
+        """The newest finished measurement of the world's model judge (null before the first):
+        accuracy, kappa, ties and position consistency on held-out picks, the rubric beside it."""
+        world = self.get_object()
+        return Response({"measurement": judge_measurement_latest(world)})
 
     @extend_schema(responses={200: JudgeVersionSerializer(many=True)})
     # The whole list, unpaginated (a world has a handful): the schema must not say paginated.

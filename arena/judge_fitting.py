@@ -12,6 +12,7 @@ rescoring"), once the write is committed, unless one is already on its way for t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import uuid
 from pathlib import Path
@@ -165,12 +166,10 @@ def judge_fit_soon(*, world_ids: set[int], started_by=None) -> None:
                 active = Job.objects.filter(
                     kind=JUDGE_FIT_KIND, world=world, state__in=Job.ACTIVE_STATES
                 )
-                if active.exists():
-                    continue
-                try:
-                    judge_fit_start(world=world, started_by=started_by, on_request=False)
-                except JudgeFitError:
-                    continue
+                if not active.exists():
+                    with contextlib.suppress(JudgeFitError):  # nothing to learn from yet
+                        judge_fit_start(world=world, started_by=started_by, on_request=False)
+                _measure_model_judge_soon(world, started_by=started_by)
 
     transaction.on_commit(start)
 
@@ -270,9 +269,10 @@ JUDGE_MEASURE_TRAINER = "judge-measure"
 MODEL_JUDGE_PAIRS = 100  # each costs two model calls
 
 
-def judge_measure_start(*, world: World, started_by=None) -> Job:
+def judge_measure_start(*, world: World, started_by=None, on_request: bool = True) -> Job:
     """Measure the world's model judge on the picks a fit holds out: a job in the worker (it
-    calls the model twice a pick, in both orders)."""
+    calls the model twice a pick, in both orders). One the platform starts itself after a
+    freeze (`on_request=False`) is not refused by the workspace's job limits."""
     if (world.judge_provider or DEFAULT_JUDGE) == DEFAULT_JUDGE:
         raise JudgeFitError(
             f"{world.name} is judged by its fitted judge (or the rubric): its fit measures it."
@@ -286,7 +286,21 @@ def judge_measure_start(*, world: World, started_by=None) -> Job:
         started_by=started_by,
         world=world,
         finish_needs={"world": world.pk},
+        within_workspace_limits=on_request,
     )
+
+
+def _measure_model_judge_soon(world: World, *, started_by=None) -> None:
+    """A world judged by a model is measured again on its (new) held-out picks after a freeze,
+    as its fitted judge is refitted; one measurement at a time."""
+    from trainers.judge_fit import held_out_part
+
+    if (world.judge_provider or DEFAULT_JUDGE) == DEFAULT_JUDGE:
+        return
+    active = Job.objects.filter(kind=JUDGE_MEASURE_KIND, world=world, state__in=Job.ACTIVE_STATES)
+    if active.exists() or not held_out_part(judge_fit_rows(world)["pairs"]):
+        return
+    judge_measure_start(world=world, started_by=started_by, on_request=False)
 
 
 def judge_measure_run(job_id: int, progress) -> dict[str, Any]:

@@ -8,8 +8,8 @@ Needs PostgreSQL: DATABASE_URL (a database of its own: the run migrates it, and 
 writes stay there), or else the embedded server. It seeds a workspace `fuzz` with an owner and
 an API token, starts `manage.py runserver` on a free port, fetches the schema, and runs
 `schemathesis run` with the token and the workspace's Host header. No worker runs, so the jobs
-the fuzzer queues only wait. Prints the figures (operations, requests, 5xx, schema failures)
-and exits non-zero on any failure.
+the fuzzer queues only wait. Prints the figures (operations, requests, 5xx, schema failures,
+the slowest operations) and exits non-zero on any failure.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SLUG = "fuzz"
@@ -108,6 +109,29 @@ def _figures(report: Path) -> dict[str, int]:
     }
 
 
+def _request_figures(log: Path) -> dict[str, Any]:
+    """Requests sent, 5xx answers among them, and the slowest operations (p95 seconds)."""
+    try:
+        lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    except OSError:
+        return {}
+    by_operation: dict[str, list[float]] = {}
+    for line in lines:
+        key = f"{line['method']} {line['path']}"
+        by_operation.setdefault(key, []).append(float(line.get("seconds") or 0.0))
+    slowest = sorted(
+        ((max(times), key, len(times)) for key, times in by_operation.items()), reverse=True
+    )[:5]
+    return {
+        "requests": len(lines),
+        "server_error_answers": sum(int(line["status"]) >= 500 for line in lines),
+        "slowest": [
+            {"operation": key, "max_seconds": round(top, 2), "requests": count}
+            for top, key, count in slowest
+        ],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--full", action="store_true", help="many examples, every phase")
@@ -122,19 +146,21 @@ def main(argv: list[str] | None = None) -> int:
     host = f"{SLUG}.localhost:{port}"
     headers = {"Host": host, "Authorization": f"Token {token}"}
     env = {**os.environ, "DEBUG": "0", "LEVERS9_JOB_WATCHER": "0"}
+    report_dir = args.report_dir or Path(tempfile.mkdtemp(prefix="fuzz-api-"))
+    report_dir.mkdir(parents=True, exist_ok=True)
+    # The server's log goes to a file: a pipe nobody reads fills up after a few hundred
+    # requests and then blocks the server on its next log line (the long run stalled so).
+    server_log = (report_dir / "server.log").open("w")
     server = subprocess.Popen(  # noqa: S603 (our own manage.py)
         [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+        stdout=server_log,
+        stderr=subprocess.STDOUT,
     )
     try:
         base = f"http://127.0.0.1:{port}"
         _wait_for(f"{base}/api/rl/me/", headers, server)
-        report_dir = args.report_dir or Path(tempfile.mkdtemp(prefix="fuzz-api-"))
-        report_dir.mkdir(parents=True, exist_ok=True)
         schema_file = report_dir / "schema.json"
         schema = json.loads(_get(f"{base}/api/schema/?format=json", headers))
         schema_file.write_text(json.dumps(schema))
@@ -172,10 +198,17 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print("$", " ".join(command).replace(token, "<token>"), flush=True)  # noqa: T201
         started = time.monotonic()
-        hooks = {**os.environ, "SCHEMATHESIS_HOOKS": "bench.fuzz_hooks"}
+        request_log = report_dir / "requests.jsonl"
+        request_log.unlink(missing_ok=True)
+        hooks = {
+            **os.environ,
+            "SCHEMATHESIS_HOOKS": "bench.fuzz_hooks",
+            "LEVERS9_FUZZ_LOG": str(request_log),
+        }
         outcome = subprocess.run(command, cwd=ROOT, env=hooks, check=False)  # noqa: S603
         figures = {
             **_figures(junit),
+            **_request_figures(request_log),
             "seconds": round(time.monotonic() - started),
             "exit_code": outcome.returncode,
         }
@@ -187,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             server.kill()
+        server_log.close()
+        print(f"reports and the server's log: {report_dir}", flush=True)  # noqa: T201
 
 
 if __name__ == "__main__":

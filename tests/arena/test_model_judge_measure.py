@@ -14,6 +14,7 @@ from django_tenants.utils import schema_context
 from arena import judges
 from arena.judge_fitting import (
     JudgeFitError,
+    judge_fit_soon,
     judge_measure_run,
     judge_measure_start,
     judge_measurement_latest,
@@ -74,5 +75,65 @@ def test_the_rubric_or_fitted_judge_is_measured_by_its_fit_not_here(in_workspace
 def test_another_workspace_cannot_start_a_measurement(outsider_client, workspace):
     response = outsider_client.post("/environment/lettings/measure/")
     assert response.status_code in {302, 403}
+    with schema_context(workspace.schema_name):
+        assert not Job.objects.filter(kind="judge-measure").exists()
+
+
+def test_the_api_starts_a_measurement_and_shows_the_newest(
+    model_judged, owner_client, django_capture_on_commit_callbacks
+):
+    assert owner_client.get("/api/rl/packs/lettings/judge/measurement/").json() == {
+        "measurement": None
+    }
+    with django_capture_on_commit_callbacks(execute=False):
+        response = owner_client.post("/api/rl/packs/lettings/judge/measure/")
+    assert response.status_code == 202, response.content
+    job_id = response.json()["id"]
+    result = judge_measure_run(job_id, lambda step, total, **metrics: None)
+    Job.objects.filter(pk=job_id).update(state=Job.State.DONE, result=result)
+    shown = owner_client.get("/api/rl/packs/lettings/judge/measurement/").json()["measurement"]
+    assert shown["judge"] == "vllm:judge-model"
+    assert shown["model"]["position_consistency"] == 0.0
+
+
+def test_the_api_refuses_to_measure_a_fitted_judge_with_a_reason(in_workspace, owner_client):
+    response = owner_client.post("/api/rl/packs/lettings/judge/measure/")
+    assert response.status_code == 400
+    assert "its fit measures it" in response.json()["detail"]
+
+
+def test_a_freeze_measures_a_model_judge_again_by_itself(
+    model_judged, django_capture_on_commit_callbacks
+):
+    # What a freeze calls once it commits: the refit, and for a model-judged world a new
+    # measurement; said twice, still one measurement waiting.
+    with django_capture_on_commit_callbacks(execute=True):
+        judge_fit_soon(world_ids={model_judged.pk})
+    with django_capture_on_commit_callbacks(execute=True):
+        judge_fit_soon(world_ids={model_judged.pk})
+    assert Job.objects.filter(kind="judge-measure", world=model_judged).count() == 1
+    assert Job.objects.filter(kind="judge-fit", world=model_judged).exists()
+
+
+def test_a_freeze_measures_nothing_where_the_fitted_judge_rules(
+    in_workspace, django_capture_on_commit_callbacks
+):
+    world = World.objects.get(slug="lettings")
+    with django_capture_on_commit_callbacks(execute=True):
+        judge_fit_soon(world_ids={world.pk})
+    assert not Job.objects.filter(kind="judge-measure").exists()
+
+
+def test_another_workspace_cannot_measure_or_read_over_the_api(outsider_client, workspace):
+    assert outsider_client.post("/api/rl/packs/lettings/judge/measure/").status_code in {
+        401,
+        403,
+        404,
+    }
+    assert outsider_client.get("/api/rl/packs/lettings/judge/measurement/").status_code in {
+        401,
+        403,
+        404,
+    }
     with schema_context(workspace.schema_name):
         assert not Job.objects.filter(kind="judge-measure").exists()
