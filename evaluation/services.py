@@ -577,17 +577,53 @@ def evaluation_job_finish(*, job, result: Any) -> None:
     )
 
 
+def dpo_benchmark_of(version: PolicyVersion) -> PolicyVersion | None:
+    """For an RLHF version: the newest DPO version of the same frozen picks and base that still
+    answers — the benchmark it must beat ("what the RLHF version gains over this number is
+    what the reward model taught"); None for any other version or when there is none."""
+    learned = version.learned_from or {}
+    if learned.get("algorithm") != "rlhf" or not learned.get("preference_version"):
+        return None
+    candidates = PolicyVersion.objects.filter(
+        learned_from__algorithm="dpo",
+        learned_from__preference_version=learned["preference_version"],
+        learned_from__base=learned.get("base"),
+    ).exclude(status=PolicyVersion.Status.RELEASED)
+    return candidates.exclude(pk=version.pk).order_by("-pk").first()
+
+
+def evaluation_checkpoint_against_dpo_start(*, version: PolicyVersion, started_by=None):
+    """An RLHF version against the DPO version of the same picks and base, on the same
+    held-out calls its parent checkpoint uses; None when there is no such DPO version."""
+    benchmark = dpo_benchmark_of(version)
+    if benchmark is None:
+        return None
+    evaluation = evaluation_start(
+        world=_checkpoint_world(version),
+        candidate=version,
+        baseline=benchmark,
+        started_by=started_by,
+        purpose=Evaluation.Purpose.CHECKPOINT,
+    )
+    return evaluation.job
+
+
 def version_checkpoint(job, version: PolicyVersion) -> None:
-    """Checkpoint a new version against its parent on the held-out calls: evaluation listens
-    for every version a job produced (levers9.jobs.kinds). A checkpoint that cannot start (no
-    parent, a released parent, ...) never fails the finish: the job says so."""
+    """Checkpoint a new version against its parent on the held-out calls, and an RLHF version
+    also against the DPO version of the same picks: evaluation listens for every version a job
+    produced (levers9.jobs.kinds). A checkpoint that cannot start (no parent, a released
+    parent, ...) never fails the finish: the job says so."""
     from levers9.jobs.services import job_note
 
-    try:
-        with transaction.atomic():  # a savepoint: only the checkpoint rolls back
-            evaluation_checkpoint_start(version=version, started_by=job.started_by)
-    except EvaluationError as error:
-        job_note(job.pk, f"No checkpoint: {error}")
+    for start, what in (
+        (evaluation_checkpoint_start, "No checkpoint"),
+        (evaluation_checkpoint_against_dpo_start, "No checkpoint against DPO"),
+    ):
+        try:
+            with transaction.atomic():  # a savepoint: only this checkpoint rolls back
+                start(version=version, started_by=job.started_by)
+        except EvaluationError as error:
+            job_note(job.pk, f"{what}: {error}")
 
 
 def evaluation_job_ended(job) -> None:

@@ -13,6 +13,7 @@ from levers9.jobs.progress import job_payload
 from levers9.jobs.selectors import job_list_recent, job_log_tail
 from levers9.jobs.services import JobError, job_cancel, job_resume
 from levers9.roles import MANAGER, role_required
+from policies.models import PolicyVersion
 from policies.selectors import policies_answering, policy_live
 from training.cards import train_move_strategy
 
@@ -69,25 +70,31 @@ def _offline_move_card(world: World | None) -> dict | None:
     }
 
 
-def _checkpoint_of(version) -> dict | None:
-    """The version's newest finished checkpoint against its parent on the held-out calls."""
+def _checkpoint_of(version, *, against=None) -> dict | None:
+    """The version's newest finished checkpoint on the held-out calls: against its parent, or
+    against `against` (an RLHF version against the DPO version of the same picks), with the
+    win rate's interval and the judge that scored it, as measured on held-out data."""
     if version is None:
         return None
     # Through the version's reverse relation: training does not import evaluation.
+    checkpoints = version.evaluations_as_candidate.filter(purpose="checkpoint", state="done")
+    baseline_id = against.pk if against is not None else version.parent_id
     checkpoint = (
-        version.evaluations_as_candidate.filter(purpose="checkpoint", state="done")
-        .select_related("baseline")
-        .order_by("-id")
-        .first()
-    )
+        checkpoints.filter(baseline_id=baseline_id).select_related("baseline").order_by("-id")
+    ).first()
     if checkpoint is None:
         return None
-    simulator = (checkpoint.summary or {}).get("simulator") or {}
+    summary = checkpoint.summary or {}
+    simulator = summary.get("simulator") or {}
     return {
         "win_rate": checkpoint.win_rate,
+        "ci": summary.get("ci"),
         "verdict": checkpoint.verdict,
         "baseline": checkpoint.baseline.label,
         "id": checkpoint.pk,
+        "judge": checkpoint.judge_model,
+        # How far that judge is to be believed: its held-out agreement (or "not measured").
+        "judge_agreement": summary.get("judge_agreement") or {},
         # On a simulated world the verdict is the simulator's: say what it rests on.
         "simulated": simulator if "won_share_difference" in simulator else None,
     }
@@ -116,7 +123,26 @@ def _how_each_method_learns() -> dict:
                 "version": job.produced_version,
                 "checkpoint": _checkpoint_of(job.produced_version),
             }
+    rlhf = latest.get("rlhf")
+    if rlhf and rlhf["version"] is not None:
+        # The head-to-head the description asks for: RLHF against DPO of the same picks.
+        benchmark = _dpo_benchmark_of(rlhf["version"])
+        rlhf["against_dpo"] = (
+            _checkpoint_of(rlhf["version"], against=benchmark) if benchmark else None
+        )
+        rlhf["dpo_benchmark"] = benchmark
     return latest
+
+
+def _dpo_benchmark_of(version):
+    """The DPO version an RLHF version was (or will be) checkpointed against, if any."""
+    baseline_ids = version.evaluations_as_candidate.filter(purpose="checkpoint").values_list(
+        "baseline_id", flat=True
+    )
+    for candidate in PolicyVersion.objects.filter(pk__in=baseline_ids).order_by("-pk"):
+        if (candidate.learned_from or {}).get("algorithm") == "dpo":
+            return candidate
+    return None
 
 
 @require_POST

@@ -75,3 +75,54 @@ def test_it_gives_up_on_a_version_that_never_answers(
     with pytest.raises(EvaluationError, match="starting and answers nothing"):
         evaluation_job_run(job.pk, lambda step, total, **metrics: None)
     assert Evaluation.objects.get(job=job).state == Evaluation.State.FAILED
+
+
+def _wording_version(baseline, *, algorithm: str, picks: int, base: str = "smollm2-135m-instruct"):
+    from policies.services import version_register
+
+    return version_register(
+        name=algorithm,
+        parent=baseline,
+        move_strategy={},
+        learned_from={
+            "pack": "lettings",
+            "algorithm": algorithm,
+            "preference_version": picks,
+            "base": base,
+        },
+    )
+
+
+def test_an_rlhf_version_is_also_checkpointed_against_dpo_of_the_same_picks(
+    lettings, baseline, django_capture_on_commit_callbacks
+):
+    from types import SimpleNamespace
+
+    from evaluation.services import dpo_benchmark_of, version_checkpoint
+
+    same = _wording_version(baseline, algorithm="dpo", picks=3)
+    _wording_version(baseline, algorithm="dpo", picks=2)  # other picks: not the benchmark
+    _wording_version(baseline, algorithm="dpo", picks=3, base="Qwen/Qwen3-0.6B")  # other base
+    rlhf = _wording_version(baseline, algorithm="rlhf", picks=3)
+    assert dpo_benchmark_of(rlhf) == same
+    assert dpo_benchmark_of(same) is None  # only RLHF has a benchmark to beat
+
+    with django_capture_on_commit_callbacks(execute=False):
+        version_checkpoint(SimpleNamespace(pk=0, started_by=None), rlhf)
+    checkpoints = Evaluation.objects.filter(candidate=rlhf, purpose=Evaluation.Purpose.CHECKPOINT)
+    assert {c.baseline for c in checkpoints} == {baseline, same}
+    # Both on the same held-out calls, so the two numbers can be read side by side.
+    assert len({c.call_set_id for c in checkpoints}) == 1
+
+
+def test_a_dpo_version_is_checkpointed_against_its_parent_only(
+    lettings, baseline, django_capture_on_commit_callbacks
+):
+    from types import SimpleNamespace
+
+    from evaluation.services import version_checkpoint
+
+    dpo = _wording_version(baseline, algorithm="dpo", picks=3)
+    with django_capture_on_commit_callbacks(execute=False):
+        version_checkpoint(SimpleNamespace(pk=0, started_by=None), dpo)
+    assert [c.baseline for c in Evaluation.objects.filter(candidate=dpo)] == [baseline]

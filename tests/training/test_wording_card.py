@@ -219,7 +219,18 @@ def _checkpoint(version: PolicyVersion, parent: PolicyVersion, win_rate: float, 
         baseline=parent,
         purpose="checkpoint",
         state="done",
-        summary={"win_rate": win_rate, "verdict": verdict},
+        judge_model="judge v4 of lettings",
+        summary={
+            "win_rate": win_rate,
+            "ci": [win_rate - 0.07, win_rate + 0.07],
+            "verdict": verdict,
+            "judge_agreement": {
+                "measured": True,
+                "measured_by": "judge v4",
+                "pair_accuracy": 0.71,
+                "at_chance": False,
+            },
+        },
     )
 
 
@@ -267,14 +278,28 @@ def test_the_train_page_shows_each_methods_numbers_and_the_dpo_number_to_beat(
         "3900 agent turns, AUC over 97 held-out calls",
         "KL 0.0123",
         "-0.200 → 0.150",
-        "won 0.55 of moments vs v1 · baseline",
+        "won 0.55 [0.48, 0.62] of moments vs v1 · baseline",
     ):
         assert shown in html, shown
-    assert "it beats the benchmark" in html
-    # A weaker RLHF says so instead.
-    Job.objects.filter(trainer="rlhf").delete()
-    rlhf_worse = version_register(name="trained", parent=parent, move_strategy={}, learned_from={})
-    _done_wording_job("rlhf", rlhf_worse, result={"version": {}, "metrics": {}})
-    _checkpoint(rlhf_worse, parent, 0.40, "lost")
+    # Each checkpoint with its interval and the judge that scored it, as measured.
+    assert "won 0.61 [0.54, 0.68] of moments" in html
+    judged = "judged by judge v4 of lettings, measured by judge v4: agrees with reviewers 0.71"
+    assert judged in html
+    # Against their own parents only: two numbers, no claim about which method is better.
+    assert "each against its own parent" in html
+    assert "beats the benchmark" not in html
+
+    # The head-to-head checkpoint (RLHF against DPO of the same picks) decides it.
+    from evaluation.models import Evaluation
+
+    dpo.learned_from = {"algorithm": "dpo"}
+    dpo.save(update_fields=["learned_from"])
+    _checkpoint(rlhf, dpo, 0.58, "won")
     html = owner_client.get("/train/").content.decode()
-    assert "does not beat the benchmark yet" in html
+    assert "against DPO (" in html
+    assert "it beats the benchmark: that is what the reward model taught" in html
+    Evaluation.objects.filter(candidate=rlhf, baseline=dpo).update(
+        summary={"win_rate": 0.41, "verdict": "lost"}
+    )
+    html = owner_client.get("/train/").content.decode()
+    assert "DPO is better: the reward model is the thing to fix" in html
