@@ -136,7 +136,7 @@ class Head:
         return 1.0 / (1.0 + np.exp(-self.logits(features)))
 
 
-def _regularisation(
+def regularisation_by_group(
     rows: sparse.csr_matrix,
     labels: np.ndarray,
     groups: np.ndarray,
@@ -144,7 +144,8 @@ def _regularisation(
     fit_intercept: bool,
     scoring: str,
 ) -> float:
-    """The C of the grid that cross-validates best on these (training) rows, by group."""
+    """The C of the grid that cross-validates best on these (training) rows, by group (also
+    the reward models' probe: trainers.reward_probe)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupKFold, cross_val_score
 
@@ -192,7 +193,7 @@ def fit_preference_head(
         weights += [np.ones(difference.shape[0])] * 2
         # A pair's two orders share a group, so no fold sees one order and tests the other.
         pair_ids = np.arange(difference.shape[0])
-        strength = _regularisation(
+        strength = regularisation_by_group(
             sparse.vstack(blocks).tocsr(),
             np.concatenate(labels),
             np.concatenate([pair_ids, pair_ids]),
@@ -225,7 +226,7 @@ def fit_outcome_head(
 
     if features.shape[0] < 4 or len(set(won.tolist())) < 2:
         return None
-    strength = _regularisation(features, won, calls, fit_intercept=True, scoring="roc_auc")
+    strength = regularisation_by_group(features, won, calls, fit_intercept=True, scoring="roc_auc")
     model = LogisticRegression(C=strength, max_iter=2000)
     model.fit(features, won)
     return Head(weights=np.asarray(model.coef_).ravel(), bias=float(model.intercept_[0]))

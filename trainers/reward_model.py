@@ -75,6 +75,12 @@ class RewardModelConfig:
     """Conversations scored per forward pass (held-out set, policy replies)."""
     seed: int = 0
     """Seeds the split, the head's initialisation and the data order."""
+    probe: bool = True
+    """Start the head from a linear probe on the base's frozen features (trainers.reward_probe)
+    before the LoRA steps; False starts from a random head."""
+    probe_share: float = 0.6
+    """Share of a time-budgeted stage the probe may spend reading training rows; the Trainer
+    gets the rest. Without a budget the probe reads every training row."""
 
 
 def reward_lora_config(config: RewardModelConfig) -> Any:
@@ -107,6 +113,8 @@ class RewardModelFit:
     measured: dict[str, Any] = field(default_factory=dict)
     # How much of the planned passes ran before a time budget ended the stage.
     data_seen: dict[str, Any] = field(default_factory=dict)
+    # The head's starting probe: rows it read, its speed, and its own held-out figure.
+    probe: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         """Plain values for the version record. Training losses are a running mean over the
@@ -124,6 +132,7 @@ class RewardModelFit:
             "held_out": self.measured,
             "mean_train_loss": round(float(np.mean(losses)), 4) if losses else None,
             "data_seen": self.data_seen,
+            "probe": self.probe,
             "steps": int(self.history[-1]["step"]) if self.history else 0,
             "seconds": round(self.seconds, 3),
         }
@@ -178,6 +187,84 @@ def _reply(text: str) -> list[Message]:
     return [{"role": "assistant", "content": text}]
 
 
+# --- the probe the head starts from (trainers.reward_probe) ------------------------------------
+
+
+def _probe_deadline(config: RewardModelConfig, budget_seconds: float | None) -> float | None:
+    if budget_seconds is None:
+        return None
+    return time.monotonic() + budget_seconds * config.probe_share
+
+
+def _leave_to_trainer(callbacks: Sequence[Any], spent: float) -> None:
+    """The Trainer's budget is what the probe left of the stage's (at least a minute)."""
+    for callback in callbacks:
+        if getattr(callback, "budget_seconds", None) is not None:
+            callback.budget_seconds = max(60.0, callback.budget_seconds - spent)
+
+
+def _seeded_order(indices: Sequence[int], seed: int) -> list[int]:
+    order = list(indices)
+    np.random.default_rng(seed).shuffle(order)
+    return order
+
+
+def _probe_record(read: Any, strength: float, measured: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "rows_read": read.rows_read,
+        "rows_asked": read.rows_asked,
+        "share_read": round(read.rows_read / max(1, read.rows_asked), 4),
+        "tokens_per_second": round(read.tokens_per_second, 1),
+        "seconds": round(read.seconds, 1),
+        "strength": strength,
+        "held_out": measured,
+    }
+
+
+def _probe_pairs(
+    model: Any,
+    tokenizer: Any,
+    conversations: Sequence[tuple[list[Message], list[Message]]],
+    train: Sequence[int],
+    held: Sequence[int],
+    groups: Sequence[str],
+    *,
+    config: RewardModelConfig,
+    budget_seconds: float | None,
+) -> dict[str, Any] | None:
+    """Fit the head on chosen-minus-rejected features of the training pairs it can afford,
+    write it into the model; its own held-out accuracy comes from the same frozen features."""
+    from trainers.reward_probe import fit_pair_probe, last_token_features, set_head
+
+    order = _seeded_order(train, config.seed)
+    rows = [conversation_ids(tokenizer, conversations[i][side]) for i in order for side in (0, 1)]
+    read = last_token_features(
+        model,
+        rows,
+        pad_token_id=tokenizer.pad_token_id,
+        batch_size=config.score_batch_size,
+        deadline=_probe_deadline(config, budget_seconds),
+    )
+    complete = read.rows_read // 2
+    read.rows_read, read.rows_asked = complete, len(order)
+    if complete < 10:
+        return None
+    weights, strength = fit_pair_probe(
+        read.features[0 : 2 * complete : 2],
+        read.features[1 : 2 * complete : 2],
+        [groups[i] for i in order[:complete]],
+    )
+    set_head(model, weights)
+    held_rows = [conversation_ids(tokenizer, conversations[i][s]) for i in held for s in (0, 1)]
+    held_features = last_token_features(
+        model, held_rows, pad_token_id=tokenizer.pad_token_id, batch_size=config.score_batch_size
+    ).features
+    measured = pair_measure(
+        held_features[0::2] @ weights, held_features[1::2] @ weights, seed=config.seed
+    )
+    return _probe_record(read, strength, measured)
+
+
 # --- Bradley-Terry on the picks ------------------------------------------------------------
 
 
@@ -190,8 +277,10 @@ def fit_on_pairs(
     peft_config: Any = None,
     callbacks: Sequence[Any] = (),
     work_dir: Path | str | None = None,
+    budget_seconds: float | None = None,
 ) -> RewardModelFit:
-    """Fit `model` (a base with `head="reward"`) on the pairs with TRL's RewardTrainer."""
+    """Fit `model` (a base with `head="reward"`) on the pairs with TRL's RewardTrainer, its
+    head started from the probe (`config.probe`)."""
     from datasets import Dataset
     from trl import RewardConfig, RewardTrainer
 
@@ -202,6 +291,22 @@ def fit_on_pairs(
         _fitted(tokenizer, pair.prompt, (pair.chosen, pair.rejected), config.max_length)
         for pair in pairs
     ]
+    probe = None
+    if config.probe:
+        probe = _probe_pairs(
+            model,
+            tokenizer,
+            [
+                (prompt + _reply(pair.chosen), prompt + _reply(pair.rejected))
+                for prompt, pair in zip(prompts, pairs, strict=True)
+            ],
+            train,
+            held,
+            groups,
+            config=config,
+            budget_seconds=budget_seconds,
+        )
+        _leave_to_trainer(callbacks, time.perf_counter() - started)
     dataset = Dataset.from_list(
         [
             {
@@ -255,6 +360,7 @@ def fit_on_pairs(
         tokenizer=tokenizer,
         source="picks",
         measured=measured,
+        probe=probe,
         train_rows=len(train),
         held_out_rows=len(held),
         held_out_accuracy=measured["accuracy"],
@@ -279,8 +385,10 @@ def fit_on_outcomes(
     peft_config: Any = None,
     callbacks: Sequence[Any] = (),
     work_dir: Path | str | None = None,
+    budget_seconds: float | None = None,
 ) -> RewardModelFit:
-    """Fit `model` (a base with `head="reward"`) to predict whether the call was won."""
+    """Fit `model` (a base with `head="reward"`) to predict whether the call was won, its head
+    started from the probe (`config.probe`)."""
     from datasets import Dataset
     from peft import get_peft_model
     from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
@@ -303,6 +411,20 @@ def fit_on_outcomes(
                 "labels": [1.0 if examples[index].won else 0.0],
             }
         )
+
+    probe = None
+    if config.probe:
+        probe = _probe_outcomes(
+            model,
+            tokenizer,
+            conversations,
+            examples,
+            train,
+            held,
+            config=config,
+            budget_seconds=budget_seconds,
+        )
+        _leave_to_trainer(callbacks, time.perf_counter() - started)
 
     set_seed(config.seed)
     # One logit read through a sigmoid: BCE-with-logits, i.e. the logistic loss on won/lost.
@@ -355,6 +477,7 @@ def fit_on_outcomes(
         tokenizer=tokenizer,
         source="outcomes",
         measured=measured,
+        probe=probe,
         train_rows=len(train),
         held_out_rows=len(held),
         held_out_accuracy=None,
@@ -365,6 +488,54 @@ def fit_on_outcomes(
         history=_history(callbacks),
         data_seen=_data_seen(callbacks),
     )
+
+
+def _probe_outcomes(
+    model: Any,
+    tokenizer: Any,
+    conversations: Sequence[list[Message]],
+    examples: Sequence[OutcomeExample],
+    train: Sequence[int],
+    held: Sequence[int],
+    *,
+    config: RewardModelConfig,
+    budget_seconds: float | None,
+) -> dict[str, Any] | None:
+    """Fit the head on won/lost from the features of the training turns it can afford (held
+    out by call like everything else), write it into the model, and measure it by call."""
+    from trainers.reward_probe import fit_outcome_probe, last_token_features, set_head
+
+    order = _seeded_order(train, config.seed)
+    read = last_token_features(
+        model,
+        [conversation_ids(tokenizer, conversations[i]) for i in order],
+        pad_token_id=tokenizer.pad_token_id,
+        batch_size=config.score_batch_size,
+        deadline=_probe_deadline(config, budget_seconds),
+    )
+    seen = order[: read.rows_read]
+    if len({examples[i].won for i in seen}) < 2 or len({examples[i].call_id for i in seen}) < 5:
+        return None
+    weights, strength = fit_outcome_probe(
+        read.features, [examples[i].won for i in seen], [examples[i].call_id for i in seen]
+    )
+    set_head(model, weights)
+    held_features = last_token_features(
+        model,
+        [conversation_ids(tokenizer, conversations[i]) for i in held],
+        pad_token_id=tokenizer.pad_token_id,
+        batch_size=config.score_batch_size,
+    ).features
+    held_calls = [examples[i].call_id for i in held]
+    measured = outcome_measure(
+        (held_features @ weights).tolist(),
+        [examples[i].won for i in held],
+        held_calls,
+        positions=positions_in_call(held_calls),
+        reply_lengths=[len(examples[i].reply) for i in held],
+        seed=config.seed,
+    )
+    return _probe_record(read, strength, measured)
 
 
 def _data_seen(callbacks: Sequence[Any]) -> dict[str, Any]:
@@ -403,6 +574,7 @@ def fit_reward_model(
     model, tokenizer = load_base(spec.base, models_dir=spec.models_dir, head="reward")
     callbacks = [stages.callback("reward_model")]
     spec.output_dir.mkdir(parents=True, exist_ok=True)
+    budget = stages.budget_seconds
     if spec.reward_source == "outcomes":
         return fit_on_outcomes(
             model,
@@ -411,9 +583,16 @@ def fit_reward_model(
             config=config,
             callbacks=callbacks,
             work_dir=spec.output_dir,
+            budget_seconds=budget,
         )
     return fit_on_pairs(
-        model, tokenizer, spec.pairs, config=config, callbacks=callbacks, work_dir=spec.output_dir
+        model,
+        tokenizer,
+        spec.pairs,
+        config=config,
+        callbacks=callbacks,
+        work_dir=spec.output_dir,
+        budget_seconds=budget,
     )
 
 

@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from trainers.bases import (
     CHAT_TEMPLATE_KWARGS,
     conversation_ids,
@@ -45,7 +47,7 @@ from trainers.reward_model import (
     score,
 )
 from trainers.runtime import Progress, silent_progress, trainer_main
-from trainers.wording_measures import did_not_learn
+from trainers.wording_measures import did_not_learn, interval
 from trainers.wording_spec import (
     Message,
     StageProgress,
@@ -269,21 +271,26 @@ def held_out_reward(
     if not prompts:
         return {"reward_before": None, "reward_after": None, "held_out_prompts": 0}
 
-    def mean_reward(replies: list[str]) -> float:
+    def rewards(replies: list[str]) -> np.ndarray:
         conversations = [
             [*prompt, {"role": "assistant", "content": reply}]
             for prompt, reply in zip(prompts, replies, strict=True)
         ]
-        rewards = score(fit.model, fit.tokenizer, conversations, batch_size=score_batch_size)
-        return round(float(sum(rewards) / len(rewards)), 4)
+        return np.asarray(
+            score(fit.model, fit.tokenizer, conversations, batch_size=score_batch_size)
+        )
 
     with policy.disable_adapter():
         before = greedy_replies(policy, tokenizer, prompts, max_new_tokens=config.max_reply_tokens)
     after = greedy_replies(policy, tokenizer, prompts, max_new_tokens=config.max_reply_tokens)
     changed = sum(a != b for a, b in zip(before, after, strict=True))
+    gains = rewards(after) - (base := rewards(before))
     return {
-        "reward_before": mean_reward(before),
-        "reward_after": mean_reward(after),
+        "reward_before": round(float(base.mean()), 4),
+        "reward_after": round(float((base + gains).mean()), 4),
+        # Paired over the same prompts: whether the rise is more than which prompts were drawn.
+        "reward_gain": round(float(gains.mean()), 4),
+        "reward_gain_ci": interval(gains, lambda sample: float(sample.mean()), seed=config.seed),
         "held_out_prompts": len(prompts),
         "held_out_replies_changed": changed,
     }

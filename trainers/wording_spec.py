@@ -476,6 +476,9 @@ class StageProgress:
                 self.started = time.monotonic()
                 self.planned_steps = 0
                 self.stopped_by_budget = False
+                # What is left of the stage's budget when its Trainer starts (a probe before
+                # it may have spent some: trainers.reward_probe).
+                self.budget_seconds = stages.budget_seconds
 
             def on_train_begin(self, args, state, control, **kwargs):
                 stages.start(stage, state.max_steps)
@@ -483,7 +486,7 @@ class StageProgress:
                 self.planned_steps = int(state.max_steps)
 
             def on_step_end(self, args, state, control, **kwargs):
-                budget = stages.budget_seconds
+                budget = self.budget_seconds
                 if budget is not None and time.monotonic() - self.started > budget:
                     if state.global_step < state.max_steps:
                         self.stopped_by_budget = True
@@ -500,6 +503,7 @@ class StageProgress:
                     "share_of_planned": round(min(1.0, steps / planned), 4),
                     "stopped_by_budget": self.stopped_by_budget,
                     "budget_seconds": stages.budget_seconds,
+                    "trainer_budget_seconds": self.budget_seconds,
                 }
 
             def on_log(self, args, state, control, logs=None, **kwargs):

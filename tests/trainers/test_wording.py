@@ -8,6 +8,7 @@ shared 2-core machine a second thread's spin-waits cost tenfold.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -506,3 +507,80 @@ def test_the_cpu_budget_applies_only_when_no_steps_are_set_and_not_on_a_gpu(mode
     assert gpu.stage_budget_seconds is None
     with pytest.raises(ValueError, match="time_budget_s"):
         parse_wording_spec(base_spec(models_dir, time_budget_s=-1), trainer="dpo")
+
+
+# --- the probe the reward head starts from ---------------------------------------------------
+
+
+def test_the_probe_alone_ranks_held_out_pairs_and_records_what_it_read(models_dir, tmp_path):
+    spec = parse_wording_spec(base_spec(models_dir, pairs=synthetic_pairs(60)), trainer="rlhf")
+    model, tokenizer = tiny_reward_model(models_dir)
+    # One step at a tiny learning rate: the head's ranking is the probe's.
+    config = RewardModelConfig(batch_size=8, learning_rate=1e-9, max_steps=1, score_batch_size=8)
+    fit = fit_on_pairs(model, tokenizer, spec.pairs, config=config, work_dir=tmp_path)
+
+    assert fit.probe["rows_read"] == fit.probe["rows_asked"] == fit.train_rows
+    assert fit.probe["held_out"]["pairs"] == fit.held_out_rows
+    assert fit.probe["held_out"]["accuracy"] >= 0.8
+    assert fit.held_out_accuracy >= 0.8
+    assert fit.summary()["probe"]["strength"] > 0
+
+
+def test_without_the_probe_the_head_starts_at_random(models_dir, tmp_path):
+    spec = parse_wording_spec(base_spec(models_dir, pairs=synthetic_pairs(60)), trainer="rlhf")
+    model, tokenizer = tiny_reward_model(models_dir)
+    config = RewardModelConfig(batch_size=8, learning_rate=1e-9, max_steps=1, probe=False)
+    fit = fit_on_pairs(model, tokenizer, spec.pairs, config=config, work_dir=tmp_path)
+    assert fit.probe is None
+
+
+def test_the_outcome_probe_never_reads_held_out_labels(models_dir):
+    from trainers.reward_model import _probe_outcomes, _reply
+
+    examples = parse_wording_spec(
+        base_spec(
+            models_dir,
+            reward_source="outcomes",
+            outcome_examples=outcome_examples_from_calls(synthetic_calls(40)),
+        ),
+        trainer="rlhf",
+    ).outcome_examples
+    train, held = held_out_split([e.call_id for e in examples], fraction=0.2, seed=0)
+    flipped = list(examples)
+    for index in held:
+        flipped[index] = dataclasses.replace(examples[index], won=not examples[index].won)
+    heads = []
+    for rows in (examples, flipped):
+        model, tokenizer = tiny_reward_model(models_dir)
+        conversations = [[*e.prompt, *_reply(e.reply)] for e in rows]
+        record = _probe_outcomes(
+            model,
+            tokenizer,
+            conversations,
+            rows,
+            train,
+            held,
+            config=RewardModelConfig(),
+            budget_seconds=None,
+        )
+        heads.append(model.score.weight.detach().clone())
+    assert torch.equal(heads[0], heads[1])
+    assert record["held_out"]["auc_by_call"] is not None
+
+
+def test_the_probe_stops_reading_at_its_deadline_after_one_chunk(models_dir):
+    import time
+
+    from trainers.reward_probe import CHUNK, last_token_features
+
+    model, tokenizer = tiny_reward_model(models_dir)
+    rows = [[1, 2, 3, 4 + index % 5] for index in range(CHUNK * 2 + 5)]
+    read = last_token_features(
+        model, rows, pad_token_id=tokenizer.pad_token_id, deadline=time.monotonic() - 1
+    )
+    assert read.rows_read == CHUNK
+    assert read.rows_asked == len(rows)
+    assert read.features.shape == (CHUNK, model.config.hidden_size)
+    whole = last_token_features(model, rows, pad_token_id=tokenizer.pad_token_id)
+    assert whole.rows_read == len(rows)
+    assert np.allclose(whole.features[:CHUNK], read.features, atol=1e-5)
