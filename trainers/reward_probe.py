@@ -50,10 +50,13 @@ def last_token_features(
     pad_token_id: int,
     batch_size: int = 16,
     deadline: float | None = None,
+    reserve_tokens: int = 0,
     on_chunk: Callable[[int, int], None] | None = None,
 ) -> ProbeFeatures:
     """The backbone's final hidden state at each row's last token (`model` is a base with
-    `head="reward"`), rows taken in order until `deadline` (time.monotonic()) passes."""
+    `head="reward"`), rows taken in order until `deadline` (time.monotonic()) passes — less
+    the time `reserve_tokens` more tokens will take at the speed measured so far (what
+    measuring the held-out rows afterwards costs, so the whole stage ends by the deadline)."""
     import torch
 
     backbone = model.base_model
@@ -65,8 +68,11 @@ def last_token_features(
     model.eval()
     with torch.no_grad():
         for chunk_start in range(0, len(token_rows), CHUNK):
-            if deadline is not None and done and time.monotonic() > deadline:
-                break
+            if deadline is not None and done:
+                elapsed = time.monotonic() - started
+                still_needed = reserve_tokens * elapsed / max(tokens, 1)
+                if time.monotonic() + still_needed > deadline:
+                    break
             chunk = list(range(chunk_start, min(chunk_start + CHUNK, len(token_rows))))
             chunk.sort(key=lambda index: len(token_rows[index]))
             for start in range(0, len(chunk), batch_size):

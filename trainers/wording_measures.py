@@ -162,7 +162,8 @@ def did_not_learn(
     """Why a wording version learned nothing, in sentences a user can read; [] when it did.
 
     reward_model  the reward model's summary: held_out_accuracy(_ci) or held_out_auc(_ci)
-    policy        kl, reward_before, reward_after (the rewards on held-out prompts)
+    policy        kl, reward_before, reward_after (the rewards on held-out prompts) and
+                  reward_gain_ci (their paired difference's interval), where measured
     preference    DPO's held_out_accuracy and its interval
     """
     reasons = []
@@ -190,5 +191,11 @@ def did_not_learn(
             reasons.append(
                 f"The policy's reward on held-out prompts did not rise ({before:.3f} → "
                 f"{after:.3f})."
+            )
+        elif (gain := policy.get("reward_gain_ci")) is not None and gain[0] <= 0:
+            # Paired over the same prompts: a rise the interval does not clear is no rise.
+            reasons.append(
+                f"The policy's reward on held-out prompts rose ({before:.3f} → {after:.3f}) "
+                f"but not beyond its interval (gain [{gain[0]:+.3f}, {gain[1]:+.3f}])."
             )
     return reasons

@@ -584,3 +584,35 @@ def test_the_probe_stops_reading_at_its_deadline_after_one_chunk(models_dir):
     whole = last_token_features(model, rows, pad_token_id=tokenizer.pad_token_id)
     assert whole.rows_read == len(rows)
     assert np.allclose(whole.features[:CHUNK], read.features, atol=1e-5)
+
+
+def test_on_a_cpu_budget_the_probe_is_the_head_and_no_step_follows(models_dir, tmp_path):
+    spec = parse_wording_spec(base_spec(models_dir, pairs=synthetic_pairs(60)), trainer="rlhf")
+    model, tokenizer = tiny_reward_model(models_dir)
+    fit = fit_on_pairs(
+        model, tokenizer, spec.pairs, config=RewardModelConfig(), budget_seconds=600.0
+    )
+    assert fit.data_seen["fine_tuned"] is False
+    assert fit.data_seen["steps"] == 0
+    assert fit.held_out_accuracy == fit.probe["held_out"]["accuracy"] >= 0.8
+    # Saved and loaded like any reward adapter, it scores as the probe measured.
+    fit.model.save_pretrained(tmp_path / "adapter")
+    tokenizer.save_pretrained(tmp_path / "adapter")
+    loaded, loaded_tokenizer = load_reward_model(
+        TINY_BASE, adapter=tmp_path / "adapter", models_dir=models_dir
+    )
+    conversations = [[*spec.pairs[0].prompt, _reply(spec.pairs[0].chosen)]]
+    assert score(loaded, loaded_tokenizer, conversations) == pytest.approx(
+        score(fit.model, tokenizer, conversations), abs=1e-4
+    )
+    # Forced, the LoRA steps follow the probe even on a budget.
+    model, tokenizer = tiny_reward_model(models_dir)
+    forced = fit_on_pairs(
+        model,
+        tokenizer,
+        spec.pairs,
+        config=RewardModelConfig(fine_tune=True, max_steps=1, learning_rate=1e-9),
+        budget_seconds=600.0,
+        work_dir=tmp_path,
+    )
+    assert forced.data_seen.get("fine_tuned") is not False

@@ -69,6 +69,8 @@ MOVED = {"kl": 0.02, "reward_before": -0.1, "reward_after": 0.3}
         (LEARNED_REWARD, {**MOVED, "kl": 0.0}, True),
         (LEARNED_REWARD, {**MOVED, "reward_after": -0.1}, True),
         (LEARNED_REWARD, {**MOVED, "reward_after": None}, True),
+        (LEARNED_REWARD, {**MOVED, "reward_gain_ci": [0.1, 0.7]}, False),
+        (LEARNED_REWARD, {**MOVED, "reward_gain_ci": [-0.05, 0.7]}, True),
     ],
 )
 def test_the_mark_appears_exactly_when_chance_or_the_policy_did_not_move(
