@@ -186,8 +186,17 @@ def preference_accuracy(
 # --- the run -------------------------------------------------------------------------------------
 
 
+# On a CPU stage that runs to a time budget: a window that lets more pairs through in ten
+# minutes (each costs the policy's and the reference's pass over both replies, and a backward
+# pass), and a step size a LoRA moves at in the hundred-odd pairs that fit. The spec's own
+# "dpo" settings still win.
+CPU_DPO_DEFAULTS = {"learning_rate": 2e-4, "max_length": 384}
+
+
 def dpo_settings(spec: WordingSpec) -> DpoSettings:
     defaults = DpoSettings(epochs=spec.epochs, max_steps=spec.max_steps, seed=spec.seed)
+    if spec.runs_to_a_budget:
+        defaults = config_with(defaults, CPU_DPO_DEFAULTS, where="DPO")
     return config_with(defaults, spec.section("dpo"), where="DPO")
 
 

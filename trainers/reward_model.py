@@ -120,6 +120,9 @@ class RewardModelFit:
     data_seen: dict[str, Any] = field(default_factory=dict)
     # The head's starting probe: rows it read, its speed, and its own held-out figure.
     probe: dict[str, Any] | None = None
+    # The held-out rows' rewards, in held-out order (benchmarks compare judges on them):
+    # {"chosen", "rejected"} for picks, {"scores"} for outcomes. Not in the summary.
+    held_out_scores: dict[str, list[float]] | None = None
 
     def summary(self) -> dict[str, Any]:
         """Plain values for the version record. Training losses are a running mean over the
@@ -274,7 +277,7 @@ def _probe_pairs(
     budget_seconds: float | None,
     fine_tunes: bool,
     on_chunk: Any = None,
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any] | None, dict[str, list[float]] | None]:
     """Fit the head on chosen-minus-rejected features of the training pairs it can afford,
     write it into the model; its own held-out accuracy comes from the same frozen features."""
     from trainers.reward_probe import fit_pair_probe, last_token_features, set_head
@@ -294,7 +297,7 @@ def _probe_pairs(
     complete = read.rows_read // 2
     read.rows_read, read.rows_asked = complete, len(order)
     if complete < 10:
-        return None
+        return None, None
     weights, strength = fit_pair_probe(
         read.features[0 : 2 * complete : 2],
         read.features[1 : 2 * complete : 2],
@@ -304,10 +307,10 @@ def _probe_pairs(
     held_features = last_token_features(
         model, held_rows, pad_token_id=tokenizer.pad_token_id, batch_size=config.score_batch_size
     ).features
-    measured = pair_measure(
-        held_features[0::2] @ weights, held_features[1::2] @ weights, seed=config.seed
-    )
-    return _probe_record(read, strength, measured)
+    chosen, rejected = held_features[0::2] @ weights, held_features[1::2] @ weights
+    measured = pair_measure(chosen, rejected, seed=config.seed)
+    record = _probe_record(read, strength, measured)
+    return record, {"chosen": chosen.tolist(), "rejected": rejected.tolist()}
 
 
 # --- Bradley-Terry on the picks ------------------------------------------------------------
@@ -338,9 +341,9 @@ def fit_on_pairs(
         for pair in pairs
     ]
     fine_tunes = _fine_tunes(config, budget_seconds)
-    probe = None
+    probe, probe_scores = None, None
     if config.probe:
-        probe = _probe_pairs(
+        probe, probe_scores = _probe_pairs(
             model,
             tokenizer,
             [
@@ -371,6 +374,7 @@ def fit_on_pairs(
             held_out_groups=sorted({groups[index] for index in held}),
             seconds=time.perf_counter() - started,
             data_seen=_probe_only_data_seen(probe, budget_seconds),
+            held_out_scores=probe_scores,
         )
     dataset = Dataset.from_list(
         [
@@ -421,6 +425,7 @@ def fit_on_pairs(
     )
     measured = pair_measure(chosen, rejected, seed=config.seed)
     return RewardModelFit(
+        held_out_scores={"chosen": list(chosen), "rejected": list(rejected)},
         model=fitted,
         tokenizer=tokenizer,
         source="picks",
@@ -479,9 +484,9 @@ def fit_on_outcomes(
         )
 
     fine_tunes = _fine_tunes(config, budget_seconds)
-    probe = None
+    probe, probe_scores = None, None
     if config.probe:
-        probe = _probe_outcomes(
+        probe, probe_scores = _probe_outcomes(
             model,
             tokenizer,
             conversations,
@@ -509,6 +514,7 @@ def fit_on_outcomes(
             held_out_groups=sorted({groups[index] for index in held}),
             seconds=time.perf_counter() - started,
             data_seen=_probe_only_data_seen(probe, budget_seconds),
+            held_out_scores=probe_scores,
         )
 
     set_seed(config.seed)
@@ -558,6 +564,7 @@ def fit_on_outcomes(
         seed=config.seed,
     )
     return RewardModelFit(
+        held_out_scores={"scores": list(held_scores)},
         model=fitted,
         tokenizer=tokenizer,
         source="outcomes",
@@ -587,7 +594,7 @@ def _probe_outcomes(
     budget_seconds: float | None,
     fine_tunes: bool = True,
     on_chunk: Any = None,
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any] | None, dict[str, list[float]] | None]:
     """Fit the head on won/lost from the features of the training turns it can afford (held
     out by call like everything else), write it into the model, and measure it by call."""
     from trainers.reward_probe import fit_outcome_probe, last_token_features, set_head
@@ -605,7 +612,7 @@ def _probe_outcomes(
     )
     seen = order[: read.rows_read]
     if len({examples[i].won for i in seen}) < 2 or len({examples[i].call_id for i in seen}) < 5:
-        return None
+        return None, None
     weights, strength = fit_outcome_probe(
         read.features, [examples[i].won for i in seen], [examples[i].call_id for i in seen]
     )
@@ -614,15 +621,16 @@ def _probe_outcomes(
         model, held_rows, pad_token_id=tokenizer.pad_token_id, batch_size=config.score_batch_size
     ).features
     held_calls = [examples[i].call_id for i in held]
+    held_scores = (held_features @ weights).tolist()
     measured = outcome_measure(
-        (held_features @ weights).tolist(),
+        held_scores,
         [examples[i].won for i in held],
         held_calls,
         positions=positions_in_call(held_calls),
         reply_lengths=[len(examples[i].reply) for i in held],
         seed=config.seed,
     )
-    return _probe_record(read, strength, measured)
+    return _probe_record(read, strength, measured), {"scores": held_scores}
 
 
 def _data_seen(callbacks: Sequence[Any]) -> dict[str, Any]:

@@ -193,8 +193,17 @@ class RewardModelScore:
         return score(self.fit.model, self.fit.tokenizer, conversations, batch_size=self.batch_size)
 
 
+# On a CPU stage that runs to a time budget: a window and reply length that let a few dozen
+# updates fit in ten minutes (each sampled reply costs a generation and three passes), and a
+# step size a LoRA moves at in that many updates (2e-5, the GPU default, left KL at 0.000
+# after the budget's steps). The spec's own "policy" settings still win.
+CPU_POLICY_DEFAULTS = {"learning_rate": 2e-4, "max_reply_tokens": 48, "max_prompt_length": 384}
+
+
 def policy_config(spec: WordingSpec) -> PolicyConfig:
     defaults = PolicyConfig(epochs=spec.epochs, max_steps=spec.max_steps, seed=spec.seed)
+    if spec.runs_to_a_budget:
+        defaults = config_with(defaults, CPU_POLICY_DEFAULTS, where="the policy")
     return config_with(defaults, spec.section("policy"), where="the policy")
 
 

@@ -105,6 +105,12 @@ class WordingSpec:
             return None
         return CPU_STAGE_SECONDS
 
+    @property
+    def runs_to_a_budget(self) -> bool:
+        """A CPU stage with no steps set: it stops at its time budget, and the trainers use
+        their CPU defaults (shorter windows, a larger step size) unless the spec sets them."""
+        return self.max_steps is None and self.gpu_type in {"", "cpu"}
+
     def section(self, name: str) -> Mapping[str, Any]:
         """The config overrides the spec gives for one part ("reward_model", "policy", "dpo")."""
         return self.overrides.get(name, {})

@@ -553,7 +553,7 @@ def test_the_outcome_probe_never_reads_held_out_labels(models_dir):
     for rows in (examples, flipped):
         model, tokenizer = tiny_reward_model(models_dir)
         conversations = [[*e.prompt, *_reply(e.reply)] for e in rows]
-        record = _probe_outcomes(
+        record, _scores = _probe_outcomes(
             model,
             tokenizer,
             conversations,
@@ -616,3 +616,20 @@ def test_on_a_cpu_budget_the_probe_is_the_head_and_no_step_follows(models_dir, t
         work_dir=tmp_path,
     )
     assert forced.data_seen.get("fine_tuned") is not False
+
+
+def test_a_cpu_stage_on_its_budget_takes_the_cpu_defaults_unless_the_spec_sets_them(models_dir):
+    cpu = parse_wording_spec(base_spec(models_dir), trainer="rlhf")
+    assert cpu.runs_to_a_budget
+    assert rlhf.policy_config(cpu).learning_rate == rlhf.CPU_POLICY_DEFAULTS["learning_rate"]
+    assert dpo.dpo_settings(cpu).max_length == dpo.CPU_DPO_DEFAULTS["max_length"]
+    own = parse_wording_spec(
+        base_spec(models_dir, policy={"learning_rate": 1e-5}, dpo={"max_length": 900}),
+        trainer="rlhf",
+    )
+    assert rlhf.policy_config(own).learning_rate == 1e-5
+    assert dpo.dpo_settings(own).max_length == 900
+    for other in ({"gpu": {"type": "h100", "count": 1}}, {"max_steps": 3}):
+        spec = parse_wording_spec(base_spec(models_dir, **other), trainer="rlhf")
+        assert not spec.runs_to_a_budget
+        assert rlhf.policy_config(spec).learning_rate == rlhf.PolicyConfig().learning_rate
