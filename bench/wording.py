@@ -1,8 +1,12 @@
 """How long the wording trainers take per stage, on the tiny model and the CPU default base.
 
     python -m bench.wording [--bases tiny,smollm2-135m-instruct] [--steps 4]
-                            [--preferences var/datasets/<ws>/preferences/v3.tsv]
+                            [--preferences var/datasets/<ws>/preferences/v3.tsv | --hh]
                             [--calls ../shared/data/real-calls/persuasionforgood/calls.jsonl]
+                            [--budget 600 --stages rlhf,dpo --rlhf-source outcomes]
+
+With --budget each stage runs as a user's CPU job does (no steps set: the CPU defaults, to
+the budget); without it, --steps optimizer steps (a plumbing check).
 
 For each base: RLHF (reward model on the picks, then the PPO-style policy update, then the
 merge), DPO, and a reward model on the real calls' outcome labels, each for a few optimizer
@@ -118,6 +122,26 @@ def frozen_pairs(path: Path) -> list[dict[str, Any]]:
     ]
 
 
+def hh_pairs() -> list[dict[str, Any]]:
+    """The shared hh-rlhf harmless pairs (real human preferences) in the spec's format."""
+    from arena.judging.fitted import preference_rows
+
+    path = (
+        Path(__file__).resolve().parents[2] / "shared/data/preferences/hh-rlhf-harmless/pairs.jsonl"
+    )
+    with open(path, encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    return [
+        {
+            "dialogue": row["context"],
+            "chosen": row["chosen"],
+            "rejected": row["rejected"],
+            "call_id": row["group"],
+        }
+        for row in preference_rows(records)
+    ]
+
+
 def real_outcome_examples(path: Path, calls: int) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -135,8 +159,10 @@ def bench_base(
     outcome_examples: list[dict[str, Any]],
     steps: int,
     work_dir: Path,
+    budget: float | None = None,
+    stages: tuple[str, ...] = ("rlhf", "dpo", "outcomes"),
+    rlhf_source: str = "picks",
 ) -> list[Row]:
-    from trainers import dpo, rlhf
     from trainers.reward_model import RewardModelConfig, fit_on_outcomes
 
     slug = base.replace("/", "--")
@@ -147,8 +173,10 @@ def bench_base(
         "pairs": pairs,
         "min_pairs": 1,
         "models_dir": str(models_dir),
-        "max_steps": steps,
         "seed": 0,
+        # A budget runs each stage as a user's CPU job does (its defaults, to the budget);
+        # steps run that many optimizer steps.
+        **({"time_budget_s": budget} if budget else {"max_steps": steps}),
     }
     rows: list[Row] = []
 
@@ -167,33 +195,109 @@ def bench_base(
     )
     del model
 
-    result = rlhf.run(
-        {
-            **common,
-            "output_dir": str(work_dir / slug / "rlhf"),
-            "reward_model": {"batch_size": 8},
-            "policy": {"batch_size": 4, "replies_per_prompt": 2, "max_reply_tokens": 32},
-        }
-    )
+    if "rlhf" in stages:
+        rows += _rlhf_rows(
+            base,
+            common,
+            work_dir=work_dir / slug / "rlhf",
+            budget=budget,
+            rlhf_source=rlhf_source,
+            outcome_examples=outcome_examples,
+            tokens_per_row=tokens_per_row,
+            parameters=parameters,
+            flops=flops,
+        )
+    if "dpo" in stages:
+        rows += _dpo_rows(
+            base,
+            common,
+            work_dir=work_dir / slug / "dpo",
+            budget=budget,
+            tokens_per_row=tokens_per_row,
+            parameters=parameters,
+            flops=flops,
+        )
+    if "outcomes" in stages and outcome_examples and not budget:
+        rows += _outcome_rows(
+            base,
+            common,
+            models_dir=models_dir,
+            outcome_examples=outcome_examples,
+            steps=steps,
+            fit_on_outcomes=fit_on_outcomes,
+            config_class=RewardModelConfig,
+        )
+    return rows
+
+
+def _peak_rss_gb() -> float:
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2)
+
+
+def _rlhf_rows(
+    base: str,
+    common: dict[str, Any],
+    *,
+    work_dir: Path,
+    budget: float | None,
+    rlhf_source: str,
+    outcome_examples: list[dict[str, Any]],
+    tokens_per_row: float,
+    parameters: int,
+    flops: float,
+) -> list[Row]:
+    from trainers import rlhf
+
+    spec = {**common, "output_dir": str(work_dir)}
+    if rlhf_source == "outcomes":
+        spec.update(
+            {"pairs": [], "reward_source": "outcomes", "outcome_examples": outcome_examples}
+        )
+    if not budget:  # a few steps: small batches so the plumbing shows in seconds
+        spec["reward_model"] = {"batch_size": 8}
+        spec["policy"] = {"batch_size": 4, "replies_per_prompt": 2, "max_reply_tokens": 32}
+    result = rlhf.run(spec)
     metrics, seconds = result["metrics"], result["seconds"]
     reward = metrics["reward_model"]
-    rows.append(
+    probe = reward.get("probe") or {}
+    if reward.get("held_out_auc") is not None:
+        figure = (
+            f"held-out AUC by call {_interval(reward['held_out_auc'], reward['held_out_auc_ci'])}"
+            f" on {reward['held_out_calls']} calls"
+        )
+    else:
+        figure = "held-out accuracy " + _interval(
+            reward["held_out_accuracy"], reward["held_out_accuracy_ci"]
+        )
+    if probe:
+        figure += (
+            f" · probe read {probe['rows_read']} of {probe['rows_asked']} rows at "
+            f"{probe['tokens_per_second']:.0f} tokens/s (forward)"
+        )
+    trained = reward["steps"] * 8 * 2
+    rows = [
         Row(
             base,
-            "RLHF reward model (picks)",
+            f"RLHF reward model ({rlhf_source})",
             reward["steps"],
             seconds["reward_model"],
-            "held-out accuracy "
-            + _interval(reward["held_out_accuracy"], reward["held_out_accuracy_ci"]),
-            *_throughput(
-                reward["steps"] * 8 * 2,
-                tokens_per_row,
-                seconds["reward_model"],
-                parameters=parameters,
-                flops=flops,
+            figure,
+            *(
+                _throughput(
+                    trained,
+                    tokens_per_row,
+                    seconds["reward_model"],
+                    parameters=parameters,
+                    flops=flops,
+                )
+                if trained
+                else (None, None)
             ),
         )
-    )
+    ]
+    gain = metrics.get("reward_gain_ci")
     rows.append(
         Row(
             base,
@@ -203,13 +307,38 @@ def bench_base(
             f"KL {_number(metrics['kl'])} · clip {_number(metrics['clip_fraction'])} · reward "
             f"{_number(metrics['reward_before'])} → {_number(metrics['reward_after'])} on "
             f"{metrics['held_out_prompts']} held-out prompts"
-            + (" · DID NOT LEARN" if metrics["did_not_learn"] else ""),
+            + (f" (gain [{gain[0]:+.3f}, {gain[1]:+.3f}])" if gain else "")
+            + f" · {metrics.get('held_out_replies_changed')} replies changed"
+            + (
+                " · DID NOT LEARN: " + " ".join(metrics["did_not_learn"])
+                if metrics["did_not_learn"]
+                else ""
+            ),
         )
     )
-    rows.append(Row(base, "RLHF merge + save", None, seconds["merge"], ""))
+    rows.append(
+        Row(base, "RLHF merge + save", None, seconds["merge"], f"peak RSS {_peak_rss_gb()} GB")
+    )
+    return rows
 
-    dpo_dir = str(work_dir / slug / "dpo")
-    result = dpo.run({**common, "output_dir": dpo_dir, "dpo": {"batch_size": 4}})
+
+def _dpo_rows(
+    base: str,
+    common: dict[str, Any],
+    *,
+    work_dir: Path,
+    budget: float | None,
+    tokens_per_row: float,
+    parameters: int,
+    flops: float,
+) -> list[Row]:
+    from trainers import dpo
+
+    rows: list[Row] = []
+    dpo_dir = str(work_dir)
+    result = dpo.run(
+        {**common, "output_dir": dpo_dir, **({} if budget else {"dpo": {"batch_size": 4}})}
+    )
     measured = result["metrics"]
     rows.append(
         Row(
@@ -229,8 +358,29 @@ def bench_base(
             ),
         )
     )
-    rows.append(Row(base, "DPO merge + save", None, result["seconds"]["merge"], ""))
+    rows.append(
+        Row(
+            base,
+            "DPO merge + save",
+            None,
+            result["seconds"]["merge"],
+            f"peak RSS {_peak_rss_gb()} GB",
+        )
+    )
+    return rows
 
+
+def _outcome_rows(
+    base: str,
+    common: dict[str, Any],
+    *,
+    models_dir: Path,
+    outcome_examples: list[dict[str, Any]],
+    steps: int,
+    fit_on_outcomes: Any,
+    config_class: Any,
+) -> list[Row]:
+    rows: list[Row] = []
     if outcome_examples:
         spec = parse_wording_spec(
             {**common, "reward_source": "outcomes", "outcome_examples": outcome_examples},
@@ -242,7 +392,7 @@ def bench_base(
             model,
             tokenizer,
             spec.outcome_examples,
-            config=RewardModelConfig(batch_size=8, max_steps=steps, max_length=384),
+            config=config_class(batch_size=8, max_steps=steps, max_length=384),
         )
         rows.append(
             Row(
@@ -311,6 +461,17 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--calls", type=Path, default=DEFAULT_CALLS, help="real calls (JSONL)")
     parser.add_argument("--outcome-calls", type=int, default=60, help="real calls to use")
     parser.add_argument(
+        "--budget",
+        type=float,
+        help="seconds per stage: each stage runs as a user's CPU job does (its CPU defaults, "
+        "to the budget) instead of --steps",
+    )
+    parser.add_argument("--stages", default="rlhf,dpo,outcomes", help="which stages to run")
+    parser.add_argument("--rlhf-source", choices=("picks", "outcomes"), default="picks")
+    parser.add_argument(
+        "--hh", action="store_true", help="the shared hh-rlhf pairs as the picks (real people)"
+    )
+    parser.add_argument(
         "--models-dir",
         type=Path,
         default=Path(os.environ.get("LEVERS9_MODELS_DIR", "var/models")),
@@ -318,7 +479,12 @@ def main(argv: list[str] | None = None) -> list[Row]:
     )
     args = parser.parse_args(argv)
     quiet_transformers()
-    pairs = frozen_pairs(args.preferences) if args.preferences else synthetic_pairs(args.pairs)
+    if args.hh:
+        pairs = hh_pairs()
+    elif args.preferences:
+        pairs = frozen_pairs(args.preferences)
+    else:
+        pairs = synthetic_pairs(args.pairs)
     outcome_examples = real_outcome_examples(args.calls, args.outcome_calls)
     print(  # noqa: T201
         f"{len(pairs)} pairs, {len(outcome_examples)} outcome examples, "
@@ -343,6 +509,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 outcome_examples=outcome_examples,
                 steps=args.steps,
                 work_dir=Path(scratch) / "out",
+                budget=args.budget,
+                stages=tuple(name.strip() for name in args.stages.split(",")),
+                rlhf_source=args.rlhf_source,
             )
     print()  # noqa: T201
     print_table(rows)

@@ -425,6 +425,24 @@ def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
     return bool(flags & {"amx_bf16", "avx512_bf16"})
 
 
+def inference_precision(model: Any) -> Any:
+    """A context for forward passes without gradients (probes, held-out scoring, rewards):
+    bf16 autocast where the device has bf16 matrix units (measured on a 2-core AVX-512 BF16
+    CPU: 1.5x the float32 rate, last-token features at cosine 0.99998), else nothing."""
+    import contextlib
+
+    import torch
+
+    device = next(model.parameters()).device
+    if device.type == "cuda":
+        enabled = torch.cuda.is_bf16_supported()
+    else:
+        enabled = device.type == "cpu" and cpu_has_bf16()
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
 def quiet_transformers() -> None:
     """No tqdm bars or load reports in a trainer's output: the platform keeps every line that is
     not a progress line as the job's log text."""

@@ -27,6 +27,7 @@ import numpy as np
 from trainers.bases import (
     CHAT_TEMPLATE_KWARGS,
     conversation_ids,
+    inference_precision,
     load_base,
     lora_config,
     quiet_deprecations,
@@ -164,7 +165,7 @@ def score(
     device = next(model.parameters()).device
     ids = [conversation_ids(tokenizer, conversation) for conversation in conversations]
     rewards: list[float] = []
-    with torch.no_grad():
+    with torch.no_grad(), inference_precision(model):
         for start in range(0, len(ids), batch_size):
             batch = ids[start : start + batch_size]
             width = max(len(row) for row in batch)

@@ -64,9 +64,11 @@ def last_token_features(
     hidden = int(model.config.hidden_size)
     features = np.zeros((len(token_rows), hidden), dtype=np.float32)
     started, tokens, done = time.monotonic(), 0, 0
+    from trainers.bases import inference_precision
+
     was_training = model.training
     model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), inference_precision(model):
         for chunk_start in range(0, len(token_rows), CHUNK):
             if deadline is not None and done:
                 elapsed = time.monotonic() - started

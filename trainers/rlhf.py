@@ -30,6 +30,7 @@ import numpy as np
 from trainers.bases import (
     CHAT_TEMPLATE_KWARGS,
     conversation_ids,
+    inference_precision,
     load_base,
     lora_config,
     make_readable,
@@ -241,7 +242,7 @@ def greedy_replies(
     model.eval()
     device = next(model.parameters()).device
     replies: list[str] = []
-    with torch.no_grad():
+    with torch.no_grad(), inference_precision(model):
         for first in range(0, len(prompts), 8):
             batch = [
                 conversation_ids(tokenizer, prompt, add_generation_prompt=True)
