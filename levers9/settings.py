@@ -3,7 +3,7 @@
 Variables (all optional for local use):
   DATABASE_URL          a PostgreSQL server of your own; unset, the embedded server is used
                         (started on first use: see levers9/embedded_pg.py)
-  REDIS_URL             switches the task broker and the channel layer to Redis
+  REDIS_URL             switches the task broker, the channel layer and the cache to Redis
   SECRET_KEY            unset, a key is generated once into var/secret_key
   DEBUG                 "1" to show tracebacks (default off)
   ALLOWED_HOSTS         comma separated (default: .localhost, localhost, 127.0.0.1)
@@ -287,6 +287,25 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
+
+# --- cache (the write throttles' counts) ------------------------------------------------
+
+# With Redis, every web process counts the same writes: a client spread over several
+# processes meets one limit. Without it (the embedded demo: one web process) each process
+# counts its own in memory.
+def cache_settings(redis_url: str) -> dict:
+    if redis_url:
+        return {
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": redis_url,
+                "KEY_PREFIX": "levers9",
+            }
+        }
+    return {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+
+CACHES = cache_settings(REDIS_URL)
 
 # --- websockets (Channels) -------------------------------------------------------------
 

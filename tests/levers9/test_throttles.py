@@ -82,3 +82,15 @@ def test_the_schema_documents_the_429_on_writes_only(owner_client):
     train = schema["paths"]["/api/rl/train/move-strategy/"]["post"]["responses"]
     assert "Retry-After" in train["429"]["headers"]
     assert "429" not in schema["paths"]["/api/rl/jobs/"]["get"]["responses"]
+
+
+
+def test_with_redis_every_web_process_counts_the_same_writes():
+    """REDIS_URL puts the throttles' counts in Redis, so processes share one limit; the
+    embedded demo (one web process) counts in memory."""
+    from levers9.settings import cache_settings
+
+    shared = cache_settings("redis://127.0.0.1:6379/0")["default"]
+    assert shared["BACKEND"] == "django.core.cache.backends.redis.RedisCache"
+    assert shared["LOCATION"] == "redis://127.0.0.1:6379/0"
+    assert cache_settings("")["default"]["BACKEND"].endswith("LocMemCache")
