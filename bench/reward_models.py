@@ -97,6 +97,16 @@ def _judge(train_pairs: list, train_outcomes: list) -> Any:
     return model
 
 
+def _totals(judge: Any, rows: list[dict[str, Any]], side: str) -> np.ndarray:
+    """The judge's total for one side ("chosen" or "rejected") of each pair."""
+    scored = judge.score(
+        [row["context"] for row in rows],
+        [row[side] for row in rows],
+        [row[f"rubric_{side}"] for row in rows],
+    )
+    return np.asarray([item["total"] for item in scored])
+
+
 def bench_pairs(fit_result: Any, spec: Any, config: Any) -> dict[str, Any]:
     rows = preference_rows(_lines(PAIRS))
     train, held = held_out_split(
@@ -104,25 +114,7 @@ def bench_pairs(fit_result: Any, spec: Any, config: Any) -> dict[str, Any]:
     )
     judge = _judge([rows[i] for i in train], [])
     held_rows = [rows[i] for i in held]
-    contexts = [row["context"] for row in held_rows]
-    judged_c = np.asarray(
-        [
-            s["total"]
-            for s in judge.score(
-                contexts, [r["chosen"] for r in held_rows], [r["rubric_chosen"] for r in held_rows]
-            )
-        ]
-    )
-    judged_r = np.asarray(
-        [
-            s["total"]
-            for s in judge.score(
-                contexts,
-                [r["rejected"] for r in held_rows],
-                [r["rubric_rejected"] for r in held_rows],
-            )
-        ]
-    )
+    judged_c, judged_r = (_totals(judge, held_rows, side) for side in ("chosen", "rejected"))
     reward_c = np.asarray(fit_result.held_out_scores["chosen"])
     reward_r = np.asarray(fit_result.held_out_scores["rejected"])
     gap = _paired_interval(

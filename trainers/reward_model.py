@@ -229,16 +229,45 @@ def _as_adapter(model: Any, config: RewardModelConfig, peft_config: Any) -> Any:
         )
 
 
-def _probe_only_data_seen(probe: dict[str, Any], budget_seconds: float | None) -> dict:
-    return {
-        "steps": 0,
-        "planned_steps": 0,
-        "probe_rows": probe["rows_read"],
-        "share_of_planned": probe["share_read"],
-        "stopped_by_budget": probe["rows_read"] < probe["rows_asked"],
-        "budget_seconds": budget_seconds,
-        "fine_tuned": False,
-    }
+def _probe_only_fit(
+    model: Any,
+    tokenizer: Any,
+    source: str,
+    probe: dict[str, Any],
+    scores: dict[str, list[float]] | None,
+    *,
+    groups: Sequence[str],
+    train: Sequence[int],
+    held: Sequence[int],
+    seconds: float,
+    budget_seconds: float | None,
+) -> RewardModelFit:
+    """The fit when the probe is the head (no LoRA step): its held-out figures are the fit's."""
+    measured = probe["held_out"]
+    return RewardModelFit(
+        model=model,
+        tokenizer=tokenizer,
+        source=source,
+        measured=measured,
+        probe=probe,
+        train_rows=len(train),
+        held_out_rows=len(held),
+        held_out_accuracy=measured.get("accuracy") if source == "picks" else None,
+        held_out_auc=measured.get("auc_by_call") if source == "outcomes" else None,
+        train_groups=sorted({groups[index] for index in train}),
+        held_out_groups=sorted({groups[index] for index in held}),
+        seconds=seconds,
+        held_out_scores=scores,
+        data_seen={
+            "steps": 0,
+            "planned_steps": 0,
+            "probe_rows": probe["rows_read"],
+            "share_of_planned": probe["share_read"],
+            "stopped_by_budget": probe["rows_read"] < probe["rows_asked"],
+            "budget_seconds": budget_seconds,
+            "fine_tuned": False,
+        },
+    )
 
 
 def _leave_to_trainer(callbacks: Sequence[Any], spent: float) -> None:
@@ -361,21 +390,17 @@ def fit_on_pairs(
         )
         _leave_to_trainer(callbacks, time.perf_counter() - started)
     if probe is not None and not fine_tunes:
-        return RewardModelFit(
-            model=_as_adapter(model, config, peft_config),
-            tokenizer=tokenizer,
-            source="picks",
-            measured=probe["held_out"],
-            probe=probe,
-            train_rows=len(train),
-            held_out_rows=len(held),
-            held_out_accuracy=probe["held_out"]["accuracy"],
-            held_out_auc=None,
-            train_groups=sorted({groups[index] for index in train}),
-            held_out_groups=sorted({groups[index] for index in held}),
+        return _probe_only_fit(
+            _as_adapter(model, config, peft_config),
+            tokenizer,
+            "picks",
+            probe,
+            probe_scores,
+            groups=groups,
+            train=train,
+            held=held,
             seconds=time.perf_counter() - started,
-            data_seen=_probe_only_data_seen(probe, budget_seconds),
-            held_out_scores=probe_scores,
+            budget_seconds=budget_seconds,
         )
     dataset = Dataset.from_list(
         [
@@ -501,21 +526,17 @@ def fit_on_outcomes(
         )
         _leave_to_trainer(callbacks, time.perf_counter() - started)
     if probe is not None and not fine_tunes:
-        return RewardModelFit(
-            model=_as_adapter(model, config, peft_config),
-            tokenizer=tokenizer,
-            source="outcomes",
-            measured=probe["held_out"],
-            probe=probe,
-            train_rows=len(train),
-            held_out_rows=len(held),
-            held_out_accuracy=None,
-            held_out_auc=probe["held_out"]["auc_by_call"],
-            train_groups=sorted({groups[index] for index in train}),
-            held_out_groups=sorted({groups[index] for index in held}),
+        return _probe_only_fit(
+            _as_adapter(model, config, peft_config),
+            tokenizer,
+            "outcomes",
+            probe,
+            probe_scores,
+            groups=groups,
+            train=train,
+            held=held,
             seconds=time.perf_counter() - started,
-            data_seen=_probe_only_data_seen(probe, budget_seconds),
-            held_out_scores=probe_scores,
+            budget_seconds=budget_seconds,
         )
 
     set_seed(config.seed)
