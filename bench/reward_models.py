@@ -75,6 +75,7 @@ def _spec(part: str, *, base: str, models_dir: Path, budget: float, out: Path) -
         ]
         return {**common, "pairs": pairs}
     examples = outcome_examples_from_calls(_lines(CALLS))
+    common.pop("min_pairs")  # outcome labels alone need no picks
     return {**common, "pairs": [], "reward_source": "outcomes", "outcome_examples": examples}
 
 

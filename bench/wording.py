@@ -255,6 +255,7 @@ def _rlhf_rows(
         spec.update(
             {"pairs": [], "reward_source": "outcomes", "outcome_examples": outcome_examples}
         )
+        spec.pop("min_pairs")  # outcome labels alone need no picks
     if not budget:  # a few steps: small batches so the plumbing shows in seconds
         spec["reward_model"] = {"batch_size": 8}
         spec["policy"] = {"batch_size": 4, "replies_per_prompt": 2, "max_reply_tokens": 32}
