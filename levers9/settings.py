@@ -290,6 +290,7 @@ else:
 
 # --- cache (the write throttles' counts) ------------------------------------------------
 
+
 # With Redis, every web process counts the same writes: a client spread over several
 # processes meets one limit. Without it (the embedded demo: one web process) each process
 # counts its own in memory.

@@ -188,9 +188,10 @@ def preference_accuracy(
 
 # On a CPU stage that runs to a time budget: a window that lets more pairs through in ten
 # minutes (each costs the policy's and the reference's pass over both replies, and a backward
-# pass), and a step size a LoRA moves at in the hundred-odd pairs that fit. The spec's own
-# "dpo" settings still win.
-CPU_DPO_DEFAULTS = {"learning_rate": 2e-4, "max_length": 384}
+# pass). The step size stays the default: 2e-4 was tried on the shared hh-rlhf pairs and took
+# the held-out accuracy from the base's 0.626 down to 0.548 in 36 steps. The spec's own "dpo"
+# settings still win.
+CPU_DPO_DEFAULTS = {"max_length": 384}
 
 
 def dpo_settings(spec: WordingSpec) -> DpoSettings:

@@ -84,7 +84,6 @@ def test_the_schema_documents_the_429_on_writes_only(owner_client):
     assert "429" not in schema["paths"]["/api/rl/jobs/"]["get"]["responses"]
 
 
-
 def test_with_redis_every_web_process_counts_the_same_writes():
     """REDIS_URL puts the throttles' counts in Redis, so processes share one limit; the
     embedded demo (one web process) counts in memory."""
