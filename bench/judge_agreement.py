@@ -72,7 +72,10 @@ def _cross_fitted(spec: JudgeFitSpec, pairs: list, outcomes: list, *, folds: int
             ("rejected", "rubric_rejected", fitted_r, rubric_r),
         ):
             scored = model.score(
-                contexts, [row[replies] for row in held_pairs], [row[rubric] for row in held_pairs]
+                contexts,
+                [row[replies] for row in held_pairs],
+                [row[rubric] for row in held_pairs],
+                digits=None,
             )
             into += [item["total"] for item in scored]
             rubric_into += [row[rubric][-1] for row in held_pairs]
@@ -81,6 +84,7 @@ def _cross_fitted(spec: JudgeFitSpec, pairs: list, outcomes: list, *, folds: int
             [row["context"] for row in held_outcomes],
             [row["reply"] for row in held_outcomes],
             [row["rubric"] for row in held_outcomes],
+            digits=None,
         )
         by_call, won = per_call_scores(
             held_outcomes, np.asarray([item["won_probability"] for item in scored])

@@ -104,6 +104,7 @@ def _totals(judge: Any, rows: list[dict[str, Any]], side: str) -> np.ndarray:
         [row["context"] for row in rows],
         [row[side] for row in rows],
         [row[f"rubric_{side}"] for row in rows],
+        digits=None,
     )
     return np.asarray([item["total"] for item in scored])
 
@@ -143,6 +144,7 @@ def bench_outcomes(fit_result: Any, spec: Any, config: Any) -> dict[str, Any]:
         [r["context"] for r in held_rows],
         [r["reply"] for r in held_rows],
         [r["rubric"] for r in held_rows],
+        digits=None,
     )
     judge_calls, won = per_call_scores(
         held_rows, np.asarray([s["won_probability"] for s in judged])

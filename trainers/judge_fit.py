@@ -333,7 +333,9 @@ def outcome_agreement(
 
 
 def _includes_half(interval: list[float] | None) -> bool | None:
-    return None if interval is None else interval[0] <= 0.5 <= interval[1]
+    """No better than chance: the interval reaches down to a half (or lies below it — a judge
+    that disagrees with reviewers, or ties them, is no yardstick either)."""
+    return None if interval is None else interval[0] <= 0.5
 
 
 def reliability(probabilities: np.ndarray, won: np.ndarray, *, bins: int = 10) -> list[dict]:
@@ -356,6 +358,10 @@ def reliability(probabilities: np.ndarray, won: np.ndarray, *, bins: int = 10) -
 # --- the fitted judge, whole ----------------------------------------------------------------
 
 
+def _shown(value: float, digits: int | None) -> float:
+    return float(value) if digits is None else round(float(value), digits)
+
+
 @dataclass
 class FittedJudgeModel:
     """What a fit leaves: the featurizer and its heads (None: not enough data for that head)."""
@@ -372,9 +378,13 @@ class FittedJudgeModel:
         contexts: Sequence[Sequence[Mapping[str, str]]],
         replies: Sequence[str],
         rubric: Sequence[Sequence[float]],
+        *,
+        digits: int | None = 4,
     ) -> list[dict[str, Any]]:
         """Scores for each (context, reply): {"scores": {dim: 0..1}, "total", "won_probability"}.
-        `rubric` holds the rubric's numbers for each: its seven dimensions, then its total."""
+        `rubric` holds the rubric's numbers for each: its seven dimensions, then its total.
+        `digits` rounds what a user is shown; measuring reads the unrounded scores (None), or
+        two near-equal scores would count as a tie."""
         features = self.featurizer.transform(contexts, replies, rubric)
         rubric_array = np.asarray(rubric, dtype=np.float64).reshape(len(replies), -1)
         totals = self.total.scores(features) if self.total else rubric_array[:, -1]
@@ -386,10 +396,10 @@ class FittedJudgeModel:
         return [
             {
                 "scores": {
-                    name: round(float(per_dimension[name][i]), 4) for name in self.dimensions
+                    name: _shown(per_dimension[name][i], digits) for name in self.dimensions
                 },
-                "total": round(float(totals[i]), 4),
-                "won_probability": None if won is None else round(float(won[i]), 4),
+                "total": _shown(totals[i], digits),
+                "won_probability": None if won is None else _shown(won[i], digits),
             }
             for i in range(len(replies))
         ]
@@ -628,10 +638,13 @@ def measure(
     if pairs:
         contexts = [row["context"] for row in pairs]
         chosen = model.score(
-            contexts, [r["chosen"] for r in pairs], [r["rubric_chosen"] for r in pairs]
+            contexts, [r["chosen"] for r in pairs], [r["rubric_chosen"] for r in pairs], digits=None
         )
         rejected = model.score(
-            contexts, [r["rejected"] for r in pairs], [r["rubric_rejected"] for r in pairs]
+            contexts,
+            [r["rejected"] for r in pairs],
+            [r["rubric_rejected"] for r in pairs],
+            digits=None,
         )
         fitted_c = np.asarray([s["total"] for s in chosen])
         fitted_r = np.asarray([s["total"] for s in rejected])
@@ -665,6 +678,7 @@ def measure(
             [row["context"] for row in outcomes],
             [row["reply"] for row in outcomes],
             [row["rubric"] for row in outcomes],
+            digits=None,
         )
         won_turns = np.asarray([s["won_probability"] for s in scored])
         fitted_calls, won_calls = per_call_scores(outcomes, won_turns)

@@ -129,14 +129,18 @@ class FittedJudge:
     def load(cls, folder: Path, *, model_name: str) -> FittedJudge:
         return cls(FittedJudgeModel.load(folder), model_name=model_name)
 
-    def score_many(self, items: Sequence[tuple[Sequence[Any], str]]) -> list[dict[str, Any]]:
+    def score_many(
+        self, items: Sequence[tuple[Sequence[Any], str]], *, digits: int | None = 4
+    ) -> list[dict[str, Any]]:
         contexts = [_plain(context) for context, _reply in items]
         replies = [reply for _context, reply in items]
         rubric = [rubric_numbers(context, reply) for context, reply in items]
-        return self.model.score(contexts, replies, rubric)
+        return self.model.score(contexts, replies, rubric, digits=digits)
 
     def score(self, context: Sequence[Turn], reply: str) -> Judgement:
-        scored = self.score_many([(context, reply)])[0]
+        # Unrounded: a verdict compares totals, and a fitted head's totals can differ below
+        # the fourth decimal (rounded, Evaluate saw only ties and called a version "even").
+        scored = self.score_many([(context, reply)], digits=None)[0]
         own = {name for name, head in self.model.by_dimension.items() if head is not None}
         return Judgement(
             scores=scored["scores"],
