@@ -9,6 +9,9 @@ Two ways to fit it, chosen on the RLHF card ("reward source"):
     (one label, `problem_type="multi_label_classification"`: TRL has no trainer for it), held
     out by call (no call on both sides), AUC reported.
 
+Either way the head starts from a linear probe on the base's frozen last-token features
+(`trainers.reward_probe`); on a CPU time budget that probe is the head and no step follows.
+
 The reward is read at the last non-pad token, so the pad token always differs from eos
 (`trainers.bases.ensure_distinct_pad`). RLHF uses `score()` to rate the policy's replies.
 """
@@ -498,17 +501,6 @@ def fit_on_outcomes(
         + _reply(example.reply)
         for example in examples
     ]
-    rows = []
-    for index in train:
-        ids = conversation_ids(tokenizer, conversations[index])
-        rows.append(
-            {
-                "input_ids": ids,
-                "attention_mask": [1] * len(ids),
-                "labels": [1.0 if examples[index].won else 0.0],
-            }
-        )
-
     fine_tunes = _fine_tunes(config, budget_seconds)
     probe, probe_scores = None, None
     if config.probe:
@@ -537,6 +529,18 @@ def fit_on_outcomes(
             held=held,
             seconds=time.perf_counter() - started,
             budget_seconds=budget_seconds,
+        )
+
+    # Tokenised for the Trainer only once it is known to run (the probe reads its own ids).
+    rows = []
+    for index in train:
+        ids = conversation_ids(tokenizer, conversations[index])
+        rows.append(
+            {
+                "input_ids": ids,
+                "attention_mask": [1] * len(ids),
+                "labels": [1.0 if examples[index].won else 0.0],
+            }
         )
 
     set_seed(config.seed)
