@@ -6,13 +6,16 @@
 What it does, as a reviewer, a manager and an owner would (every step is an API call):
 
 1. picks in the Duel until the workspace has `--dpo-picks` picks, then freezes them;
-2. Benchmark · DPO on that preference version (CPU default base), waits for the job, reads the
-   version it made (served in-process) and finds it answering in the Duel;
-3. releases it and checks the Duel's new pairs fall back to the newest version that answers;
-   serves it again (a serve job) and finds it answering again;
-4. picks on to `--rlhf-picks`, freezes, runs Wording · RLHF with the reward model fitted on the
-   real-call world's outcome labels, and reads the version's numbers (held-out AUC, KL,
-   reward before/after) and the DPO figure it is compared against.
+2. Benchmark · DPO on that preference version (CPU default base), waits for the job, for the
+   version's endpoint to serve and for its checkpoint against its parent on the world's
+   held-out calls (win rate with its interval, the judge that scored it and that judge's
+   measured agreement), and finds it answering in the Duel;
+3. Wording · RLHF on the same preference version and base with the reward model fitted on the
+   real-call world's outcome labels; reads the version's numbers (held-out AUC by call, KL,
+   reward before/after on held-out openings, the did-not-learn mark) and waits for its
+   checkpoints: against its parent, and against the DPO version of the same picks and base;
+4. releases the DPO version and checks the Duel's new pairs fall back to the newest version
+   that answers; serves it again (a serve job) and finds it answering again.
 
 Reviewer stand-in: no person sits at the Duel here, so the picks are made by a scripted reviewer
 who prefers the reply the rubric judge scores higher (ties: A) — the point is the pipeline, not
@@ -141,6 +144,20 @@ def version_by_number(api: Api, number: int) -> dict[str, Any]:
     raise DemoError(f"No version v{number}")
 
 
+def wait_answering(api: Api, number: int, *, limit_s: float) -> dict[str, Any]:
+    """The version once its endpoint serves: a trained version arrives "starting" and its
+    serve job loads the weights before the Duel may ask it (the Duel asks only versions that
+    can answer)."""
+    started = time.monotonic()
+    while True:
+        version = version_by_number(api, number)
+        if version["can_answer"]:
+            return version
+        if time.monotonic() - started > limit_s:
+            raise DemoError(f"v{number} still {version['status']} after {limit_s:.0f} s")
+        time.sleep(3)
+
+
 def newest_answering(api: Api) -> dict[str, Any]:
     versions = api.call("GET", "/api/rl/policies/?page_size=200")["results"]
     answering = [version for version in versions if version["can_answer"]]
@@ -159,6 +176,59 @@ def duel_answers(api: Api, pack: str, judge: RubricJudge, label: str, *, pairs: 
         if label in {side["version"] for side in reveal.values()}:
             return picks
     return 0
+
+
+def checkpoints_done(api: Api, version: dict[str, Any], *, limit_s: float) -> list[dict]:
+    """The version's checkpoints once every one has ended (against its parent; for RLHF also
+    against the DPO version of the same picks and base)."""
+    started = time.monotonic()
+    while True:
+        rows = api.call("GET", "/api/rl/evaluations/?page_size=100")["results"]
+        mine = [
+            row
+            for row in rows
+            if row["candidate"] == version["id"] and row.get("purpose") == "checkpoint"
+        ]
+        if mine and all(row["state"] in ("done", "failed", "cancelled") for row in mine):
+            return [api.call("GET", f"/api/rl/evaluations/{row['id']}/") for row in mine]
+        if time.monotonic() - started > limit_s:
+            raise DemoError(f"{version['label']}'s checkpoints did not end in {limit_s:.0f} s")
+        time.sleep(5)
+
+
+def checkpoint_words(evaluation: dict[str, Any]) -> str:
+    """One checkpoint as the Train page shows it: win rate [interval], verdict, the judge and
+    its held-out agreement, and how many moments each side answered."""
+    if evaluation["state"] != "done":
+        return f"vs {evaluation['baseline_label']}: {evaluation['state']} {evaluation['error']}"
+    summary = evaluation.get("summary") or {}
+    ci = summary.get("ci")
+    agreement = summary.get("judge_agreement") or {}
+    measured = "not measured"
+    if agreement.get("measured"):
+        parts = []
+        if agreement.get("pair_accuracy") is not None:
+            parts.append(
+                f"pairs {_figure(agreement['pair_accuracy'], agreement.get('pair_accuracy_ci'))}"
+            )
+        if agreement.get("outcome_auc") is not None:
+            parts.append(
+                f"outcome AUC {_figure(agreement['outcome_auc'], agreement.get('outcome_auc_ci'))}"
+            )
+        measured = ", ".join(parts) + (" (at chance)" if agreement.get("at_chance") else "")
+    candidate = summary.get("candidate") or {}
+    return (
+        f"vs {evaluation['baseline_label']}: won {_figure(summary.get('win_rate'), ci)} of "
+        f"{summary.get('compared')} moments → {summary.get('verdict') or '—'} · judged by "
+        f"{summary.get('judge_model')} (held-out agreement: {measured}) · answered "
+        f"{candidate.get('answered')} of {summary.get('moments')}"
+    )
+
+
+def _figure(value: float | None, bounds: list[float] | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.3f}" + (f" [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else "")
 
 
 def learned(version: dict[str, Any], *keys: str) -> str:
@@ -194,8 +264,8 @@ def train_card(api: Api, args: argparse.Namespace, body: dict[str, Any]) -> dict
     return version_by_number(api, job["produced_version"])
 
 
-def dpo_round_trip(api: Api, args: argparse.Namespace, judge: RubricJudge, stages) -> None:
-    """DPO, its version answering in the Duel, released (the Duel falls back), served again."""
+def dpo_stage(api: Api, args: argparse.Namespace, judge: RubricJudge, stages) -> dict[str, Any]:
+    """DPO on frozen picks, its checkpoint, and its version answering in the Duel."""
     started = time.monotonic()
     if args.dpo_job:
         job = wait_job(api, args.dpo_job, limit_s=args.job_limit)
@@ -208,15 +278,35 @@ def dpo_round_trip(api: Api, args: argparse.Namespace, judge: RubricJudge, stage
     stages.add(
         f"DPO → {dpo['label']}",
         started,
-        learned(dpo, "held_out_accuracy", "pairs", "base") + f" · status {dpo['status']}",
+        learned(dpo, "held_out_accuracy", "pairs", "base")
+        + marked(dpo)
+        + f" · status {dpo['status']}",
     )
+    checkpoint_rows(api, args, dpo, stages)
 
     started = time.monotonic()
+    dpo = wait_answering(api, dpo["number"], limit_s=args.job_limit)
     picks = duel_answers(api, args.pack, judge, dpo["label"], pairs=3)
     if not picks:
         raise DemoError(f"{dpo['label']} wrote none of the Duel's new replies")
     stages.add("Duel with the DPO version", started, f"{dpo['label']} revealed after {picks} picks")
+    return dpo
 
+
+def checkpoint_rows(api: Api, args: argparse.Namespace, version: dict[str, Any], stages) -> None:
+    started = time.monotonic()
+    for evaluation in checkpoints_done(api, version, limit_s=args.job_limit):
+        stages.add(f"Checkpoint of {version['label']}", started, checkpoint_words(evaluation))
+
+
+def marked(version: dict[str, Any]) -> str:
+    reasons = version.get("did_not_learn") or []
+    return (" · DID NOT LEARN: " + " ".join(reasons)) if reasons else " · learned"
+
+
+def release_round_trip(api: Api, args: argparse.Namespace, judge: RubricJudge, dpo, stages):
+    """Released, the Duel falls back to the newest version that answers; served again, the
+    version answers again."""
     started = time.monotonic()
     api.call("POST", f"/api/rl/policies/{dpo['id']}/release", {})
     released = version_by_number(api, dpo["number"])
@@ -235,18 +325,22 @@ def dpo_round_trip(api: Api, args: argparse.Namespace, judge: RubricJudge, stage
     endpoint = api.call("POST", f"/api/rl/policies/{dpo['id']}/serve", {"gpu_count": 1})
     if endpoint.get("job_id"):
         wait_job(api, endpoint["job_id"], limit_s=args.job_limit)
-    for _ in range(200):
-        if version_by_number(api, dpo["number"])["can_answer"]:
-            break
-        time.sleep(3)
+    wait_answering(api, dpo["number"], limit_s=args.job_limit)
     picks = duel_answers(api, args.pack, judge, dpo["label"], pairs=3)
     if not picks:
         raise DemoError(f"{dpo['label']} served again but wrote no Duel reply")
     stages.add("Serve again", started, f"{dpo['label']} answering; revealed after {picks} picks")
 
 
-def rlhf_on_outcomes(api: Api, args: argparse.Namespace, judge: RubricJudge, stages) -> None:
-    frozen = freeze_picks(api, args, judge, args.rlhf_picks, stages)
+def rlhf_on_outcomes(
+    api: Api, args: argparse.Namespace, judge: RubricJudge, stages, *, dpo: dict | None
+) -> None:
+    """RLHF with the outcome reward; on DPO's preference version when DPO ran, so its
+    checkpoint against DPO (same picks, same base) is made too."""
+    if dpo is not None:
+        frozen = {"number": dpo["learned_from"]["preference_version"]}
+    else:
+        frozen = freeze_picks(api, args, judge, args.rlhf_picks, stages)
     started = time.monotonic()
     rlhf = train_card(
         api,
@@ -271,10 +365,14 @@ def rlhf_on_outcomes(api: Api, args: argparse.Namespace, judge: RubricJudge, sta
             "kl",
             "reward_before",
             "reward_after",
+            "reward_gain_ci",
+            "held_out_prompts",
             "clip_fraction",
         )
+        + marked(rlhf)
         + f" · status {rlhf['status']}",
     )
+    checkpoint_rows(api, args, rlhf, stages)
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
@@ -285,7 +383,12 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--pack", default="persuasion", help="the world to duel in")
     parser.add_argument("--outcomes-pack", default="persuasion")
     parser.add_argument("--dpo-picks", type=int, default=200, help="0: no DPO stage")
-    parser.add_argument("--rlhf-picks", type=int, default=500, help="0: no RLHF stage")
+    parser.add_argument(
+        "--rlhf-picks",
+        type=int,
+        default=500,
+        help="0: no RLHF stage; after DPO, RLHF trains on DPO's preference version instead",
+    )
     parser.add_argument("--dpo-epochs", type=float, default=1.0)
     parser.add_argument(
         "--rlhf-epochs",
@@ -312,10 +415,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
     api = Api(args.url, f"{args.workspace}.localhost", token)
     judge = RubricJudge()
     stages = Stages()
-    if args.dpo_picks > 0:
-        dpo_round_trip(api, args, judge, stages)
+    dpo = dpo_stage(api, args, judge, stages) if args.dpo_picks > 0 else None
     if args.rlhf_picks > 0:
-        rlhf_on_outcomes(api, args, judge, stages)
+        rlhf_on_outcomes(api, args, judge, stages, dpo=dpo)
+    if dpo is not None:
+        release_round_trip(api, args, judge, dpo, stages)
     say("")
     width = max((len(row.stage) for row in stages), default=0)
     for row in stages:

@@ -44,6 +44,10 @@ def win_rate_with_interval(
     calls = [list(outcomes) for outcomes in outcomes_by_call if outcomes]
     if not calls:
         return None, None, None
+    if len(calls) < 2:
+        # Resampling one call gives that call every time: a zero-width "interval" that
+        # would turn one call's moments into a verdict.
+        return round(sum(calls[0]) / len(calls[0]), 4), None, None
     wins = np.array([sum(outcomes) for outcomes in calls], dtype=np.float64)
     moments = np.array([len(outcomes) for outcomes in calls], dtype=np.float64)
     rate = float(wins.sum() / moments.sum())
@@ -53,6 +57,15 @@ def win_rate_with_interval(
     tail = (1.0 - confidence) / 2 * 100
     low, high = np.percentile(resampled, [tail, 100 - tail])
     return round(rate, 4), round(float(low), 4), round(float(high), 4)
+
+
+INCOMPLETE = "incomplete"
+"""The verdict when the two versions were compared at fewer than half of the moments (one
+errored or was released mid-way): a win rate over the rest is no verdict on the versions."""
+
+
+def comparison_incomplete(compared: int, moments: int) -> bool:
+    return moments > 0 and 2 * compared < moments
 
 
 def verdict_of(low: float | None, high: float | None) -> str:

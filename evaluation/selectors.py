@@ -245,13 +245,16 @@ def evaluation_summary_compute(evaluation: Evaluation) -> dict[str, Any]:
         "per_call": per_call,
         "yardstick_label": call_set.yardstick_label,
     }
+    win_figures = _win_figures(outcomes_by_call, seed=evaluation.seed)
+    if scoring.comparison_incomplete(win_figures["compared"], len(held)):
+        win_figures["verdict"] = scoring.INCOMPLETE
     return {
         "kind": call_set.kind,
         "judge_model": evaluation.judge_model,
         "seed": evaluation.seed,
         "calls": len(by_call),
         "moments": len(held),
-        **_win_figures(outcomes_by_call, seed=evaluation.seed),
+        **win_figures,
         "candidate": _side_figures("candidate", evaluation.candidate, **side_inputs),
         "baseline": _side_figures("baseline", evaluation.baseline, **side_inputs),
         "yardstick": _side_figures("yardstick", None, **side_inputs),
@@ -318,6 +321,17 @@ def _points(difference: float) -> str:
 def _judge_clause(summary: dict[str, Any], candidate: str, baseline: str) -> str:
     win_rate = summary.get("win_rate")
     verdict = summary.get("judge_verdict", summary.get("verdict", ""))
+    if verdict == scoring.INCOMPLETE:
+        errors = {
+            summary.get(side, {}).get("label", side): summary.get(side, {}).get("errors", 0)
+            for side in ("candidate", "baseline")
+        }
+        failed = ", ".join(f"{label} failed at {count}" for label, count in errors.items() if count)
+        return (
+            f"the two versions were compared at only {summary.get('compared', 0)} of "
+            f"{summary.get('moments', 0)} moments ({failed or 'the rest were not judged'}), "
+            "too few for a verdict: evaluate again while both versions answer"
+        )
     if win_rate is None or not verdict:
         return "the judge compared no turn of the two versions"
     if verdict == "won":
@@ -421,7 +435,7 @@ def verdict_explained(summary: dict[str, Any], *, candidate: str, baseline: str)
     }
     if summary.get("verdict_source") == "simulator":
         simulator = _simulator_clause(duel, candidate)
-        disagree = bool(judge_verdict) and judge_verdict != duel["verdict"]
+        disagree = judge_verdict in {"won", "lost", "even"} and judge_verdict != duel["verdict"]
         if disagree:
             sentence = f"{judge}, but {simulator}: the simulator is the ground truth here"
         else:

@@ -359,13 +359,15 @@ def training_arguments(
     max_steps: int | None,
     learning_rate: float,
     seed: int,
+    checkpointing: bool = True,
     **trainer_arguments: Any,
 ) -> Any:
     """`arguments_type` (transformers' TrainingArguments or a TRL config) as every wording
     trainer sets it, plus the trainer's own `trainer_arguments` and the machine's
     `device_arguments()`. A log line every step, because our progress lines and the curve are
     read from the logs; no checkpoints (each run saves what it keeps itself), no reporting
-    and no tqdm bar in the job's log."""
+    and no tqdm bar in the job's log. `checkpointing` False keeps every layer's activations
+    (faster; the caller has checked they fit: `activations_fit`)."""
     return arguments_type(
         output_dir=output_dir,
         per_device_train_batch_size=batch_size,
@@ -379,24 +381,24 @@ def training_arguments(
         disable_tqdm=True,
         seed=seed,
         **trainer_arguments,
-        **device_arguments(),
+        **device_arguments(checkpointing=checkpointing),
     )
 
 
-def device_arguments() -> dict[str, Any]:
-    """TrainingArguments for the machine: bf16 on a GPU that has it (lossy on the CPU), and
-    gradient checkpointing everywhere. On the CPU it costs about a third more time, but
-    without it a reward model on the demo's real calls (pairs of dialogues up to 1,024 tokens,
-    batch 8) kept every layer's activations and passed 23 GB: the OOM killer ended it on a
-    24 GB machine."""
+def device_arguments(*, checkpointing: bool = True) -> dict[str, Any]:
+    """TrainingArguments for the machine: bf16 autocast where the device has bf16 units, and
+    gradient checkpointing unless the caller turns it off. Checkpointing costs about a third
+    more time, but without it a reward model on the demo's real calls (pairs of dialogues up
+    to 1,024 tokens, batch 8) kept every layer's activations and passed 23 GB: the OOM killer
+    ended it on a 24 GB machine. `activations_fit` says when they fit."""
     import torch
 
     # transformers 5 renamed gradient_checkpointing to activation_checkpointing and warns when
     # only the old name is set (TRL's configs always set it): give both. Non-reentrant: the
     # frozen base's inputs need no grad for the LoRA's gradients to flow through.
     on = {
-        "activation_checkpointing": True,
-        "gradient_checkpointing": True,
+        "activation_checkpointing": checkpointing,
+        "gradient_checkpointing": checkpointing,
         "activation_checkpointing_kwargs": {"use_reentrant": False},
         "gradient_checkpointing_kwargs": {"use_reentrant": False},
     }
@@ -405,6 +407,54 @@ def device_arguments() -> dict[str, Any]:
     # bf16 autocast on a CPU with bf16 matrix units (the master weights and the loss stay
     # float32); elsewhere it is emulated and several times slower than float32.
     return {"use_cpu": True, "bf16": cpu_has_bf16(), **on}
+
+
+# Bytes of saved activations per token, per layer and per unit of hidden width, in a LoRA
+# training step without checkpointing (bf16 autocast keeps float32 and bf16 copies of several
+# tensors). Measured: DPO on SmolLM2-135M (30 layers, hidden 576), 8 sequences of up to 384
+# tokens, peaked at CALIBRATION below; rounded up so the estimate errs toward checkpointing.
+ACTIVATION_BYTES_PER_TOKEN_LAYER_WIDTH = 64
+ACTIVATION_SHARE_OF_FREE_MEMORY = 0.5
+"""Keep activations only while they take at most this share of the memory free now: the
+other half is for the optimizer, the reference pass, the data and whatever else runs."""
+
+
+def activation_bytes(model_config: Any, tokens_per_step: int) -> int:
+    """An upper estimate of the activations a training step keeps without checkpointing."""
+    config = (
+        model_config.get_text_config() if hasattr(model_config, "get_text_config") else model_config
+    )
+    width = (
+        int(getattr(config, "hidden_size", 0)) + int(getattr(config, "intermediate_size", 0)) // 2
+    )
+    layers = int(getattr(config, "num_hidden_layers", 0))
+    return ACTIVATION_BYTES_PER_TOKEN_LAYER_WIDTH * tokens_per_step * layers * width
+
+
+def activations_fit(model: Any, tokens_per_step: int, *, free_bytes: int | None = None) -> bool:
+    """Whether a step of `tokens_per_step` tokens (padded, all sequences of a card's batch)
+    can keep its activations instead of recomputing them (gradient checkpointing), given the
+    memory free now on the device. LEVERS9_GRADIENT_CHECKPOINTING=1/0 decides instead."""
+    forced = os.environ.get("LEVERS9_GRADIENT_CHECKPOINTING", "").strip()
+    if forced in {"0", "1"}:
+        return forced == "0"
+    if free_bytes is None:
+        free_bytes = free_device_memory(model)
+    needed = activation_bytes(model.config, tokens_per_step)
+    return needed <= ACTIVATION_SHARE_OF_FREE_MEMORY * free_bytes
+
+
+def free_device_memory(model: Any) -> int:
+    """Bytes free on the model's device now (the GPU's, or the machine's available RAM)."""
+    import torch
+
+    device = next(model.parameters()).device
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    import psutil
+
+    return int(psutil.virtual_memory().available)
 
 
 def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
@@ -441,6 +491,29 @@ def inference_precision(model: Any) -> Any:
     if not enabled:
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def fused_head_scores_only_labelled_positions() -> None:
+    """Make TRL's fused LM head (DPO's and GRPO's log-probabilities) project only the positions
+    that have a label, on a CPU too.
+
+    Why: TRL 1.16 compacts to the labelled positions only where Triton runs (CUDA, XPU); on any
+    other device it projects every position — the prompt and the padding as well as the reply
+    — through the whole vocabulary, to keep tile shapes fixed for Neuron's compiler. A CPU
+    compiles nothing, and there the wasted projections and their float32 log-sum-exp folds
+    were most of a DPO step (profiled on SmolLM2-135M: the fused head took 44% of the step;
+    replies are about a third of the tokens). Its own choice stays for every other device."""
+    import trl.trainer.utils as trl_utils
+
+    original = getattr(trl_utils, "_use_triton", None)
+    if original is None or getattr(original, "compacts_on_cpu", False):
+        return  # another TRL, or done already
+
+    def compact_on_cpu(device: Any) -> bool:
+        return device.type == "cpu" or original(device)
+
+    compact_on_cpu.compacts_on_cpu = True  # type: ignore[attr-defined]
+    trl_utils._use_triton = compact_on_cpu
 
 
 def quiet_transformers() -> None:

@@ -21,7 +21,9 @@ import numpy as np
 
 from trainers.bases import (
     CHAT_TEMPLATE_KWARGS,
+    activations_fit,
     conversation_ids,
+    fused_head_scores_only_labelled_positions,
     load_base,
     lora_config,
     quiet_deprecations,
@@ -41,6 +43,7 @@ from trainers.wording_spec import (
     curve,
     held_out_split,
     last_value,
+    length_grouped_order,
     mean_value,
     pair_groups,
     parse_wording_spec,
@@ -68,6 +71,9 @@ class DpoSettings:
     """Tokens per conversation; the oldest turns of a longer call are dropped."""
     held_out_fraction: float = 0.1
     """Share of the pairs held out (the same split RLHF's reward model holds out)."""
+    held_out_minimum: int = 0
+    """Hold out at least this many calls (pairs where a pick names no call), up to half of
+    them: a tenth of 200 picks is 20, whose interval spans ±0.2. Set RLHF's alike."""
     lora_r: int = 16
     """LoRA rank."""
     lora_alpha: int = 32
@@ -76,6 +82,9 @@ class DpoSettings:
     """Dropout on the LoRA input."""
     score_batch_size: int = 8
     """Conversations per forward pass when measuring the held-out pairs."""
+    gradient_checkpointing: bool | None = None
+    """Recompute activations in the backward pass (less memory, about a third more time);
+    None decides by whether a batch's activations fit in half the memory free."""
     seed: int = 0
     """Seeds the split and the data order."""
 
@@ -120,10 +129,15 @@ def completion_logps(
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    sums: list[float] = []
+    # Rows of about the same length share a batch (less padding); sums return in row order.
+    # Float32 throughout: a young policy's margins over the base are small enough for bf16's
+    # rounding to flip their sign.
+    order = sorted(range(len(rows)), key=lambda index: len(rows[index][0]))
+    sums: dict[int, float] = {}
     with torch.no_grad():
-        for first in range(0, len(rows), batch_size):
-            batch = rows[first : first + batch_size]
+        for first in range(0, len(order), batch_size):
+            positions = order[first : first + batch_size]
+            batch = [rows[index] for index in positions]
             width = max(len(ids) for ids, _ in batch)
             input_ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
             attention = torch.zeros((len(batch), width), dtype=torch.long)
@@ -137,10 +151,11 @@ def completion_logps(
             ).logits.float()
             logps = torch.log_softmax(logits[:, :-1], dim=-1)
             token_logps = logps.gather(-1, input_ids[:, 1:].to(device).unsqueeze(-1)).squeeze(-1)
-            sums.extend((token_logps * counted.to(device)).sum(-1).cpu().tolist())
+            totals = (token_logps * counted.to(device)).sum(-1).cpu().tolist()
+            sums.update(zip(positions, totals, strict=True))
     if was_training:
         model.train()
-    return sums
+    return [sums[index] for index in range(len(rows))]
 
 
 def preference_accuracy(
@@ -224,7 +239,10 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
 
     pairs = wording.pairs
     train, held = held_out_split(
-        pair_groups(pairs), fraction=settings.held_out_fraction, seed=settings.seed
+        pair_groups(pairs),
+        fraction=settings.held_out_fraction,
+        seed=settings.seed,
+        minimum_groups=settings.held_out_minimum,
     )
     prompts = [
         trim_prompt(
@@ -235,6 +253,25 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
         )
         for pair in pairs
     ]
+    # Batches of pairs of about the same length (a batch pads chosen and rejected to its
+    # longest), read in a seeded order: less padding, and a budget sees a fair sample.
+    lengths = [
+        min(
+            settings.max_length,
+            max(
+                len(conversation_ids(tokenizer, [*prompts[i], {"role": "assistant", "content": r}]))
+                for r in (pairs[i].chosen, pairs[i].rejected)
+            ),
+        )
+        for i in train
+    ]
+    order = length_grouped_order(lengths, batch_size=settings.batch_size, seed=settings.seed)
+    train = [train[position] for position in order]
+    checkpointing = settings.gradient_checkpointing
+    if checkpointing is None:
+        # A step holds chosen and rejected for each pair of the batch, at most max_length each.
+        step_tokens = 2 * settings.batch_size * min(settings.max_length, max(lengths, default=1))
+        checkpointing = not activations_fit(model, step_tokens)
     dataset = Dataset.from_list(
         [
             {
@@ -267,7 +304,11 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
         seed=settings.seed,
         beta=settings.beta,
         max_length=settings.max_length,
+        checkpointing=checkpointing,
+        train_sampling_strategy="sequential",  # the length-grouped seeded order above
+        include_num_input_tokens_seen="non_padding",
     )
+    fused_head_scores_only_labelled_positions()
     with quiet_deprecations():
         trainer = DPOTrainer(
             model=model,
@@ -315,6 +356,7 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
         "mean_train_reward_margin": _rounded(mean_value(history, "rewards/margins")),
         "steps": int(trainer.state.global_step),
         "data_seen": callback.data_seen,
+        "gradient_checkpointing": checkpointing,
         "curve": curve(history, ("loss", "rewards/accuracies", "rewards/margins")),
     }
     metrics["did_not_learn"] = did_not_learn(preference=metrics)

@@ -69,6 +69,9 @@ class RewardModelConfig:
     """Tokens per conversation; the oldest turns of a longer call are dropped."""
     held_out_fraction: float = 0.1
     """Share of the rows held out (whole calls at a time) to measure the fit."""
+    held_out_minimum: int = 0
+    """Hold out at least this many calls (pairs where a pick names no call), up to half of
+    them, when a tenth is too few to measure (100 give an interval of about ±0.1)."""
     lora_r: int = 16
     """LoRA rank of the reward adapter."""
     lora_alpha: int = 32
@@ -368,7 +371,12 @@ def fit_on_pairs(
 
     started = time.perf_counter()
     groups = pair_groups(pairs)
-    train, held = held_out_split(groups, fraction=config.held_out_fraction, seed=config.seed)
+    train, held = held_out_split(
+        groups,
+        fraction=config.held_out_fraction,
+        seed=config.seed,
+        minimum_groups=config.held_out_minimum,
+    )
     prompts = [
         _fitted(tokenizer, pair.prompt, (pair.chosen, pair.rejected), config.max_length)
         for pair in pairs
@@ -495,7 +503,12 @@ def fit_on_outcomes(
 
     started = time.perf_counter()
     groups = [example.call_id for example in examples]
-    train, held = held_out_split(groups, fraction=config.held_out_fraction, seed=config.seed)
+    train, held = held_out_split(
+        groups,
+        fraction=config.held_out_fraction,
+        seed=config.seed,
+        minimum_groups=config.held_out_minimum,
+    )
     conversations = [
         _fitted(tokenizer, example.prompt, (example.reply,), config.max_length)
         + _reply(example.reply)

@@ -29,7 +29,9 @@ import numpy as np
 
 from trainers.bases import (
     CHAT_TEMPLATE_KWARGS,
+    activations_fit,
     conversation_ids,
+    fused_head_scores_only_labelled_positions,
     inference_precision,
     load_base,
     lora_config,
@@ -99,9 +101,13 @@ class PolicyConfig:
     """LoRA scale (alpha / r multiplies the update)."""
     lora_dropout: float = 0.0
     """Dropout on the LoRA input."""
-    held_out_prompts: int = 32
+    held_out_prompts: int = 100
     """Held-out openings the policy answers (greedy) before and after the update, scored by
-    the reward model: reward_before / reward_after are measured there, not on training rows."""
+    the reward model: reward_before / reward_after are measured there, not on training rows.
+    A hundred or more, or the paired interval of the gain is too wide to say anything."""
+    gradient_checkpointing: bool | None = None
+    """Recompute activations in the backward pass (less memory, about a third more time);
+    None decides by whether a batch's activations fit in half the memory free."""
     seed: int = 0
     """Seeds sampling and the data order."""
 
@@ -231,6 +237,10 @@ def openings(
     return prompts
 
 
+GENERATION_BATCH = 16
+"""Prompts answered together when measuring (greedy, with the KV cache)."""
+
+
 def greedy_replies(
     model: Any, tokenizer: Any, prompts: Sequence[Sequence[Message]], *, max_new_tokens: int
 ) -> list[str]:
@@ -241,13 +251,17 @@ def greedy_replies(
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    replies: list[str] = []
+    encoded = [
+        conversation_ids(tokenizer, prompt, add_generation_prompt=True) for prompt in prompts
+    ]
+    # Prompts of about the same length share a batch (less left padding), answered in the
+    # caller's order.
+    order = sorted(range(len(prompts)), key=lambda index: len(encoded[index]))
+    replies: dict[int, str] = {}
     with torch.no_grad(), inference_precision(model):
-        for first in range(0, len(prompts), 8):
-            batch = [
-                conversation_ids(tokenizer, prompt, add_generation_prompt=True)
-                for prompt in prompts[first : first + 8]
-            ]
+        for first in range(0, len(order), GENERATION_BATCH):
+            rows = order[first : first + GENERATION_BATCH]
+            batch = [encoded[index] for index in rows]
             width = max(len(ids) for ids in batch)
             input_ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
             attention = torch.zeros((len(batch), width), dtype=torch.long)
@@ -261,10 +275,11 @@ def greedy_replies(
                 do_sample=False,
                 pad_token_id=tokenizer.pad_token_id,
             )
-            replies += tokenizer.batch_decode(generated[:, width:], skip_special_tokens=True)
+            texts = tokenizer.batch_decode(generated[:, width:], skip_special_tokens=True)
+            replies.update(zip(rows, texts, strict=True))
     if was_training:
         model.train()
-    return [reply.strip() for reply in replies]
+    return [replies[index].strip() for index in range(len(prompts))]
 
 
 def held_out_reward(
@@ -328,6 +343,10 @@ def train_policy(
 
     model, tokenizer = load_base(spec.base, models_dir=spec.models_dir)
     prompts = openings(conversations, tokenizer, max_tokens=config.max_prompt_length)
+    checkpointing = config.gradient_checkpointing
+    if checkpointing is None:
+        step_tokens = config.batch_size * (config.max_prompt_length + config.max_reply_tokens)
+        checkpointing = not activations_fit(model, step_tokens)
     callback = stages.callback("policy")
     scratch = tempfile.TemporaryDirectory(dir=spec.output_dir)
     arguments = training_arguments(
@@ -339,6 +358,7 @@ def train_policy(
         max_steps=config.max_steps,
         learning_rate=config.learning_rate,
         seed=config.seed,
+        checkpointing=checkpointing,
         beta=config.beta,
         epsilon=config.clip_epsilon,
         num_iterations=config.updates_per_batch,
@@ -348,6 +368,7 @@ def train_policy(
         chat_template_kwargs=CHAT_TEMPLATE_KWARGS,
         loss_type="grpo",  # per-reply token mean, then the batch mean: PPO's per-token objective
     )
+    fused_head_scores_only_labelled_positions()
     with quiet_deprecations():
         trainer = policy_trainer_class()(
             model=model,
@@ -390,6 +411,7 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
             pair_groups(wording.pairs),
             fraction=reward_config.held_out_fraction,
             seed=reward_config.seed,
+            minimum_groups=reward_config.held_out_minimum,
         )
         if wording.pairs
         else ([], [])  # outcome labels alone: no picks to hold out
@@ -515,15 +537,26 @@ def _policy_prompts(
     pairs_train: Sequence[int],
     pairs_held: Sequence[int],
 ) -> tuple[list[Sequence[Message]], list[Sequence[Message]]]:
-    """(training openings, held-out openings) for the policy."""
-    if wording.reward_source == "outcomes" and not wording.pairs:
+    """(training openings, held-out openings) for the policy.
+
+    The policy answers the training pairs' openings (from outcome labels alone: the openings
+    of the calls the reward model trains on). Its reward is measured on openings neither fit
+    saw: the held-out pairs', or with an outcome reward the reward model's held-out calls'
+    (the same split it holds out), which are many more than a tenth of a few hundred picks."""
+    if wording.reward_source == "outcomes":
         examples = wording.outcome_examples
         train, held = held_out_split(
             [example.call_id for example in examples],
             fraction=reward_config.held_out_fraction,
             seed=reward_config.seed,
+            minimum_groups=reward_config.held_out_minimum,
         )
-        return [examples[i].prompt for i in train], [examples[i].prompt for i in held]
+        if not wording.pairs:
+            return [examples[i].prompt for i in train], [examples[i].prompt for i in held]
+        trained = [wording.pairs[i].prompt for i in pairs_train]
+        seen = {_opening_key(prompt) for prompt in trained}
+        held_prompts = [examples[i].prompt for i in held]
+        return trained, [p for p in held_prompts if _opening_key(p) not in seen]
     return (
         [wording.pairs[i].prompt for i in pairs_train],
         [wording.pairs[i].prompt for i in pairs_held],

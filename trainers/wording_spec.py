@@ -407,10 +407,12 @@ def trim_prompt(
 
 
 def held_out_split(
-    groups: Sequence[str], *, fraction: float, seed: int
+    groups: Sequence[str], *, fraction: float, seed: int, minimum_groups: int = 0
 ) -> tuple[list[int], list[int]]:
     """(train indices, held-out indices): whole groups are held out until `fraction` of the
-    rows are, so no group (call) is ever on both sides. At least one group on each side."""
+    rows are, and at least `minimum_groups` groups (calls, or pairs) — but never more than
+    half of the groups for a minimum —, so no group (call) is ever on both sides. At least
+    one group on each side."""
     order: dict[str, list[int]] = {}
     for index, group in enumerate(groups):
         order.setdefault(group, []).append(index)
@@ -420,14 +422,33 @@ def held_out_split(
     rng = np.random.default_rng(seed)
     rng.shuffle(names)
     wanted = max(1, math.ceil(fraction * len(groups)))
+    wanted_groups = min(minimum_groups, len(names) // 2)
     held: list[int] = []
-    for name in names[:-1]:
-        if len(held) >= wanted:
+    for taken, name in enumerate(names[:-1]):
+        if len(held) >= wanted and taken >= wanted_groups:
             break
         held.extend(order[name])
     held_set = set(held)
     train = [index for index in range(len(groups)) if index not in held_set]
     return train, sorted(held)
+
+
+def length_grouped_order(
+    lengths: Sequence[int], *, batch_size: int, seed: int, group_batches: int = 8
+) -> list[int]:
+    """The rows in a seeded order whose batches hold rows of about the same length, so a
+    batch pads little: the rows are shuffled, cut into groups of `group_batches` batches,
+    sorted by length within each group, cut into batches, and the batches shuffled. A trainer
+    reads them in this order (sequentially), so a run stopped by its budget has seen a seeded
+    sample of the rows, not the shortest ones."""
+    rng = np.random.default_rng(seed)
+    order = [int(index) for index in rng.permutation(len(lengths))]
+    size = max(1, batch_size) * max(1, group_batches)
+    batches: list[list[int]] = []
+    for first in range(0, len(order), size):
+        group = sorted(order[first : first + size], key=lambda index: lengths[index])
+        batches += [group[at : at + batch_size] for at in range(0, len(group), batch_size)]
+    return [index for position in rng.permutation(len(batches)) for index in batches[position]]
 
 
 def pair_groups(pairs: Sequence[Pair]) -> list[str]:
@@ -479,7 +500,7 @@ class StageProgress:
         class _Callback(TrainerCallback):
             def __init__(self) -> None:
                 self.history: list[dict[str, float]] = []
-                self.started = time.monotonic()
+                self.started = self.last_logged = time.monotonic()
                 self.planned_steps = 0
                 self.stopped_by_budget = False
                 # What is left of the stage's budget when its Trainer starts (a probe before
@@ -488,7 +509,7 @@ class StageProgress:
 
             def on_train_begin(self, args, state, control, **kwargs):
                 stages.start(stage, state.max_steps)
-                self.started = time.monotonic()
+                self.started = self.last_logged = time.monotonic()
                 self.planned_steps = int(state.max_steps)
 
             def on_step_end(self, args, state, control, **kwargs):
@@ -510,6 +531,20 @@ class StageProgress:
                     "stopped_by_budget": self.stopped_by_budget,
                     "budget_seconds": stages.budget_seconds,
                     "trainer_budget_seconds": self.budget_seconds,
+                    **self.trained_tokens,
+                }
+
+            @property
+            def trained_tokens(self) -> dict[str, Any]:
+                """Tokens the stage trained on (not padding, every card) and how fast, where
+                the Trainer counted them (include_num_input_tokens_seen)."""
+                tokens = last_value(self.history, "num_input_tokens_seen")
+                seconds = self.last_logged - self.started
+                if tokens is None or seconds <= 0:
+                    return {}
+                return {
+                    "trained_tokens": int(tokens),
+                    "trained_tokens_per_second": round(tokens / seconds, 1),
                 }
 
             def on_log(self, args, state, control, logs=None, **kwargs):
@@ -521,6 +556,7 @@ class StageProgress:
                     if isinstance(value, int | float) and not isinstance(value, bool)
                 }
                 self.history.append({"step": float(state.global_step), **numbers})
+                self.last_logged = time.monotonic()
                 if state.is_world_process_zero:
                     shown = {k: round(v, 5) for k, v in numbers.items() if math.isfinite(v)}
                     stages.step(stage, state.global_step, **shown)

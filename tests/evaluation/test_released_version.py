@@ -40,3 +40,51 @@ def test_it_fails_an_evaluation_whose_version_was_released_while_it_waited(
     assert evaluation.state == Evaluation.State.FAILED
     assert "released" in evaluation.error
     assert not evaluation.answers.exists()
+
+
+def test_a_version_released_mid_way_gives_no_verdict_on_the_moments_left(
+    lettings, pushy, baseline, django_capture_on_commit_callbacks, monkeypatch
+):
+    from policies import agents
+    from policies.agents import VersionCannotAnswer
+
+    real_reply = agents.version_reply
+    asked = {"pushy": 0}
+
+    def released_after_three(version, moment):
+        if version.pk == pushy.pk:
+            asked["pushy"] += 1
+            if asked["pushy"] > 3:
+                raise VersionCannotAnswer(f"{version.label} is released and answers nothing.")
+        return real_reply(version, moment)
+
+    monkeypatch.setattr(agents, "version_reply", released_after_three)
+    with django_capture_on_commit_callbacks(execute=False):
+        evaluation = evaluation_start(world=lettings, candidate=pushy, baseline=baseline)
+    evaluation_run(evaluation=evaluation)
+    evaluation.refresh_from_db()
+    summary = evaluation.summary
+    assert summary["compared"] == 3 < summary["moments"] / 2
+    # The judge's verdict; on scripted customers the simulator's duel (moves, not replies)
+    # still gives the evaluation's own.
+    assert summary["verdict"] == summary["judge_verdict"] == "incomplete"
+    assert summary["candidate"]["errors"] == summary["moments"] - 3
+
+    from evaluation.selectors import verdict_explained
+
+    words = verdict_explained(summary, candidate=pushy.label, baseline=baseline.label)
+    assert f"compared at only 3 of {summary['moments']} moments" in words["sentence"]
+    assert f"{pushy.label} failed at {summary['moments'] - 3}" in words["sentence"]
+
+
+def test_one_call_gives_a_win_rate_but_no_interval():
+    from evaluation.scoring import verdict_of, win_rate_with_interval
+
+    rate, low, high = win_rate_with_interval([[0.0, 0.0, 1.0, 0.0]], seed=0)
+    assert rate == 0.25
+    assert low is None
+    assert high is None
+    assert verdict_of(low, high) == ""
+    _, low, high = win_rate_with_interval([[0.0, 0.0], [1.0, 0.0]], seed=0)
+    assert low is not None
+    assert high is not None

@@ -274,6 +274,12 @@ def test_it_trains_dpo_and_saves_merged_readable_weights(dpo_result, models_dir)
     assert version["reward_adapter"] is None
     assert version["pairs"] == {"total": 40, "train": 36, "held_out": 4}
     assert dpo_result["metrics"]["steps"] == 6
+    # How many tokens (not padding) it trained on, and how fast: the benchmark's figure.
+    seen = dpo_result["metrics"]["data_seen"]
+    assert seen["trained_tokens"] > 6 * 4 * 2 * 5
+    assert seen["trained_tokens_per_second"] > 0
+    # A tiny model's activations fit: nothing is recomputed.
+    assert dpo_result["metrics"]["gradient_checkpointing"] is False
     assert version["held_out_accuracy"] > 0.5  # above chance on held-out pairs
 
     merged = Path(version["merged_weights"])
