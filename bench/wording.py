@@ -93,6 +93,15 @@ def _throughput(
     return tokens_per_s, tokens_per_s * 6 * parameters / flops
 
 
+def _measured_throughput(
+    tokens_per_s: float, *, parameters: int, flops: float, passes: str = "train"
+) -> tuple[float, float]:
+    """A stage's own count of tokens a second, and its model FLOPs utilisation: 6 × parameters
+    FLOPs per trained token (forward and backward), 2 × for a forward-only pass."""
+    per_token = (6 if passes == "train" else 2) * parameters
+    return tokens_per_s, tokens_per_s * per_token / flops
+
+
 def synthetic_pairs(count: int, *, seed: int = 0) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     return [
@@ -278,6 +287,16 @@ def _rlhf_rows(
             f"{probe['tokens_per_second']:.0f} tokens/s (forward)"
         )
     trained = reward["steps"] * 8 * 2
+    if trained:
+        rate = _throughput(
+            trained, tokens_per_row, seconds["reward_model"], parameters=parameters, flops=flops
+        )
+    elif probe.get("tokens_per_second"):  # the probe alone: forward passes only
+        rate = _measured_throughput(
+            probe["tokens_per_second"], parameters=parameters, flops=flops, passes="forward"
+        )
+    else:
+        rate = (None, None)
     rows = [
         Row(
             base,
@@ -285,17 +304,7 @@ def _rlhf_rows(
             reward["steps"],
             seconds["reward_model"],
             figure,
-            *(
-                _throughput(
-                    trained,
-                    tokens_per_row,
-                    seconds["reward_model"],
-                    parameters=parameters,
-                    flops=flops,
-                )
-                if trained
-                else (None, None)
-            ),
+            *rate,
         )
     ]
     gain = metrics.get("reward_gain_ci")
@@ -341,22 +350,36 @@ def _dpo_rows(
         {**common, "output_dir": dpo_dir, **({} if budget else {"dpo": {"batch_size": 4}})}
     )
     measured = result["metrics"]
+    seen = measured.get("data_seen") or {}
+    if seen.get("trained_tokens_per_second"):  # the Trainer's own count, padding left out
+        rate = _measured_throughput(
+            seen["trained_tokens_per_second"], parameters=parameters, flops=flops
+        )
+    else:
+        rate = _throughput(
+            measured["steps"] * 4 * 2,
+            tokens_per_row,
+            result["seconds"]["train"],
+            parameters=parameters,
+            flops=flops,
+        )
+    seconds = result["seconds"]
+    base_figure = _interval(
+        measured["base_held_out_accuracy"], measured.get("base_held_out_accuracy_ci")
+    )
     rows.append(
         Row(
             base,
             "DPO",
             measured["steps"],
-            result["seconds"]["train"] + result["seconds"]["held_out"],
+            seconds.get("base_held_out", 0) + seconds["train"] + seconds["held_out"],
             f"held-out accuracy "
             f"{_interval(measured['held_out_accuracy'], measured['held_out_accuracy_ci'])} "
-            f"(the base's log-probabilities {_number(measured['base_held_out_accuracy'])})",
-            *_throughput(
-                measured["steps"] * 4 * 2,
-                tokens_per_row,
-                result["seconds"]["train"],
-                parameters=parameters,
-                flops=flops,
-            ),
+            f"on {measured['held_out_pairs']} pairs (the base's log-probabilities "
+            f"{base_figure})"
+            f" · {seen.get('trained_tokens', '—')} tokens trained"
+            f"{' · DID NOT LEARN' if measured.get('did_not_learn') else ''}",
+            *rate,
         )
     )
     rows.append(

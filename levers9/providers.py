@@ -507,6 +507,63 @@ def alternating_turns(messages: Sequence[Message]) -> list[dict[str, str]]:
 
 # --- the in-process transformers generator ---------------------------------------------------
 
+GENERATION_BATCH = 8
+"""Replies one in-process generation answers at most."""
+
+
+@dataclass
+class _Asked:
+    messages: Sequence[Message]
+    max_tokens: int
+    done: threading.Event
+    text: str = ""
+    error: BaseException | None = None
+
+
+class _GenerationQueue:
+    """The replies asked of one in-process model, answered in batches: whichever asking
+    thread holds the model generates for every reply waiting then (up to GENERATION_BATCH),
+    and each thread returns with its own. One asking thread alone gets a batch of one."""
+
+    def __init__(self) -> None:
+        self.waiting: list[_Asked] = []
+        self.waiting_lock = threading.Lock()
+        self.model_lock = threading.Lock()
+
+    def ask(self, messages: Sequence[Message], max_tokens: int, generate: Any) -> str:
+        asked = _Asked(messages, max_tokens, threading.Event())
+        with self.waiting_lock:
+            self.waiting.append(asked)
+        while not asked.done.is_set():
+            with self.model_lock:
+                if asked.done.is_set():
+                    break
+                with self.waiting_lock:
+                    batch = self.waiting[:GENERATION_BATCH]
+                    del self.waiting[:GENERATION_BATCH]
+                try:
+                    texts = generate([(item.messages, item.max_tokens) for item in batch])
+                    for item, text in zip(batch, texts, strict=True):
+                        item.text = text
+                except BaseException as error:  # noqa: BLE001 - each asker re-raises its own
+                    for item in batch:
+                        item.error = error
+                finally:
+                    for item in batch:
+                        item.done.set()
+        if asked.error is not None:
+            raise asked.error
+        return asked.text
+
+
+_GENERATION_QUEUES: dict[str, _GenerationQueue] = {}
+
+
+def _generation_queue(key: str) -> _GenerationQueue:
+    with _SEMAPHORES_LOCK:
+        return _GENERATION_QUEUES.setdefault(key, _GenerationQueue())
+
+
 _LOCAL_MODELS: dict[tuple[str, str], tuple[Any, Any]] = {}
 _LOCAL_LOCK = threading.Lock()
 
@@ -564,32 +621,47 @@ class TransformersProvider:
         usable, reason = self.available()
         if not usable:
             raise ProviderUnavailable(f"{self.label} cannot answer here: {reason}.")
-        # One generation at a time per model and process. Waiting for the slot is queueing
-        # for this machine's CPU, not a server that stopped answering, and every generation
-        # ends (max_tokens bounds it): no timeout here, or an evaluation asking several
-        # moments at once would record busy errors for replies that were merely queued.
-        with _endpoint_slots(f"{self.kind}|{self.target.model}", 1):
-            return self._generate(messages, max_tokens)
-
-    def _generate(self, messages: Sequence[Message], max_tokens: int) -> str:
-        import torch
-
-        tokenizer, model = self._load()
-        prompt = _prompt_text(tokenizer, messages)
-        inputs = tokenizer(prompt, return_tensors="pt")
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else None
-        with torch.no_grad():
-            output = model.generate(
-                **inputs,
-                max_new_tokens=max_tokens,
-                do_sample=False,  # the same moment gets the same words
-                pad_token_id=pad if pad is not None else tokenizer.eos_token_id,
-            )
-        new_tokens = output[0][inputs["input_ids"].shape[1] :]
-        text = tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
+        # One generation at a time per model and process, holding every reply asked by then.
+        # Waiting is queueing for this machine's CPU, not a server that stopped answering,
+        # and every generation ends (max_tokens bounds it): no timeout here, or an evaluation
+        # asking several moments at once would record busy errors for replies merely queued.
+        queue = _generation_queue(f"{self.kind}|{self.target.model}|{self.target.lora_adapter}")
+        text = queue.ask(messages, max_tokens, self._generate)
         if not text:
             raise ProviderError(f"{self.label} generated no text.")
         return text
+
+    def _generate(self, asked: Sequence[tuple[Sequence[Message], int]]) -> list[str]:
+        """Greedy replies to several conversations in one batched generation (left-padded,
+        with the KV cache): a small model on a CPU is bound by reading its weights, so four
+        replies cost about what one does."""
+        import torch
+
+        tokenizer, model = self._load()
+        prompts = [_prompt_text(tokenizer, messages) for messages, _max in asked]
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else None
+        pad = pad if pad is not None else tokenizer.eos_token_id
+        encoded = [tokenizer(prompt)["input_ids"] for prompt in prompts]
+        width = max(len(ids) for ids in encoded)
+        input_ids = torch.full((len(encoded), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(encoded), width), dtype=torch.long)
+        for row, ids in enumerate(encoded):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+            attention[row, width - len(ids) :] = 1
+        with torch.no_grad():
+            output = model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=max(max_tokens for _messages, max_tokens in asked),
+                do_sample=False,  # the same moment gets the same words
+                pad_token_id=pad,
+            )
+        return [
+            tokenizer.decode(
+                output[row, width : width + max_tokens], skip_special_tokens=True
+            ).strip()
+            for row, (_messages, max_tokens) in enumerate(asked)
+        ]
 
 
 def _prompt_text(tokenizer: Any, messages: Sequence[Message]) -> str:

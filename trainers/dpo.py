@@ -158,6 +158,27 @@ def completion_logps(
     return [sums[index] for index in range(len(rows))]
 
 
+def pair_logps(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Sequence[Message]],
+    pairs: Sequence[Pair],
+    *,
+    batch_size: int,
+    max_length: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(chosen, rejected): each pair's replies' summed log-probabilities under `model`."""
+
+    def logps(replies: list[str]) -> np.ndarray:
+        return np.asarray(
+            completion_logps(
+                model, tokenizer, prompts, replies, batch_size=batch_size, max_length=max_length
+            )
+        )
+
+    return logps([pair.chosen for pair in pairs]), logps([pair.rejected for pair in pairs])
+
+
 def preference_accuracy(
     model: Any,
     tokenizer: Any,
@@ -168,24 +189,23 @@ def preference_accuracy(
     batch_size: int,
     max_length: int | None = None,
     seed: int = 0,
+    base_logps: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """How often the implicit reward ranks chosen over rejected, over ALL the given pairs, with
-    its interval; beside it, how often the base's own log-probabilities already do."""
+    its interval; beside it, how often the base's own log-probabilities already do.
+    `base_logps` are the base's (chosen, rejected) sums where measured already (before the
+    adapter existed); else they are measured with the adapter disabled."""
     if not pairs:
         return {"accuracy": None, "accuracy_ci": None, "margin": None, "base_accuracy": None}
-    chosen = [pair.chosen for pair in pairs]
-    rejected = [pair.rejected for pair in pairs]
-
-    def logps(replies: list[str]) -> np.ndarray:
-        return np.asarray(
-            completion_logps(
-                model, tokenizer, prompts, replies, batch_size=batch_size, max_length=max_length
+    policy_chosen, policy_rejected = pair_logps(
+        model, tokenizer, prompts, pairs, batch_size=batch_size, max_length=max_length
+    )
+    if base_logps is None:
+        with model.disable_adapter():  # the reference: the base itself
+            base_logps = pair_logps(
+                model, tokenizer, prompts, pairs, batch_size=batch_size, max_length=max_length
             )
-        )
-
-    policy_chosen, policy_rejected = logps(chosen), logps(rejected)
-    with model.disable_adapter():  # the reference: the base itself
-        base_chosen, base_rejected = logps(chosen), logps(rejected)
+    base_chosen, base_rejected = base_logps
     margins = beta * ((policy_chosen - base_chosen) - (policy_rejected - base_rejected))
     measured = pair_measure(margins, np.zeros(len(margins)), seed=seed)
     base = pair_measure(base_chosen, base_rejected, seed=seed)
@@ -291,6 +311,23 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     )
     stages = StageProgress(progress, {"dpo": planned}, budget_seconds=wording.stage_budget_seconds)
     callback = stages.callback("dpo")
+    # The base's half of the held-out measuring, before the adapter exists; on a budget the
+    # Trainer gets what is left less as long again for the trained policy's half after it,
+    # so the stage as a whole ends near its budget.
+    held_prompts, held_pairs = [prompts[i] for i in held], [pairs[i] for i in held]
+    measuring = time.perf_counter()
+    base_logps = pair_logps(
+        model,
+        tokenizer,
+        held_prompts,
+        held_pairs,
+        batch_size=settings.score_batch_size,
+        max_length=settings.max_length,
+    )
+    base_measured = time.perf_counter()
+    if callback.budget_seconds is not None:
+        spent, reserved = base_measured - started, base_measured - measuring
+        callback.budget_seconds = max(0.0, callback.budget_seconds - spent - reserved)
     wording.output_dir.mkdir(parents=True, exist_ok=True)
     scratch = tempfile.TemporaryDirectory(dir=wording.output_dir)
     arguments = training_arguments(
@@ -326,12 +363,13 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     measured = preference_accuracy(
         policy,
         tokenizer,
-        [prompts[index] for index in held],
-        [pairs[index] for index in held],
+        held_prompts,
+        held_pairs,
         beta=settings.beta,
         batch_size=settings.score_batch_size,
         max_length=settings.max_length,
         seed=settings.seed,
+        base_logps=base_logps,
     )
     measured_at = time.perf_counter()
 
@@ -376,7 +414,8 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
         "metrics": metrics,
         "seconds": {
             "load": round(loaded - started, 3),
-            "train": round(trained - loaded, 3),
+            "base_held_out": round(base_measured - measuring, 3),
+            "train": round(trained - base_measured, 3),
             "held_out": round(measured_at - trained, 3),
             "merge": round(finished - measured_at, 3),
             "total": round(finished - started, 3),

@@ -218,6 +218,48 @@ def test_it_queues_in_process_generations_instead_of_calling_them_busy(tmp_path)
 
 
 @pytest.mark.slow
+def test_replies_asked_at_once_are_generated_together_each_its_own(tmp_path, monkeypatch):
+    """Four moments asked at once (an evaluation's threads): fewer generations than replies,
+    and each thread gets the words its own conversation gets when asked alone."""
+    import threading
+    import time
+
+    weights = _tiny_weights(tmp_path / "v6")
+    target = ModelTarget("transformers", model=str(weights))
+    questions = ["Is the flat still free?", "Good morning", "Is it free on Saturday?", "Hello"]
+    conversations = [[{"role": "user", "content": question}] for question in questions]
+    alone = [
+        TransformersProvider(target).reply(messages, max_tokens=6) for messages in conversations
+    ]
+    assert len(set(alone)) > 1  # the words depend on the conversation
+
+    batches: list[int] = []
+    generate = TransformersProvider._generate
+
+    def counted(self, asked):
+        batches.append(len(asked))
+        time.sleep(0.3)  # the other threads ask while the first generation runs
+        return generate(self, asked)
+
+    monkeypatch.setattr(TransformersProvider, "_generate", counted)
+    answers: dict[int, str] = {}
+
+    def ask(index: int) -> None:
+        answers[index] = TransformersProvider(target).reply(conversations[index], max_tokens=6)
+
+    threads = [threading.Thread(target=ask, args=(index,)) for index in range(4)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.02)
+    for thread in threads:
+        thread.join()
+    assert [answers[index] for index in range(4)] == alone
+    assert sum(batches) == 4
+    assert len(batches) < 4
+    local_models_forget(weights)
+
+
+@pytest.mark.slow
 def test_it_checks_in_process_weights_in_the_serve_job(tmp_path):
     weights = _tiny_weights(tmp_path / "v4")
     result = serve_local.run(
