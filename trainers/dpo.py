@@ -316,6 +316,7 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     # so the stage as a whole ends near its budget.
     held_prompts, held_pairs = [prompts[i] for i in held], [pairs[i] for i in held]
     measuring = time.perf_counter()
+    stages.step("dpo", 0, phase="measuring the base on the held-out pairs")
     base_logps = pair_logps(
         model,
         tokenizer,

@@ -293,9 +293,11 @@ def held_out_reward(
     *,
     config: PolicyConfig,
     score_batch_size: int,
+    base_replies: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The reward model's mean score of the base's and the policy's greedy replies to held-out
-    openings (the base is the policy with its adapter disabled)."""
+    openings. `base_replies` are the base's where written already (before the adapter
+    existed); else the policy writes them with its adapter disabled."""
     if not prompts:
         return {"reward_before": None, "reward_after": None, "held_out_prompts": 0}
 
@@ -308,8 +310,12 @@ def held_out_reward(
             score(fit.model, fit.tokenizer, conversations, batch_size=score_batch_size)
         )
 
-    with policy.disable_adapter():
-        before = greedy_replies(policy, tokenizer, prompts, max_new_tokens=config.max_reply_tokens)
+    if base_replies is None:
+        with policy.disable_adapter():
+            base_replies = greedy_replies(
+                policy, tokenizer, prompts, max_new_tokens=config.max_reply_tokens
+            )
+    before = list(base_replies)
     after = greedy_replies(policy, tokenizer, prompts, max_new_tokens=config.max_reply_tokens)
     changed = sum(a != b for a, b in zip(before, after, strict=True))
     gains = rewards(after) - (base := rewards(before))
@@ -328,6 +334,20 @@ def _opening_key(prompt: Sequence[Message]) -> tuple[tuple[str, str], ...]:
     return tuple((message["role"], message["content"]) for message in prompt)
 
 
+@dataclass
+class PolicyRun:
+    """What the PPO-style update leaves: its trainer, the policy (a PeftModel), the tokenizer,
+    the logged history, how much of the planned steps ran, and the base's greedy replies to
+    the held-out openings (written before the update, for reward_before)."""
+
+    trainer: Any
+    policy: Any
+    tokenizer: Any
+    history: list[dict[str, float]]
+    data_seen: dict[str, Any]
+    base_replies: list[str]
+
+
 def train_policy(
     spec: WordingSpec,
     fit: RewardModelFit,
@@ -335,22 +355,36 @@ def train_policy(
     *,
     config: PolicyConfig,
     stages: StageProgress,
+    held_out: Sequence[Sequence[Message]] = (),
     score_batch_size: int = 16,
-) -> tuple[Any, Any, Any, list[dict[str, float]], dict[str, Any]]:
-    """(trainer, policy PeftModel, tokenizer, logged history, how much of the planned steps
-    ran) after the PPO-style update."""
+) -> PolicyRun:
+    """The PPO-style update on `conversations`' openings; the base answers the `held_out`
+    openings first."""
     import tempfile
 
     from datasets import Dataset
     from trl import GRPOConfig
 
+    started = time.monotonic()
     model, tokenizer = load_base(spec.base, models_dir=spec.models_dir)
     prompts = openings(conversations, tokenizer, max_tokens=config.max_prompt_length)
+    # The base's half of the held-out measuring, before the adapter exists. On a budget the
+    # Trainer gets what is left less twice as long again, for the policy's replies and the
+    # scoring of both after it, so the stage as a whole ends near its budget.
+    writing = time.monotonic()
+    stages.step("policy", 0, phase="the base answers the held-out openings")
+    base_replies = greedy_replies(
+        model, tokenizer, held_out, max_new_tokens=config.max_reply_tokens
+    )
+    written = time.monotonic()
     checkpointing = config.gradient_checkpointing
     if checkpointing is None:
         step_tokens = config.batch_size * (config.max_prompt_length + config.max_reply_tokens)
         checkpointing = not activations_fit(model, step_tokens)
     callback = stages.callback("policy")
+    if callback.budget_seconds is not None:
+        spent, reserved = written - started, 2 * (written - writing)
+        callback.budget_seconds = max(0.0, callback.budget_seconds - spent - reserved)
     scratch = tempfile.TemporaryDirectory(dir=spec.output_dir)
     arguments = training_arguments(
         GRPOConfig,
@@ -385,7 +419,7 @@ def train_policy(
     with scratch:
         train_quietly(trainer)
     policy = trainer.accelerator.unwrap_model(trainer.model)
-    return trainer, policy, tokenizer, callback.history, callback.data_seen
+    return PolicyRun(trainer, policy, tokenizer, callback.history, callback.data_seen, base_replies)
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -450,24 +484,29 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     rewarded = time.perf_counter()
 
     # --- 2. the policy ---
-    trainer, policy, tokenizer, history, policy_data_seen = train_policy(
+    tokenizer = fit.tokenizer  # the same base's tokenizer: trims the held-out openings
+    held_openings = openings(held_prompts, tokenizer, max_tokens=config.max_prompt_length)
+    held_openings = held_openings[: config.held_out_prompts]
+    run = train_policy(
         wording,
         fit,
         policy_prompts,
         config=config,
         stages=stages,
+        held_out=held_openings,
         score_batch_size=reward_config.score_batch_size,
     )
+    trainer, policy, tokenizer, history = run.trainer, run.policy, run.tokenizer, run.history
+    policy_data_seen = run.data_seen
     trained = time.perf_counter()
     held_out = held_out_reward(
         policy,
         tokenizer,
         fit,
-        openings(held_prompts, tokenizer, max_tokens=config.max_prompt_length)[
-            : config.held_out_prompts
-        ],
+        held_openings,
         config=config,
         score_batch_size=reward_config.score_batch_size,
+        base_replies=run.base_replies,
     )
     measured = time.perf_counter()
 
