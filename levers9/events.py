@@ -38,4 +38,15 @@ def workspace_event_send(
         logger.warning("No channel layer configured; event dropped: %s", payload.get("type"))
         return
     message = {"type": "workspace.event", "topic": topic, "payload": payload}
-    async_to_sync(layer.group_send)(workspace_group(schema_name, topic), message)
+    try:
+        async_to_sync(layer.group_send)(workspace_group(schema_name, topic), message)
+    except Exception as error:  # noqa: BLE001 - whatever the layer raises, the writer goes on
+        # Seen: the channels_postgres pool timed out under load while a worker pushed a
+        # progress line, and the exception failed a 40-minute training with it.
+        logger.warning(
+            "Event %s for %s not delivered: %s: %s",
+            payload.get("type"),
+            schema_name,
+            type(error).__name__,
+            error,
+        )

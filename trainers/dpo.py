@@ -328,7 +328,11 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     base_measured = time.perf_counter()
     if callback.budget_seconds is not None:
         spent, reserved = base_measured - started, base_measured - measuring
-        callback.budget_seconds = max(0.0, callback.budget_seconds - spent - reserved)
+        # At least half the budget trains: on a loaded machine measuring slows too, and a
+        # reserve taking the whole budget left one step (seen: DPO and the policy, one step
+        # each, while another training shared the two cores).
+        budget = callback.budget_seconds
+        callback.budget_seconds = max(budget / 2, budget - spent - reserved)
     wording.output_dir.mkdir(parents=True, exist_ok=True)
     scratch = tempfile.TemporaryDirectory(dir=wording.output_dir)
     arguments = training_arguments(

@@ -384,7 +384,11 @@ def train_policy(
     callback = stages.callback("policy")
     if callback.budget_seconds is not None:
         spent, reserved = written - started, 2 * (written - writing)
-        callback.budget_seconds = max(0.0, callback.budget_seconds - spent - reserved)
+        # At least half the budget trains: on a loaded machine measuring slows too, and a
+        # reserve taking the whole budget left one step (seen: DPO and the policy, one step
+        # each, while another training shared the two cores).
+        budget = callback.budget_seconds
+        callback.budget_seconds = max(budget / 2, budget - spent - reserved)
     scratch = tempfile.TemporaryDirectory(dir=spec.output_dir)
     arguments = training_arguments(
         GRPOConfig,
