@@ -9,6 +9,7 @@ import time
 
 import pytest
 from channels.layers import channel_layers, get_channel_layer
+from django.db import connection
 
 from levers9 import events
 
@@ -30,10 +31,15 @@ def short_lived_layer_connections(django_db_setup, django_db_blocker, settings):
     """The layer's pool with connections that expire after a second instead of an hour."""
     import channels_postgres.db as layer_db
 
-    default = settings.CHANNEL_LAYERS["default"]
+    # Built here rather than read from settings: where Redis carries the events (CI) the
+    # settings name no PostgreSQL layer, and the demo's embedded server still uses one.
+    database = {**settings.DATABASES["channels_postgres"], "NAME": connection.settings_dict["NAME"]}
     options = {"min_size": 1, "max_size": 2, "max_lifetime": 1.0, "timeout": 5.0}
     settings.CHANNEL_LAYERS = {
-        "default": {**default, "CONFIG": {**default["CONFIG"], "PSYCOPG_OPTIONS": options}}
+        "default": {
+            "BACKEND": "channels_postgres.core.PostgresChannelLayer",
+            "CONFIG": {**database, "TIME_ZONE": settings.TIME_ZONE, "PSYCOPG_OPTIONS": options},
+        }
     }
     earlier_pool = layer_db.connection_pool
     layer_db.connection_pool = None
