@@ -367,6 +367,12 @@ def _dpo_rows(
     base_figure = _interval(
         measured["base_held_out_accuracy"], measured.get("base_held_out_accuracy_ci")
     )
+    own_figure = _interval(
+        measured.get("policy_held_out_accuracy"), measured.get("policy_held_out_accuracy_ci")
+    )
+    gain_figure = _signed(
+        measured.get("policy_gain_over_base"), measured.get("policy_gain_over_base_ci")
+    )
     rows.append(
         Row(
             base,
@@ -376,7 +382,8 @@ def _dpo_rows(
             f"held-out accuracy "
             f"{_interval(measured['held_out_accuracy'], measured['held_out_accuracy_ci'])} "
             f"on {measured['held_out_pairs']} pairs (the base's log-probabilities "
-            f"{base_figure})"
+            f"{base_figure}; the trained version's own {own_figure}, paired change "
+            f"{gain_figure})"
             f" · {seen.get('trained_tokens', '—')} tokens trained"
             f"{' · DID NOT LEARN' if measured.get('did_not_learn') else ''}",
             *rate,
@@ -436,6 +443,12 @@ def _number(value: float | None) -> str:
 
 def _interval(value: float | None, bounds: list[float] | None) -> str:
     return _number(value) + (f" [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else "")
+
+
+def _signed(value: float | None, bounds: list[float] | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:+.3f}" + (f" [{bounds[0]:+.3f}, {bounds[1]:+.3f}]" if bounds else "")
 
 
 def mean_conversation_tokens(tokenizer: Any, pairs: list[dict[str, Any]]) -> float:

@@ -33,7 +33,7 @@ from trainers.bases import (
     training_arguments,
 )
 from trainers.runtime import Progress, silent_progress, trainer_main
-from trainers.wording_measures import did_not_learn, pair_measure
+from trainers.wording_measures import did_not_learn, interval, pair_measure
 from trainers.wording_spec import (
     Message,
     Pair,
@@ -209,12 +209,23 @@ def preference_accuracy(
     margins = beta * ((policy_chosen - base_chosen) - (policy_rejected - base_rejected))
     measured = pair_measure(margins, np.zeros(len(margins)), seed=seed)
     base = pair_measure(base_chosen, base_rejected, seed=seed)
+    # The implicit reward starts at a coin whatever the base knows, so it cannot say whether
+    # the version a user serves ranks people's preferred reply higher than the base did; the
+    # trained policy's own log-probabilities against the base's, pair by pair, can.
+    own = pair_measure(policy_chosen, policy_rejected, seed=seed)
+    change = (policy_chosen > policy_rejected).astype(float) - (base_chosen > base_rejected)
     return {
         "accuracy": measured["accuracy"],
         "accuracy_ci": measured["accuracy_ci"],
         "margin": float(np.mean(margins)),
         "base_accuracy": base["accuracy"],
         "base_accuracy_ci": base["accuracy_ci"],
+        "policy_accuracy": own["accuracy"],
+        "policy_accuracy_ci": own["accuracy_ci"],
+        "policy_gain_over_base": round(float(change.mean()), 4),
+        "policy_gain_over_base_ci": interval(
+            change, lambda sample: float(sample.mean()), seed=seed
+        ),
     }
 
 
@@ -393,6 +404,12 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
         # What the untrained base's log-probabilities already rank right on the same pairs.
         "base_held_out_accuracy": measured["base_accuracy"],
         "base_held_out_accuracy_ci": measured["base_accuracy_ci"],
+        # The trained version's own log-probabilities on the same pairs, and their paired
+        # difference from the base's: what serving it changes.
+        "policy_held_out_accuracy": measured.get("policy_accuracy"),
+        "policy_held_out_accuracy_ci": measured.get("policy_accuracy_ci"),
+        "policy_gain_over_base": measured.get("policy_gain_over_base"),
+        "policy_gain_over_base_ci": measured.get("policy_gain_over_base_ci"),
         "train_loss": last_value(history, "train_loss"),
         # Running means over the logged steps: the last batch of four pairs says nothing.
         "mean_train_reward_accuracy": _rounded(mean_value(history, "rewards/accuracies")),

@@ -119,6 +119,11 @@ def _how_each_method_learns() -> dict:
                 "kl": metrics.get("kl"),
                 "reward_before": metrics.get("reward_before"),
                 "reward_after": metrics.get("reward_after"),
+                # DPO: how the served version's own log-probabilities rank the held-out
+                # pairs, against the base's on the same pairs.
+                "policy_held_out_accuracy": metrics.get("policy_held_out_accuracy"),
+                "base_held_out_accuracy": metrics.get("base_held_out_accuracy"),
+                "policy_gain_over_base_ci": metrics.get("policy_gain_over_base_ci"),
                 "did_not_learn": metrics.get("did_not_learn") or [],
                 "version": job.produced_version,
                 "checkpoint": _checkpoint_of(job.produced_version),

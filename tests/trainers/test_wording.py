@@ -281,6 +281,13 @@ def test_it_trains_dpo_and_saves_merged_readable_weights(dpo_result, models_dir)
     # A tiny model's activations fit: nothing is recomputed.
     assert dpo_result["metrics"]["gradient_checkpointing"] is False
     assert version["held_out_accuracy"] > 0.5  # above chance on held-out pairs
+    # Beside the implicit reward: how the served version's own log-probabilities rank the same
+    # pairs, against the base's, pair by pair.
+    metrics = dpo_result["metrics"]
+    gain = metrics["policy_held_out_accuracy"] - metrics["base_held_out_accuracy"]
+    assert metrics["policy_gain_over_base"] == pytest.approx(gain, abs=1e-3)
+    low, high = metrics["policy_gain_over_base_ci"]
+    assert low <= metrics["policy_gain_over_base"] <= high
 
     merged = Path(version["merged_weights"])
     assert readable_by_others(merged)

@@ -252,7 +252,11 @@ def test_the_train_page_shows_each_methods_numbers_and_the_dpo_number_to_beat(
                 "pairs": {"total": 200, "train": 180, "held_out": 20},
                 "held_out_accuracy": 0.85,
             },
-            "metrics": {},
+            "metrics": {
+                "policy_held_out_accuracy": 0.65,
+                "base_held_out_accuracy": 0.6,
+                "policy_gain_over_base_ci": [-0.05, 0.15],
+            },
         },
     )
     _done_wording_job(
@@ -279,6 +283,9 @@ def test_the_train_page_shows_each_methods_numbers_and_the_dpo_number_to_beat(
         "KL 0.0123",
         "-0.200 → 0.150",
         "won 0.55 [0.48, 0.62] of moments vs v1 · baseline",
+        # What serving the DPO version changes: its own ranking of the pairs, and the base's.
+        "ranks 0.650 of held-out pairs right by its own log-probabilities, the base 0.600 "
+        "(change [-0.050, 0.150])",
     ):
         assert shown in html, shown
     # Each checkpoint with its interval and the judge that scored it, as measured.
