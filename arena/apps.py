@@ -13,6 +13,7 @@ class ArenaConfig(AppConfig):
             JUDGE_FIT_TRAINER,
             JUDGE_MEASURE_KIND,
             JUDGE_MEASURE_TRAINER,
+            judge_fit_ended,
             judge_fit_finish,
             judge_measure_run,
         )
@@ -23,8 +24,11 @@ class ArenaConfig(AppConfig):
 
         mission_register(3, duel_mission)
         home_part_register("world_rows", world_list_with_counts)
-        # A world's judge is fitted on the CPU pool by the pure trainer; the finish numbers it.
-        job_kind_register(JobKind(JUDGE_FIT_KIND, "Judge fit", finish=judge_fit_finish))
+        # A world's judge is fitted on the CPU pool by the pure trainer; the finish numbers it,
+        # the end refits if the world gained picks or overrides while it ran.
+        job_kind_register(
+            JobKind(JUDGE_FIT_KIND, "Judge fit", finish=judge_fit_finish, on_end=judge_fit_ended)
+        )
         trainer_register(JUDGE_FIT_TRAINER, module="trainers.judge_fit")
         # A model judge is measured where it runs: calling its model, in the worker.
         job_kind_register(JobKind(JUDGE_MEASURE_KIND, "Model judge measurement"))

@@ -7,7 +7,8 @@ from the calls it replays. The fit itself is pure (trainers.judge_fit) and runs 
 "judge-fit" (registered in arena.apps) on the CPU pool; its finish numbers the version.
 
 A new fit starts when picks are frozen and when an override is saved ("feeds the next
-rescoring"), once the write is committed, unless one is already on its way for the world.
+rescoring"), once the write is committed, unless one is already on its way for the world; that
+one, when it ends, refits if the world has picks or overrides it did not read.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ def judge_fit_start(
     """Start a fit of the world's judge on what the world has now: a job on the CPU pool.
     A refit the platform starts itself (`on_request=False`: one per world at a time, after a
     freeze or an override) is not refused by the workspace's job limits."""
+    read_up_to = _read_up_to(world)  # before the rows: a later write is then always refitted
     rows = judge_fit_rows(world)
     if not rows["pairs"] and not rows["overrides"] and not rows["outcomes"]:
         raise JudgeFitError(
@@ -147,10 +149,36 @@ def judge_fit_start(
         title=f"Fit the judge of {world.name}",
         started_by=started_by,
         world=world,
-        finish_needs={"world": world.pk},
+        finish_needs={"world": world.pk, "read_up_to": read_up_to},
         within_workspace_limits=on_request,
     )
     return job
+
+
+def _read_up_to(world: World) -> dict[str, int]:
+    """The newest frozen pick and override of the world: what a fit started now will read."""
+    newest_pick = _frozen_picks(world).aggregate(newest=Max("pk"))["newest"]
+    newest_override = JudgeOverride.objects.filter(reply__moment__world=world).aggregate(
+        newest=Max("pk")
+    )["newest"]
+    return {"pick": newest_pick or 0, "override": newest_override or 0}
+
+
+def judge_fit_ended(job: Job) -> None:
+    """The judge-fit kind's end: a freeze or an override saved while this fit ran started no
+    refit of its own (one fit per world at a time) and this fit had read its rows before it,
+    so refit now. Seen in the demo: picks frozen while the first fit ran, and the judge
+    that scored every checkpoint after had learned from none of them."""
+    if job.state not in (Job.State.DONE, Job.State.FAILED):  # a cancelled fit stays cancelled
+        return
+    needs = job.finish_needs or {}
+    read = needs.get("read_up_to")
+    world = World.objects.filter(pk=needs.get("world")).first()
+    if read is None or world is None:
+        return
+    now = _read_up_to(world)
+    if any(now[key] > read.get(key, 0) for key in now):
+        judge_fit_soon(world_ids={world.pk}, started_by=job.started_by)
 
 
 def judge_fit_soon(*, world_ids: set[int], started_by=None) -> None:

@@ -11,7 +11,7 @@ from django.conf import settings
 from django_tenants.utils import schema_context
 
 from arena.held_out import HELD_OUT_CALLS, held_out_call_ids
-from arena.judge_fitting import judge_fit_finish, judge_fit_rows
+from arena.judge_fitting import judge_fit_finish, judge_fit_rows, judge_fit_start
 from arena.models import Call, JudgeVersion, World
 from arena.services import calls_import, world_create
 from levers9.jobs.models import Job
@@ -87,6 +87,48 @@ def test_a_world_fits_with_one_call_and_the_scoring_api_answers_with_the_new_ver
         assert 0 <= result["total"] <= 1
         assert 0 <= result["won_probability"] <= 1
         assert set(result["scores"]) == set(World.objects.get(pk=persuasion.pk).dimensions)
+
+
+PAIRS = Path(settings.BASE_DIR).parent / "shared/data/preferences/hh-rlhf-harmless/pairs.jsonl"
+
+
+def test_picks_frozen_while_a_fit_runs_are_fitted_once_it_ends(
+    persuasion, django_capture_on_commit_callbacks
+):
+    from django.contrib.auth import get_user_model
+
+    from arena.services import preference_freeze, preferences_import
+    from levers9.jobs.kinds import job_kind
+
+    def fits():
+        return list(Job.objects.filter(kind="judge-fit", world=persuasion).order_by("pk"))
+
+    def end(job):  # what the platform does once the worker is done with it
+        judge_fit_finish(job, _fit_now(job))
+        Job.objects.filter(pk=job.pk).update(state=Job.State.DONE)
+        with django_capture_on_commit_callbacks(execute=True):
+            job_kind("judge-fit").on_end(Job.objects.get(pk=job.pk))
+
+    with django_capture_on_commit_callbacks(execute=False):
+        first = judge_fit_start(world=persuasion)
+    # Picks frozen while it runs: the freeze's refit waits for the running fit, which read
+    # its rows before the picks existed.
+    preferences_import(world=persuasion, text="\n".join(PAIRS.read_text().splitlines()[:60]))
+    with django_capture_on_commit_callbacks(execute=True):
+        preference_freeze(by=get_user_model().objects.get(username="owner@acme.test"))
+    assert fits() == [first]
+    assert not _spec(first)["pairs"]
+
+    end(first)
+    first, second = fits()
+    assert len(_spec(second)["pairs"]) > 0  # the refit reads the frozen picks
+
+    end(second)  # nothing new since it read its rows: no third fit
+    assert len(fits()) == 2
+
+
+def _spec(job: Job) -> dict:
+    return json.loads(Path(job.spec_path).read_text())
 
 
 def test_the_scoring_api_names_the_bad_field(persuasion, owner_client):
