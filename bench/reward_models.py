@@ -215,6 +215,11 @@ def main(argv: list[str] | None = None) -> None:
                 "reward − judge": f"{value:+.3f} [{low:+.3f}, {high:+.3f}] {verdict}",
                 "rows read": f"{probe.get('rows_read')} of {probe.get('rows_asked')}",
                 "tokens/s (forward)": probe.get("tokens_per_second"),
+                # Where the stage's time went: the read, the head's fit, the held-out pass.
+                "seconds read · fit · held out": (
+                    f"{probe.get('seconds')} · {probe.get('fit_seconds')} · "
+                    f"{probe.get('held_out_seconds')}"
+                ),
                 "LoRA steps": summary.get("steps"),
                 "stage seconds": round(seconds),
                 "peak RSS GB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),

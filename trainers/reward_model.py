@@ -289,13 +289,19 @@ def _seeded_order(indices: Sequence[int], seed: int) -> list[int]:
     return order
 
 
-def _probe_record(read: Any, strength: float, measured: dict[str, Any]) -> dict[str, Any]:
+def _probe_record(
+    read: Any, strength: float, measured: dict[str, Any], *, fitted: float, measured_at: float
+) -> dict[str, Any]:
+    """`fitted` and `measured_at` (time.monotonic()) end the head's fit and the held-out pass:
+    where the stage's time went after the read."""
     return {
         "rows_read": read.rows_read,
         "rows_asked": read.rows_asked,
         "share_read": round(read.rows_read / max(1, read.rows_asked), 4),
         "tokens_per_second": round(read.tokens_per_second, 1),
         "seconds": round(read.seconds, 1),
+        "fit_seconds": round(fitted - read.ended, 1),
+        "held_out_seconds": round(measured_at - fitted, 1),
         "strength": strength,
         "held_out": measured,
     }
@@ -340,12 +346,13 @@ def _probe_pairs(
         [groups[i] for i in order[:complete]],
     )
     set_head(model, weights)
+    fitted = time.monotonic()
     held_features = last_token_features(
         model, held_rows, pad_token_id=tokenizer.pad_token_id, batch_size=config.score_batch_size
     ).features
     chosen, rejected = held_features[0::2] @ weights, held_features[1::2] @ weights
     measured = pair_measure(chosen, rejected, seed=config.seed)
-    record = _probe_record(read, strength, measured)
+    record = _probe_record(read, strength, measured, fitted=fitted, measured_at=time.monotonic())
     return record, {"chosen": chosen.tolist(), "rejected": rejected.tolist()}
 
 
@@ -656,6 +663,7 @@ def _probe_outcomes(
         read.features, [examples[i].won for i in seen], [examples[i].call_id for i in seen]
     )
     set_head(model, weights)
+    fitted = time.monotonic()
     held_features = last_token_features(
         model, held_rows, pad_token_id=tokenizer.pad_token_id, batch_size=config.score_batch_size
     ).features
@@ -669,7 +677,8 @@ def _probe_outcomes(
         reply_lengths=[len(examples[i].reply) for i in held],
         seed=config.seed,
     )
-    return _probe_record(read, strength, measured), {"scores": held_scores}
+    record = _probe_record(read, strength, measured, fitted=fitted, measured_at=time.monotonic())
+    return record, {"scores": held_scores}
 
 
 def _data_seen(callbacks: Sequence[Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ class ProbeFeatures:
     rows_asked: int
     tokens: int
     seconds: float
+    ended: float  # time.monotonic() when the read stopped
 
     @property
     def tokens_per_second(self) -> float:
@@ -104,6 +105,7 @@ def last_token_features(
         rows_asked=len(token_rows),
         tokens=tokens,
         seconds=time.monotonic() - started,
+        ended=time.monotonic(),
     )
 
 

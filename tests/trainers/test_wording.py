@@ -537,6 +537,10 @@ def test_the_probe_alone_ranks_held_out_pairs_and_records_what_it_read(models_di
     assert fit.probe["held_out"]["accuracy"] >= 0.8
     assert fit.held_out_accuracy >= 0.8
     assert fit.summary()["probe"]["strength"] > 0
+    # Where its time went after the read: the head's fit and the held-out pass.
+    assert fit.probe["fit_seconds"] >= 0
+    assert fit.probe["held_out_seconds"] >= 0
+    assert fit.probe["fit_seconds"] + fit.probe["held_out_seconds"] <= fit.seconds
 
 
 def test_without_the_probe_the_head_starts_at_random(models_dir, tmp_path):
