@@ -65,6 +65,11 @@ class Job(models.Model):
     card_allocation_id = models.PositiveIntegerField(null=True, blank=True)
     progress_step = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
+    # When the current count began, and at which step: a job that counts in phases (an
+    # evaluation's replies, then its lens) restarts its count, and the time left is read from
+    # the current phase's rate, not the whole job's.
+    phase_started_at = models.DateTimeField(null=True, blank=True)
+    phase_started_step = models.PositiveIntegerField(default=0)
     metrics = models.JSONField(default=dict, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
@@ -113,11 +118,14 @@ class Job(models.Model):
 
     @property
     def eta_seconds(self) -> float | None:
-        """Linear estimate from the steps so far; None before there is anything to go on."""
-        if self.state != self.State.RUNNING or not self.started_at or not self.progress_step:
+        """Linear estimate from the current phase's steps so far; None before there is
+        anything to go on."""
+        since = self.phase_started_at or self.started_at
+        done = self.progress_step - (self.phase_started_step if self.phase_started_at else 0)
+        if self.state != self.State.RUNNING or not since or done <= 0:
             return None
         from django.utils import timezone
 
-        elapsed = (timezone.now() - self.started_at).total_seconds()
+        elapsed = (timezone.now() - since).total_seconds()
         remaining = max(self.progress_total - self.progress_step, 0)
-        return elapsed / self.progress_step * remaining
+        return elapsed / done * remaining

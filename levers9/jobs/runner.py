@@ -185,13 +185,31 @@ def _run_in_worker(job: Job) -> dict[str, Any]:
 
 
 def _write_progress(job_id: int, record: dict[str, Any]) -> None:
+    metrics = record.get("metrics") or {}
+    phase = {}
+    earlier = Job.objects.filter(pk=job_id).values("progress_step", "progress_total", "metrics")
+    earlier = earlier.first()
+    if earlier is not None and _new_phase(earlier, record, metrics):
+        # The count restarted: the time left is read from here on.
+        phase = {"phase_started_at": timezone.now(), "phase_started_step": record["step"]}
     Job.objects.filter(pk=job_id).update(
         progress_step=record["step"],
         progress_total=record["total"],
-        metrics=record.get("metrics") or {},
+        metrics=metrics,
         heartbeat_at=timezone.now(),
+        **phase,
     )
     job_event_send(job_id)
+
+
+def _new_phase(earlier: dict[str, Any], record: dict[str, Any], metrics: dict[str, Any]) -> bool:
+    """A different phase named, a different total, or a count that went back."""
+    before = earlier["metrics"] or {}
+    return (
+        before.get("phase") != metrics.get("phase")
+        or earlier["progress_total"] != record["total"]
+        or earlier["progress_step"] > record["step"]
+    )
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -285,3 +285,38 @@ def test_a_failed_job_says_one_sentence_and_keeps_the_traceback_out(caplog):
     assert "/srv/levers9" not in sentence
     assert "Traceback" not in sentence
     assert failure_sentence("").startswith("it stopped without saying why")
+
+
+# --- the time left, by phase ---------------------------------------------------------------
+
+
+def test_the_time_left_is_read_from_the_current_phase(in_workspace):
+    from levers9.jobs.runner import _write_progress
+
+    # Twenty minutes of replies, then a lens that counts its own 3,908 openings fast: the
+    # whole job's rate made the lens's first minute read as hours left.
+    job = Job.objects.create(
+        kind="evaluate",
+        trainer="evaluate",
+        state=Job.State.RUNNING,
+        pool_name="local-cpu",
+        card_type="cpu",
+        started_at=timezone.now() - timedelta(minutes=20),
+    )
+    _write_progress(job.pk, {"step": 470, "total": 480, "metrics": {"phase": "replies"}})
+    _write_progress(job.pk, {"step": 480, "total": 480, "metrics": {"phase": "replies"}})
+    replies_began = Job.objects.get(pk=job.pk).phase_started_at
+    assert replies_began is not None
+
+    _write_progress(job.pk, {"step": 100, "total": 3908, "metrics": {"phase": "lens"}})
+    job = Job.objects.get(pk=job.pk)
+    assert job.phase_started_at > replies_began
+    assert job.phase_started_step == 100
+    assert job.eta_seconds is None  # nothing counted in this phase yet
+
+    Job.objects.filter(pk=job.pk).update(phase_started_at=timezone.now() - timedelta(seconds=10))
+    _write_progress(job.pk, {"step": 600, "total": 3908, "metrics": {"phase": "lens"}})
+    job = Job.objects.get(pk=job.pk)
+    assert job.phase_started_step == 100  # the same phase goes on
+    # 500 openings in 10 s: about 66 s for the 3,308 left (the whole job's rate said 2.2 h).
+    assert 60 < job.eta_seconds < 80
