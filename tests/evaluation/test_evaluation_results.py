@@ -156,3 +156,12 @@ def test_it_gives_the_policies_page_each_versions_last_verdict(lettings, pushy, 
     assert f"against {baseline.label}: won share" in verdict["summary"]
     assert f"the judge's win rate {evaluation.win_rate:.2f}" in verdict["summary"]
     assert baseline.pk not in version_verdicts()
+
+
+def test_a_fitted_judges_totals_near_one_still_decide():
+    # Sigmoid totals of a fitted judge whose logits sit around 15-22: apart by 4e-8.
+    assert pairwise_outcome(0.9999995633565452, 0.9999995195010276) == 1.0
+    assert pairwise_outcome(0.9999995195010276, 0.9999995633565452) == 0.0
+    # The rubric's rounded totals tie exactly, and float noise is no win.
+    assert pairwise_outcome(0.7421, 0.7421) == 0.5
+    assert pairwise_outcome(0.1 + 0.2, 0.3) == 0.5
