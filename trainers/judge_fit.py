@@ -216,7 +216,13 @@ def fit_preference_head(
     coefficients = _fit_logistic(
         sparse.vstack(blocks).tocsr(), label_vector, np.concatenate(weights), strength=strength
     )
-    return Head(weights=coefficients[:size], bias=float(coefficients[size]))
+    head = Head(weights=coefficients[:size], bias=float(coefficients[size]))
+    if (absolute is None or not absolute.shape[0]) and chosen is not None and chosen.shape[0]:
+        # Picks alone rank replies but anchor no level: their logits can sit anywhere, and in
+        # the demo every reply scored 0.99999+ (shown as 1.0 everywhere). Centred on the
+        # picked replies, a typical one scores 0.5; the ranking, and every verdict, is unchanged.
+        head.bias = -float(np.median(head.logits(sparse.vstack([chosen, rejected]).tocsr())))
+    return head
 
 
 def fit_outcome_head(

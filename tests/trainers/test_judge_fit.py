@@ -53,6 +53,24 @@ def test_it_beats_chance_on_held_out_pairs_only_a_learned_judge_can_separate():
     assert report["dimensions"]["progress"]["own_head"] is True
 
 
+def test_a_judge_fitted_on_picks_alone_scores_a_typical_picked_reply_a_half():
+    # Picks rank replies but anchor no level: uncentred, every reply could score 0.99999.
+    # The rejected replies stop short of the suggestion: every word the two differ by is in
+    # the preferred one, so uncentred all the logits lean one way.
+    pairs = [
+        {**pair, "rejected": pair["rejected"].split(":")[0] + "."} for pair in _pairs(120, seed=2)
+    ]
+    model, _ = fit(_spec(pairs))
+    contexts = [pair["context"] for pair in pairs]
+    rubric = [[0.5] * 8] * len(pairs)
+    chosen = [row["total"] for row in model.score(contexts, [p["chosen"] for p in pairs], rubric)]
+    rejected = [
+        row["total"] for row in model.score(contexts, [p["rejected"] for p in pairs], rubric)
+    ]
+    assert abs(float(np.median(chosen + rejected)) - 0.5) < 0.05
+    assert min(chosen) > 0.5 > max(rejected)
+
+
 def test_it_never_measures_on_a_row_it_was_fitted_on():
     pairs = _pairs(200, seed=2)
     _model, report = fit(_spec(pairs))
