@@ -97,6 +97,7 @@ def last_token_features(
             done = min(chunk_start + CHUNK, len(token_rows))
             if on_chunk is not None:
                 on_chunk(done, len(token_rows))
+    ended = time.monotonic()
     if was_training:
         model.train()
     return ProbeFeatures(
@@ -104,8 +105,8 @@ def last_token_features(
         rows_read=done,
         rows_asked=len(token_rows),
         tokens=tokens,
-        seconds=time.monotonic() - started,
-        ended=time.monotonic(),
+        seconds=ended - started,
+        ended=ended,
     )
 
 

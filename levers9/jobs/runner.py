@@ -186,10 +186,11 @@ def _run_in_worker(job: Job) -> dict[str, Any]:
 
 def _write_progress(job_id: int, record: dict[str, Any]) -> None:
     metrics = record.get("metrics") or {}
+    earlier = (
+        Job.objects.filter(pk=job_id).values("progress_step", "progress_total", "metrics").first()
+    )
     phase = {}
-    earlier = Job.objects.filter(pk=job_id).values("progress_step", "progress_total", "metrics")
-    earlier = earlier.first()
-    if earlier is not None and _new_phase(earlier, record, metrics):
+    if earlier is not None and _new_phase(earlier, record):
         # The count restarted: the time left is read from here on.
         phase = {"phase_started_at": timezone.now(), "phase_started_step": record["step"]}
     Job.objects.filter(pk=job_id).update(
@@ -202,11 +203,11 @@ def _write_progress(job_id: int, record: dict[str, Any]) -> None:
     job_event_send(job_id)
 
 
-def _new_phase(earlier: dict[str, Any], record: dict[str, Any], metrics: dict[str, Any]) -> bool:
+def _new_phase(earlier: dict[str, Any], record: dict[str, Any]) -> bool:
     """A different phase named, a different total, or a count that went back."""
-    before = earlier["metrics"] or {}
+    before, now = earlier["metrics"] or {}, record.get("metrics") or {}
     return (
-        before.get("phase") != metrics.get("phase")
+        before.get("phase") != now.get("phase")
         or earlier["progress_total"] != record["total"]
         or earlier["progress_step"] > record["step"]
     )
