@@ -124,6 +124,7 @@ def _how_each_method_learns() -> dict:
                 "policy_held_out_accuracy": metrics.get("policy_held_out_accuracy"),
                 "base_held_out_accuracy": metrics.get("base_held_out_accuracy"),
                 "policy_gain_over_base_ci": metrics.get("policy_gain_over_base_ci"),
+                "policy_unchanged": _includes_zero(metrics.get("policy_gain_over_base_ci")),
                 "did_not_learn": metrics.get("did_not_learn") or [],
                 "version": job.produced_version,
                 "checkpoint": _checkpoint_of(job.produced_version),
@@ -137,6 +138,10 @@ def _how_each_method_learns() -> dict:
         )
         rlhf["dpo_benchmark"] = benchmark
     return latest
+
+
+def _includes_zero(bounds) -> bool:
+    return bool(bounds) and bounds[0] <= 0 <= bounds[1]
 
 
 def _dpo_benchmark_of(version):

@@ -285,7 +285,7 @@ def test_the_train_page_shows_each_methods_numbers_and_the_dpo_number_to_beat(
         "won 0.55 [0.48, 0.62] of moments vs v1 · baseline",
         # What serving the DPO version changes: its own ranking of the pairs, and the base's.
         "ranks 0.650 of held-out pairs right by its own log-probabilities, the base 0.600 "
-        "(change [-0.050, 0.150])",
+        "(change [-0.050, 0.150]) — no change from the base beyond its interval",
     ):
         assert shown in html, shown
     # Each checkpoint with its interval and the judge that scored it, as measured.
