@@ -143,9 +143,13 @@ def regularisation_by_group(
     *,
     fit_intercept: bool,
     scoring: str,
+    solver: str = "lbfgs",
+    deadline: float | None = None,
 ) -> float:
     """The C of the grid that cross-validates best on these (training) rows, by group (also
-    the reward models' probe: trainers.reward_probe)."""
+    the reward models' probe: trainers.reward_probe). The grid runs from the strongest
+    regularisation (the quickest fits) to the weakest; once `deadline` (time.monotonic())
+    passes, no weaker strength is tried and the best of those tried is chosen."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupKFold, cross_val_score
 
@@ -154,7 +158,11 @@ def regularisation_by_group(
         return REGULARISATION_DEFAULT
     scores = []
     for strength in REGULARISATION_GRID:
-        model = LogisticRegression(C=strength, fit_intercept=fit_intercept, max_iter=2000)
+        if scores and deadline is not None and time.monotonic() > deadline:
+            break
+        model = LogisticRegression(
+            C=strength, fit_intercept=fit_intercept, max_iter=2000, solver=solver
+        )
         folds = GroupKFold(n_splits=5)
         score = cross_val_score(model, rows, labels, groups=groups, cv=folds, scoring=scoring)
         scores.append(float(np.mean(score)))

@@ -327,12 +327,15 @@ def _probe_pairs(
     order = _seeded_order(train, config.seed)
     rows = [conversation_ids(tokenizer, conversations[i][side]) for i in order for side in (0, 1)]
     held_rows = [conversation_ids(tokenizer, conversations[i][s]) for i in held for s in (0, 1)]
+    # The read and the head's fit share one deadline (the fit's grid stops trying strengths
+    # once it passes), so the stage ends near its budget.
+    deadline = _probe_deadline(config, budget_seconds, fine_tunes=fine_tunes)
     read = last_token_features(
         model,
         rows,
         pad_token_id=tokenizer.pad_token_id,
         batch_size=config.score_batch_size,
-        deadline=_probe_deadline(config, budget_seconds, fine_tunes=fine_tunes),
+        deadline=deadline,
         reserve_tokens=sum(map(len, held_rows)),
         on_chunk=on_chunk,
     )
@@ -344,6 +347,7 @@ def _probe_pairs(
         read.features[0 : 2 * complete : 2],
         read.features[1 : 2 * complete : 2],
         [groups[i] for i in order[:complete]],
+        deadline=deadline,
     )
     set_head(model, weights)
     fitted = time.monotonic()
@@ -647,12 +651,13 @@ def _probe_outcomes(
 
     order = _seeded_order(train, config.seed)
     held_rows = [conversation_ids(tokenizer, conversations[i]) for i in held]
+    deadline = _probe_deadline(config, budget_seconds, fine_tunes=fine_tunes)
     read = last_token_features(
         model,
         [conversation_ids(tokenizer, conversations[i]) for i in order],
         pad_token_id=tokenizer.pad_token_id,
         batch_size=config.score_batch_size,
-        deadline=_probe_deadline(config, budget_seconds, fine_tunes=fine_tunes),
+        deadline=deadline,
         reserve_tokens=sum(map(len, held_rows)),
         on_chunk=on_chunk,
     )
@@ -660,7 +665,10 @@ def _probe_outcomes(
     if len({examples[i].won for i in seen}) < 2 or len({examples[i].call_id for i in seen}) < 5:
         return None, None
     weights, strength = fit_outcome_probe(
-        read.features, [examples[i].won for i in seen], [examples[i].call_id for i in seen]
+        read.features,
+        [examples[i].won for i in seen],
+        [examples[i].call_id for i in seen],
+        deadline=deadline,
     )
     set_head(model, weights)
     fitted = time.monotonic()

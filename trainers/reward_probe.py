@@ -17,7 +17,8 @@ the same amount and changes no ranking, AUC or advantage.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,41 +118,87 @@ def _scale(rows: np.ndarray) -> np.ndarray:
     return spread
 
 
+@contextmanager
+def _dense_fit() -> Iterator[None]:
+    """Where the probe's logistic fits run: BLAS on one thread. The fits come after the base's
+    forward passes in the same process, whose OpenMP threads still hold both cores; BLAS's own
+    threads then fought them for every small product, and on the demo's outcome calls the
+    strength's grid took 309 s of a 600 s stage (measured on 1,500 real turns of features:
+    an lbfgs fit 9.9 s on two BLAS threads, 0.31 s on one)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+# Dense, at most a few thousand rows of a few hundred features: Newton's method on float64
+# converges in a handful of steps (lbfgs took hundreds, and in float32 Newton's stopping test
+# was never met).
+DENSE_SOLVER = "newton-cholesky"
+
+
 def fit_pair_probe(
-    chosen: np.ndarray, rejected: np.ndarray, groups: Sequence[str]
+    chosen: np.ndarray,
+    rejected: np.ndarray,
+    groups: Sequence[str],
+    *,
+    deadline: float | None = None,
 ) -> tuple[np.ndarray, float]:
     """Head weights from Bradley–Terry on feature differences (both orders, no intercept),
-    and the strength chosen for them."""
+    and the strength chosen for them (the grid stops at `deadline`: judge_fit)."""
     from sklearn.linear_model import LogisticRegression
 
     from trainers.judge_fit import regularisation_by_group
 
-    difference = chosen - rejected
+    difference = (chosen - rejected).astype(np.float64)
     spread = _scale(np.vstack([difference, -difference]))
     rows = np.vstack([difference, -difference]) / spread
     labels = np.concatenate([np.ones(len(difference)), np.zeros(len(difference))])
     both = np.concatenate([np.asarray(groups), np.asarray(groups)])
-    strength = regularisation_by_group(rows, labels, both, fit_intercept=False, scoring="accuracy")
-    model = LogisticRegression(C=strength, fit_intercept=False, max_iter=3000).fit(rows, labels)
+    with _dense_fit():
+        strength = regularisation_by_group(
+            rows,
+            labels,
+            both,
+            fit_intercept=False,
+            scoring="accuracy",
+            solver=DENSE_SOLVER,
+            deadline=deadline,
+        )
+        model = LogisticRegression(
+            C=strength, fit_intercept=False, max_iter=3000, solver=DENSE_SOLVER
+        ).fit(rows, labels)
     return np.asarray(model.coef_).ravel() / spread, strength
 
 
 def fit_outcome_probe(
-    features: np.ndarray, won: Sequence[bool], groups: Sequence[str]
+    features: np.ndarray,
+    won: Sequence[bool],
+    groups: Sequence[str],
+    *,
+    deadline: float | None = None,
 ) -> tuple[np.ndarray, float]:
     """Head weights from the logistic loss on won/lost (the intercept is dropped: see the
-    module's note), and the strength chosen for them."""
+    module's note), and the strength chosen for them (the grid stops at `deadline`)."""
     from sklearn.linear_model import LogisticRegression
 
     from trainers.judge_fit import regularisation_by_group
 
     labels = np.asarray(won, dtype=float)
+    features = features.astype(np.float64)
     spread = _scale(features)
     rows = features / spread
-    strength = regularisation_by_group(
-        rows, labels, np.asarray(groups), fit_intercept=True, scoring="roc_auc"
-    )
-    model = LogisticRegression(C=strength, max_iter=3000).fit(rows, labels)
+    with _dense_fit():
+        strength = regularisation_by_group(
+            rows,
+            labels,
+            np.asarray(groups),
+            fit_intercept=True,
+            scoring="roc_auc",
+            solver=DENSE_SOLVER,
+            deadline=deadline,
+        )
+        model = LogisticRegression(C=strength, max_iter=3000, solver=DENSE_SOLVER).fit(rows, labels)
     return np.asarray(model.coef_).ravel() / spread, strength
 
 
