@@ -34,9 +34,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from trainers.bases import validate_base
+from trainers.bases import return_freed_memory, validate_base
 from trainers.conversation import Message, conversation_messages
 from trainers.runtime import Progress
+
+FREE_HEAP_BOUND = 2 << 30
+"""Free heap a training stage keeps for reuse between its steps, in bytes."""
 
 Trainer = Literal["rlhf", "dpo"]
 
@@ -513,6 +516,10 @@ class StageProgress:
                 self.planned_steps = int(state.max_steps)
 
             def on_step_end(self, args, state, control, **kwargs):
+                # A step reuses the memory it frees (its LM-head tiles come back many times),
+                # but batches differ in length, and a heap kept whole across steps fragments
+                # (trainers.bases.return_freed_memory): give it back once 2 GiB lie free.
+                return_freed_memory(above_bytes=FREE_HEAP_BOUND)
                 budget = self.budget_seconds
                 if budget is not None and time.monotonic() - self.started > budget:
                     if state.global_step < state.max_steps:
