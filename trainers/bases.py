@@ -18,6 +18,7 @@ never Django.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -222,6 +223,9 @@ def load_tokenizer(base: str, *, models_dir: Path | str) -> Any:
 
 # glibc's mallopt parameters (malloc.h).
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+FREE_HEAP_BOUND = 2 << 30
+"""Free heap a training stage keeps for reuse between its steps, in bytes."""
+_memory_kept: bool | None = None
 
 
 def reuse_freed_memory() -> bool:
@@ -233,9 +237,9 @@ def reuse_freed_memory() -> bool:
     on SmolLM2-135M makes dozens of them (the LM head's [tokens, 32,768] tiles, in float32,
     forward and backward) and spent most of its elementwise time in page faults: measured on
     2 cores, 10 steps on the shared hh pairs, 185 trained tokens/s as glibc ships and 266 with
-    its heap kept (page faults 3.2M → 1.1M over a 4-step run; peak RSS 4.66 GB → 4.64 GB).
-    The cost is that RSS stays at its peak until the process ends, which a trainer's process
-    does. LEVERS9_KEEP_FREED_MEMORY=0 leaves malloc as it is."""
+    its heap kept (page faults 3.2M → 1.1M over a 4-step run). What is kept goes back to the
+    kernel between stages and past a bound within one (`return_freed_memory`).
+    LEVERS9_KEEP_FREED_MEMORY=0 leaves malloc as it is."""
     global _memory_kept
     if _memory_kept is not None:
         return _memory_kept
@@ -243,22 +247,17 @@ def reuse_freed_memory() -> bool:
     if os.environ.get("LEVERS9_KEEP_FREED_MEMORY", "").strip() == "0":
         return False
     import ctypes
-    import ctypes.util
 
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = _libc()
         mallopt = libc.mallopt
         libc.gnu_get_libc_version  # noqa: B018 - only glibc has it (musl's mallopt does nothing)
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     # The trim threshold is an int here; the largest one glibc takes through mallopt.
-    kept = mallopt(_M_MMAP_MAX, 0) == 1 and mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1
-    _memory_kept = kept
-    return kept
-
-
-_memory_kept: bool | None = None
+    _memory_kept = mallopt(_M_MMAP_MAX, 0) == 1 and mallopt(_M_TRIM_THRESHOLD, 2**31 - 1) == 1
+    return _memory_kept
 
 
 def return_freed_memory(*, above_bytes: int = 0) -> None:
@@ -277,6 +276,7 @@ def return_freed_memory(*, above_bytes: int = 0) -> None:
     libc.malloc_trim(0)
 
 
+@functools.cache
 def _libc() -> Any:
     import ctypes
     import ctypes.util
@@ -284,34 +284,39 @@ def _libc() -> Any:
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
 
-def _heap_free_bytes(libc: Any) -> int:
-    """Bytes free inside the heap (mallinfo2's fordblks; glibc 2.33+), or a huge number where
-    it cannot be read, so that a bounded trim still trims."""
+_MALLINFO2_FIELDS = (
+    "arena",
+    "ordblks",
+    "smblks",
+    "hblks",
+    "hblkhd",
+    "usmblks",
+    "fsmblks",
+    "uordblks",
+    "fordblks",
+    "keepcost",
+)
+
+
+@functools.cache
+def _mallinfo2(libc: Any) -> Any:
+    """glibc's mallinfo2 (2.33+) returning its struct, or None where there is none."""
     import ctypes
 
     class MallInfo2(ctypes.Structure):
-        _fields_ = [
-            (name, ctypes.c_size_t)
-            for name in (
-                "arena",
-                "ordblks",
-                "smblks",
-                "hblks",
-                "hblkhd",
-                "usmblks",
-                "fsmblks",
-                "uordblks",
-                "fordblks",
-                "keepcost",
-            )
-        ]
+        _fields_ = [(name, ctypes.c_size_t) for name in _MALLINFO2_FIELDS]
 
-    try:
-        mallinfo2 = libc.mallinfo2
-    except AttributeError:
-        return 1 << 62
-    mallinfo2.restype = MallInfo2
-    return int(mallinfo2().fordblks)
+    function = getattr(libc, "mallinfo2", None)
+    if function is not None:
+        function.restype = MallInfo2
+    return function
+
+
+def _heap_free_bytes(libc: Any) -> int:
+    """Bytes free inside the heap (mallinfo2's fordblks), or a huge number where it cannot be
+    read, so that a bounded trim still trims."""
+    mallinfo2 = _mallinfo2(libc)
+    return 1 << 62 if mallinfo2 is None else int(mallinfo2().fordblks)
 
 
 def load_base(

@@ -137,6 +137,37 @@ def _dense_fit() -> Iterator[None]:
 DENSE_SOLVER = "newton-cholesky"
 
 
+def _fit_head(
+    rows: np.ndarray,
+    labels: np.ndarray,
+    groups: np.ndarray,
+    *,
+    fit_intercept: bool,
+    scoring: str,
+    deadline: float | None,
+) -> tuple[np.ndarray, float]:
+    """A logistic head on scaled float64 rows, its strength chosen by grouped CV (the grid
+    stops at `deadline`: judge_fit), and that strength."""
+    from sklearn.linear_model import LogisticRegression
+
+    from trainers.judge_fit import regularisation_by_group
+
+    with _dense_fit():
+        strength = regularisation_by_group(
+            rows,
+            labels,
+            groups,
+            fit_intercept=fit_intercept,
+            scoring=scoring,
+            solver=DENSE_SOLVER,
+            deadline=deadline,
+        )
+        model = LogisticRegression(
+            C=strength, fit_intercept=fit_intercept, max_iter=3000, solver=DENSE_SOLVER
+        ).fit(rows, labels)
+    return np.asarray(model.coef_).ravel(), strength
+
+
 def fit_pair_probe(
     chosen: np.ndarray,
     rejected: np.ndarray,
@@ -145,30 +176,16 @@ def fit_pair_probe(
     deadline: float | None = None,
 ) -> tuple[np.ndarray, float]:
     """Head weights from Bradley–Terry on feature differences (both orders, no intercept),
-    and the strength chosen for them (the grid stops at `deadline`: judge_fit)."""
-    from sklearn.linear_model import LogisticRegression
-
-    from trainers.judge_fit import regularisation_by_group
-
+    and the strength chosen for them (the grid stops at `deadline`)."""
     difference = (chosen - rejected).astype(np.float64)
     spread = _scale(np.vstack([difference, -difference]))
     rows = np.vstack([difference, -difference]) / spread
     labels = np.concatenate([np.ones(len(difference)), np.zeros(len(difference))])
     both = np.concatenate([np.asarray(groups), np.asarray(groups)])
-    with _dense_fit():
-        strength = regularisation_by_group(
-            rows,
-            labels,
-            both,
-            fit_intercept=False,
-            scoring="accuracy",
-            solver=DENSE_SOLVER,
-            deadline=deadline,
-        )
-        model = LogisticRegression(
-            C=strength, fit_intercept=False, max_iter=3000, solver=DENSE_SOLVER
-        ).fit(rows, labels)
-    return np.asarray(model.coef_).ravel() / spread, strength
+    weights, strength = _fit_head(
+        rows, labels, both, fit_intercept=False, scoring="accuracy", deadline=deadline
+    )
+    return weights / spread, strength
 
 
 def fit_outcome_probe(
@@ -180,26 +197,17 @@ def fit_outcome_probe(
 ) -> tuple[np.ndarray, float]:
     """Head weights from the logistic loss on won/lost (the intercept is dropped: see the
     module's note), and the strength chosen for them (the grid stops at `deadline`)."""
-    from sklearn.linear_model import LogisticRegression
-
-    from trainers.judge_fit import regularisation_by_group
-
-    labels = np.asarray(won, dtype=float)
     features = features.astype(np.float64)
     spread = _scale(features)
-    rows = features / spread
-    with _dense_fit():
-        strength = regularisation_by_group(
-            rows,
-            labels,
-            np.asarray(groups),
-            fit_intercept=True,
-            scoring="roc_auc",
-            solver=DENSE_SOLVER,
-            deadline=deadline,
-        )
-        model = LogisticRegression(C=strength, max_iter=3000, solver=DENSE_SOLVER).fit(rows, labels)
-    return np.asarray(model.coef_).ravel() / spread, strength
+    weights, strength = _fit_head(
+        features / spread,
+        np.asarray(won, dtype=float),
+        np.asarray(groups),
+        fit_intercept=True,
+        scoring="roc_auc",
+        deadline=deadline,
+    )
+    return weights / spread, strength
 
 
 def set_head(model: Any, weights: np.ndarray) -> None:

@@ -34,12 +34,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from trainers.bases import return_freed_memory, validate_base
+from trainers.bases import FREE_HEAP_BOUND, return_freed_memory, validate_base
 from trainers.conversation import Message, conversation_messages
 from trainers.runtime import Progress
-
-FREE_HEAP_BOUND = 2 << 30
-"""Free heap a training stage keeps for reuse between its steps, in bytes."""
 
 Trainer = Literal["rlhf", "dpo"]
 
