@@ -23,7 +23,7 @@ from trainers.bases import (
     CHAT_TEMPLATE_KWARGS,
     activations_fit,
     conversation_ids,
-    fused_head_scores_only_labelled_positions,
+    fused_head_for_the_cpu,
     load_base,
     lora_config,
     quiet_deprecations,
@@ -361,7 +361,7 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
         train_sampling_strategy="sequential",  # the length-grouped seeded order above
         include_num_input_tokens_seen="non_padding",
     )
-    fused_head_scores_only_labelled_positions()
+    fused_head_for_the_cpu()
     with quiet_deprecations():
         trainer = DPOTrainer(
             model=model,

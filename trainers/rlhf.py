@@ -31,7 +31,7 @@ from trainers.bases import (
     CHAT_TEMPLATE_KWARGS,
     activations_fit,
     conversation_ids,
-    fused_head_scores_only_labelled_positions,
+    fused_head_for_the_cpu,
     inference_precision,
     load_base,
     lora_config,
@@ -409,7 +409,7 @@ def train_policy(
         chat_template_kwargs=CHAT_TEMPLATE_KWARGS,
         loss_type="grpo",  # per-reply token mean, then the batch mean: PPO's per-token objective
     )
-    fused_head_scores_only_labelled_positions()
+    fused_head_for_the_cpu()
     with quiet_deprecations():
         trainer = policy_trainer_class()(
             model=model,

@@ -10,7 +10,7 @@ from trainers.bases import (
     TINY_BASE,
     base_dir,
     conversation_ids,
-    fused_head_scores_only_labelled_positions,
+    fused_head_for_the_cpu,
     load_base,
     tiny_base,
 )
@@ -24,13 +24,16 @@ def tiny(tmp_path_factory):
     return load_base(TINY_BASE, models_dir=models_dir)
 
 
-def test_the_cpu_now_compacts_to_the_labelled_positions():
+def test_the_cpu_now_compacts_to_the_labelled_positions_and_folds_in_place():
     import trl.trainer.utils as trl_utils
+    from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 
-    fused_head_scores_only_labelled_positions()
-    fused_head_scores_only_labelled_positions()  # twice wraps once
+    fused_head_for_the_cpu()
+    fused_head_for_the_cpu()  # twice wraps once
     assert trl_utils._use_triton(torch.device("cpu")) is True
     assert trl_utils._use_triton.compacts_on_cpu
+    assert trl_utils._ChunkedLogProbFunction.folds_in_place_on_cpu
+    assert trl_utils._ChunkedLogProbFunction is not ChunkedLogProbFunction
 
 
 def test_compacted_log_probs_equal_a_plain_forward(tiny):
@@ -44,7 +47,7 @@ def test_compacted_log_probs_equal_a_plain_forward(tiny):
     replies = ["Yes.", "It is free, come on Saturday."]
     expected = completion_logps(model, tokenizer, prompts, replies)
 
-    fused_head_scores_only_labelled_positions()
+    fused_head_for_the_cpu()
     add_fused_lm_head(model)
     rows = []
     for prompt, reply in zip(prompts, replies, strict=True):
