@@ -162,6 +162,13 @@ def policy_trainer_class() -> type:
             )
             return self._batch_rewards
 
+        def _generate_single_turn(self, *args, **kwargs):
+            # TRL samples without autocast, so on a CPU the prompts' prefill ran in float32
+            # at a third of the bf16 rate; the ratio's old log-probabilities are recomputed
+            # under the Trainer's own precision either way.
+            with inference_precision(self.model):
+                return super()._generate_single_turn(*args, **kwargs)
+
         def _generate_and_score_completions(self, inputs):
             output = super()._generate_and_score_completions(inputs)
             weights = self.reward_weights.to(self._batch_rewards.device)

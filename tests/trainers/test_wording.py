@@ -332,6 +332,25 @@ def test_it_normalises_advantages_over_the_whole_batch():
     assert advantages[1].item() < 0
 
 
+@pytest.mark.parametrize("bf16", ["1", "0"])
+def test_the_policy_samples_in_the_precision_of_the_cpu(monkeypatch, bf16):
+    """TRL samples the replies without autocast: in float32 the prompts' prefill ran at a third
+    of a bf16 CPU's rate. The sampling runs under bf16 autocast exactly where the CPU has it."""
+    from trl import GRPOTrainer
+
+    seen = []
+    monkeypatch.setenv("LEVERS9_CPU_BF16", bf16)
+    monkeypatch.setattr(
+        GRPOTrainer,
+        "_generate_single_turn",
+        lambda self, *args, **kwargs: seen.append(torch.is_autocast_enabled("cpu")),
+    )
+    trainer = object.__new__(rlhf.policy_trainer_class())
+    trainer.model = torch.nn.Linear(2, 2)
+    trainer._generate_single_turn([[1, 2]], None, None, 4)
+    assert seen == [bf16 == "1"]
+
+
 def test_it_saves_the_merged_policy_and_the_reward_adapter_beside_it(rlhf_result, models_dir):
     version = rlhf_result["version"]
     merged, adapter = Path(version["merged_weights"]), Path(version["reward_adapter"])
