@@ -57,8 +57,9 @@ def last_token_features(
 ) -> ProbeFeatures:
     """The backbone's final hidden state at each row's last token (`model` is a base with
     `head="reward"`), rows taken in order until `deadline` (time.monotonic()) passes — less
-    the time `reserve_tokens` more tokens will take at the speed measured so far (what
-    measuring the held-out rows afterwards costs, so the whole stage ends by the deadline)."""
+    the time the next chunk and `reserve_tokens` more tokens will take at the speed measured so
+    far (what measuring the held-out rows afterwards costs, so the whole stage ends by the
+    deadline)."""
     import torch
 
     backbone = model.base_model
@@ -73,8 +74,11 @@ def last_token_features(
     with torch.no_grad(), inference_precision(model):
         for chunk_start in range(0, len(token_rows), CHUNK):
             if deadline is not None and done:
-                elapsed = time.monotonic() - started
-                still_needed = reserve_tokens * elapsed / max(tokens, 1)
+                seconds_a_token = (time.monotonic() - started) / max(tokens, 1)
+                # The next chunk must end in time too, not only start (the outcome stage on
+                # the shared calls read its last chunk past the deadline: 618 s of 600).
+                next_chunk = tokens * CHUNK / done
+                still_needed = (reserve_tokens + next_chunk) * seconds_a_token
                 if time.monotonic() + still_needed > deadline:
                     break
             chunk = list(range(chunk_start, min(chunk_start + CHUNK, len(token_rows))))

@@ -622,6 +622,24 @@ def test_the_probe_stops_reading_at_its_deadline_after_one_chunk(models_dir):
     assert np.allclose(whole.features[:CHUNK], read.features, atol=1e-5)
 
 
+def test_the_probe_does_not_start_a_chunk_that_would_end_past_its_deadline(models_dir, monkeypatch):
+    """A clock that moves one second a reading: the first chunk takes one second, so a second
+    chunk that starts at two seconds would end at three, past a deadline at 2.5."""
+    import itertools
+    import types
+
+    from trainers import reward_probe
+
+    ticks = itertools.count(100.0)
+    monkeypatch.setattr(reward_probe, "time", types.SimpleNamespace(monotonic=lambda: next(ticks)))
+    model, tokenizer = tiny_reward_model(models_dir)
+    rows = [[1, 2, 3, 4 + index % 5] for index in range(reward_probe.CHUNK * 3)]
+    read = reward_probe.last_token_features(
+        model, rows, pad_token_id=tokenizer.pad_token_id, deadline=102.5
+    )
+    assert read.rows_read == reward_probe.CHUNK
+
+
 def test_on_a_cpu_budget_the_probe_is_the_head_and_no_step_follows(models_dir, tmp_path):
     spec = parse_wording_spec(base_spec(models_dir, pairs=synthetic_pairs(60)), trainer="rlhf")
     model, tokenizer = tiny_reward_model(models_dir)
