@@ -607,8 +607,9 @@ def fused_head_for_the_cpu() -> None:
     (profiled on SmolLM2-135M: the fused head took 44% of the step; replies are about a third
     of the tokens). Why the second: TRL's torch fallback for the fold allocates a fresh float32
     tile for every elementwise step and runs the backward's products in float32; on 800 reply
-    tokens of SmolLM2's vocabulary it took 1.8 s a forward and backward, 0.6 s folded in place.
-    TRL's own choices stay for every other device."""
+    tokens of SmolLM2's vocabulary (heap kept, as here) it took 0.80 s a forward and backward,
+    0.49 s folded in place, and a 10-step DPO run peaked at 7.59 GB against 5.94 GB. TRL's own
+    choices stay for every other device."""
     import trl.trainer.utils as trl_utils
 
     from trainers.cpu_log_probs import on_the_cpu

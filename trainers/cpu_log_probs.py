@@ -6,7 +6,7 @@ does not run it folds with plain torch ops written for clarity, not for a CPU: e
 tile allocates a fresh `[tokens, 32,768]` float32 tensor (scaling by 1.0 twice, a mask for the
 top-1 flag, `exp`, `e * z`, a one-hot, `p`, the gradient), the vocabulary is cut in two tiles
 whose statistics are merged, and the backward's two products run in float32 whatever the
-autocast precision (`_addmm_fp32` keeps bf16 only on CUDA), at a fifth of the bf16 rate here.
+autocast precision (`_addmm_fp32` keeps bf16 only on CUDA), at a third of the bf16 rate here.
 
 `LogProbsOnTheCpu` computes the same outputs in one tile over the whole vocabulary for a bounded
 number of tokens, reusing two float32 work buffers for every tile and doing each elementwise step
@@ -33,6 +33,13 @@ def _compute_dtype(hidden: torch.Tensor) -> torch.dtype:
     if torch.is_autocast_enabled(hidden.device.type):
         return torch.get_autocast_dtype(hidden.device.type)
     return hidden.dtype
+
+
+def _operands(
+    weight: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The head's weight in the product's precision and its bias in float32, off the graph."""
+    return weight.detach().to(dtype), None if bias is None else bias.detach().float()
 
 
 def _logits_into(
@@ -83,8 +90,7 @@ class LogProbsOnTheCpu(torch.autograd.Function):
         dtype = _compute_dtype(hidden)
         scale = float(logit_scale) / float(temperature)
         n_tokens, vocab = hidden.shape[0], weight.shape[0]
-        w = weight.detach().to(dtype)
-        b = None if bias is None else bias.detach().float()
+        w, b = _operands(weight, bias, dtype)
         wants = {name: name in outputs for name in OPTIONAL_OUTPUTS}
 
         log_z = torch.empty(n_tokens, dtype=torch.float32)
@@ -139,8 +145,7 @@ class LogProbsOnTheCpu(torch.autograd.Function):
         needs_hidden, needs_weight, needs_bias = ctx.needs_input_grad[:3]
         dtype, scale = ctx.dtype, ctx.scale
         n_tokens, vocab = hidden.shape[0], weight.shape[0]
-        w = weight.detach().to(dtype)
-        b = None if bias is None else bias.detach().float()
+        w, b = _operands(weight, bias, dtype)
         g = None if grad_log_probs is None else grad_log_probs.float()
         ge = None if grad_entropy is None else grad_entropy.float()
 
