@@ -214,14 +214,39 @@ def _fine_tunes(config: RewardModelConfig, budget_seconds: float | None) -> bool
     return budget_seconds is None
 
 
+# Held back from the probe's read for the head's fit after it: the fit's grid stops at the
+# deadline, but the strength under way and the final fit end after it, and both grow with the
+# rows read, which grow with the budget (the outcome stage on the shared calls, its deadline
+# set after loading and nothing held back for the fit, ended at 620 s of 600).
+FIT_RESERVE_SHARE = 0.03
+
+
 def _probe_deadline(
-    config: RewardModelConfig, budget_seconds: float | None, *, fine_tunes: bool
+    config: RewardModelConfig,
+    budget_seconds: float | None,
+    *,
+    fine_tunes: bool,
+    stage_started: float,
 ) -> float | None:
-    """When the probe stops reading: a share of the budget when the Trainer follows, else the
-    whole budget (the held-out measuring is reserved inside it: trainers.reward_probe)."""
+    """When the probe's work ends: a share of the budget when the Trainer follows, else the
+    whole budget, counted from `stage_started` (time.monotonic(): the base's load and the
+    tokenising count against the stage too). The held-out measuring and the head's fit are
+    reserved inside it (trainers.reward_probe; FIT_RESERVE_SHARE)."""
     if budget_seconds is None:
         return None
-    return time.monotonic() + budget_seconds * (config.probe_share if fine_tunes else 1.0)
+    return stage_started + budget_seconds * (config.probe_share if fine_tunes else 1.0)
+
+
+def _fit_reserve(budget_seconds: float | None) -> float:
+    return 0.0 if budget_seconds is None else budget_seconds * FIT_RESERVE_SHARE
+
+
+def _fit_deadline(deadline: float | None, read: Any, held_tokens: int) -> float | None:
+    """When the head's grid stops trying strengths: early enough that the held-out rows, read
+    at the speed the training rows were, still end by `deadline`."""
+    if deadline is None or read.tokens_per_second <= 0:
+        return deadline
+    return deadline - held_tokens / read.tokens_per_second
 
 
 def _as_adapter(model: Any, config: RewardModelConfig, peft_config: Any) -> Any:
@@ -318,6 +343,7 @@ def _probe_pairs(
     config: RewardModelConfig,
     budget_seconds: float | None,
     fine_tunes: bool,
+    stage_started: float,
     on_chunk: Any = None,
 ) -> tuple[dict[str, Any] | None, dict[str, list[float]] | None]:
     """Fit the head on chosen-minus-rejected features of the training pairs it can afford,
@@ -327,16 +353,20 @@ def _probe_pairs(
     order = _seeded_order(train, config.seed)
     rows = [conversation_ids(tokenizer, conversations[i][side]) for i in order for side in (0, 1)]
     held_rows = [conversation_ids(tokenizer, conversations[i][s]) for i in held for s in (0, 1)]
-    # The read and the head's fit share one deadline (the fit's grid stops trying strengths
-    # once it passes), so the stage ends near its budget.
-    deadline = _probe_deadline(config, budget_seconds, fine_tunes=fine_tunes)
+    # The read, the head's fit and the held-out pass share one deadline (the fit's grid stops
+    # trying strengths once its share has passed), so the stage ends near its budget.
+    deadline = _probe_deadline(
+        config, budget_seconds, fine_tunes=fine_tunes, stage_started=stage_started
+    )
+    held_tokens = sum(map(len, held_rows))
     read = last_token_features(
         model,
         rows,
         pad_token_id=tokenizer.pad_token_id,
         batch_size=config.score_batch_size,
         deadline=deadline,
-        reserve_tokens=sum(map(len, held_rows)),
+        reserve_tokens=held_tokens,
+        reserve_seconds=_fit_reserve(budget_seconds),
         on_chunk=on_chunk,
     )
     complete = read.rows_read // 2
@@ -347,7 +377,7 @@ def _probe_pairs(
         read.features[0 : 2 * complete : 2],
         read.features[1 : 2 * complete : 2],
         [groups[i] for i in order[:complete]],
-        deadline=deadline,
+        deadline=_fit_deadline(deadline, read, held_tokens),
     )
     set_head(model, weights)
     fitted = time.monotonic()
@@ -374,6 +404,7 @@ def fit_on_pairs(
     work_dir: Path | str | None = None,
     budget_seconds: float | None = None,
     on_probe: Any = None,
+    stage_started: float | None = None,
 ) -> RewardModelFit:
     """Fit `model` (a base with `head="reward"`) on the pairs with TRL's RewardTrainer, its
     head started from the probe (`config.probe`)."""
@@ -381,6 +412,7 @@ def fit_on_pairs(
     from trl import RewardConfig, RewardTrainer
 
     started = time.perf_counter()
+    stage_started = time.monotonic() if stage_started is None else stage_started
     groups = pair_groups(pairs)
     train, held = held_out_split(
         groups,
@@ -408,9 +440,10 @@ def fit_on_pairs(
             config=config,
             budget_seconds=budget_seconds,
             fine_tunes=fine_tunes,
+            stage_started=stage_started,
             on_chunk=on_probe,
         )
-        _leave_to_trainer(callbacks, time.perf_counter() - started)
+        _leave_to_trainer(callbacks, time.monotonic() - stage_started)
     if probe is not None and not fine_tunes:
         return _probe_only_fit(
             _as_adapter(model, config, peft_config),
@@ -505,6 +538,7 @@ def fit_on_outcomes(
     work_dir: Path | str | None = None,
     budget_seconds: float | None = None,
     on_probe: Any = None,
+    stage_started: float | None = None,
 ) -> RewardModelFit:
     """Fit `model` (a base with `head="reward"`) to predict whether the call was won, its head
     started from the probe (`config.probe`)."""
@@ -513,6 +547,7 @@ def fit_on_outcomes(
     from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
 
     started = time.perf_counter()
+    stage_started = time.monotonic() if stage_started is None else stage_started
     groups = [example.call_id for example in examples]
     train, held = held_out_split(
         groups,
@@ -538,9 +573,10 @@ def fit_on_outcomes(
             config=config,
             budget_seconds=budget_seconds,
             fine_tunes=fine_tunes,
+            stage_started=stage_started,
             on_chunk=on_probe,
         )
-        _leave_to_trainer(callbacks, time.perf_counter() - started)
+        _leave_to_trainer(callbacks, time.monotonic() - stage_started)
     if probe is not None and not fine_tunes:
         return _probe_only_fit(
             _as_adapter(model, config, peft_config),
@@ -643,6 +679,7 @@ def _probe_outcomes(
     config: RewardModelConfig,
     budget_seconds: float | None,
     fine_tunes: bool = True,
+    stage_started: float,
     on_chunk: Any = None,
 ) -> tuple[dict[str, Any] | None, dict[str, list[float]] | None]:
     """Fit the head on won/lost from the features of the training turns it can afford (held
@@ -651,14 +688,18 @@ def _probe_outcomes(
 
     order = _seeded_order(train, config.seed)
     held_rows = [conversation_ids(tokenizer, conversations[i]) for i in held]
-    deadline = _probe_deadline(config, budget_seconds, fine_tunes=fine_tunes)
+    deadline = _probe_deadline(
+        config, budget_seconds, fine_tunes=fine_tunes, stage_started=stage_started
+    )
+    held_tokens = sum(map(len, held_rows))
     read = last_token_features(
         model,
         [conversation_ids(tokenizer, conversations[i]) for i in order],
         pad_token_id=tokenizer.pad_token_id,
         batch_size=config.score_batch_size,
         deadline=deadline,
-        reserve_tokens=sum(map(len, held_rows)),
+        reserve_tokens=held_tokens,
+        reserve_seconds=_fit_reserve(budget_seconds),
         on_chunk=on_chunk,
     )
     seen = order[: read.rows_read]
@@ -668,7 +709,7 @@ def _probe_outcomes(
         read.features,
         [examples[i].won for i in seen],
         [examples[i].call_id for i in seen],
-        deadline=deadline,
+        deadline=_fit_deadline(deadline, read, held_tokens),
     )
     set_head(model, weights)
     fitted = time.monotonic()
@@ -720,6 +761,7 @@ def fit_reward_model(
     """Load the base with a scalar head and fit it from the spec's reward source."""
     from transformers import set_seed
 
+    stage_started = time.monotonic()  # the base's load counts against the stage's budget
     config = config or reward_model_config(spec)
     set_seed(config.seed)  # the fresh head's initial weights
     model, tokenizer = load_base(spec.base, models_dir=spec.models_dir, head="reward")
@@ -742,6 +784,7 @@ def fit_reward_model(
             work_dir=spec.output_dir,
             budget_seconds=budget,
             on_probe=on_probe,
+            stage_started=stage_started,
         )
     return fit_on_pairs(
         model,
@@ -752,6 +795,7 @@ def fit_reward_model(
         work_dir=spec.output_dir,
         budget_seconds=budget,
         on_probe=on_probe,
+        stage_started=stage_started,
     )
 
 

@@ -53,13 +53,14 @@ def last_token_features(
     batch_size: int = 16,
     deadline: float | None = None,
     reserve_tokens: int = 0,
+    reserve_seconds: float = 0.0,
     on_chunk: Callable[[int, int], None] | None = None,
 ) -> ProbeFeatures:
     """The backbone's final hidden state at each row's last token (`model` is a base with
     `head="reward"`), rows taken in order until `deadline` (time.monotonic()) passes — less
     the time the next chunk and `reserve_tokens` more tokens will take at the speed measured so
-    far (what measuring the held-out rows afterwards costs, so the whole stage ends by the
-    deadline)."""
+    far (what measuring the held-out rows afterwards costs) and `reserve_seconds` (what the
+    head's fit takes), so the whole stage ends by the deadline."""
     import torch
 
     backbone = model.base_model
@@ -78,7 +79,7 @@ def last_token_features(
                 # The next chunk must end in time too, not only start (the outcome stage on
                 # the shared calls read its last chunk past the deadline: 618 s of 600).
                 next_chunk = tokens * CHUNK / done
-                still_needed = (reserve_tokens + next_chunk) * seconds_a_token
+                still_needed = (reserve_tokens + next_chunk) * seconds_a_token + reserve_seconds
                 if time.monotonic() + still_needed > deadline:
                     break
             chunk = list(range(chunk_start, min(chunk_start + CHUNK, len(token_rows))))

@@ -598,6 +598,7 @@ def test_the_outcome_probe_never_reads_held_out_labels(models_dir):
             held,
             config=RewardModelConfig(),
             budget_seconds=None,
+            stage_started=0.0,
         )
         heads.append(model.score.weight.detach().clone())
     assert torch.equal(heads[0], heads[1])
@@ -638,6 +639,62 @@ def test_the_probe_does_not_start_a_chunk_that_would_end_past_its_deadline(model
         model, rows, pad_token_id=tokenizer.pad_token_id, deadline=102.5
     )
     assert read.rows_read == reward_probe.CHUNK
+
+
+def test_the_probe_holds_back_the_heads_fit_time_from_its_read(models_dir, monkeypatch):
+    """The same one-second-a-reading clock: a second chunk would end at three seconds, before
+    a deadline at 4.5, unless two seconds are held back for the head's fit."""
+    import itertools
+    import types
+
+    from trainers import reward_probe
+
+    model, tokenizer = tiny_reward_model(models_dir)
+    rows = [[1, 2, 3, 4 + index % 5] for index in range(reward_probe.CHUNK * 3)]
+    read = {}
+    for reserve in (0.0, 2.0):
+        ticks = itertools.count(100.0)
+        clock = types.SimpleNamespace(monotonic=lambda ticks=ticks: next(ticks))
+        monkeypatch.setattr(reward_probe, "time", clock)
+        read[reserve] = reward_probe.last_token_features(
+            model,
+            rows,
+            pad_token_id=tokenizer.pad_token_id,
+            deadline=104.5,
+            reserve_seconds=reserve,
+        ).rows_read
+    assert read[2.0] == reward_probe.CHUNK < read[0.0]
+
+
+def test_the_heads_grid_stops_in_time_for_the_held_out_rows():
+    import types
+
+    from trainers.reward_model import _fit_deadline
+
+    read = types.SimpleNamespace(tokens_per_second=10.0)
+    assert _fit_deadline(100.0, read, held_tokens=50) == 95.0
+    assert _fit_deadline(None, read, held_tokens=50) is None
+
+
+def test_the_probes_budget_counts_from_the_stages_start(models_dir):
+    """A stage whose base took all but a second of its ten minutes to load reads one chunk,
+    not every row: the load counts against the budget."""
+    import time
+
+    spec = parse_wording_spec(base_spec(models_dir, pairs=synthetic_pairs(60)), trainer="rlhf")
+    late = {}
+    for loaded_for in (0.0, 599.0):
+        model, tokenizer = tiny_reward_model(models_dir)
+        fit = fit_on_pairs(
+            model,
+            tokenizer,
+            spec.pairs,
+            config=RewardModelConfig(),
+            budget_seconds=600.0,
+            stage_started=time.monotonic() - loaded_for,
+        )
+        late[loaded_for] = fit.data_seen["stopped_by_budget"]
+    assert late == {0.0: False, 599.0: True}
 
 
 def test_on_a_cpu_budget_the_probe_is_the_head_and_no_step_follows(models_dir, tmp_path):
