@@ -51,7 +51,9 @@ def test_it_lists_and_shows_real_calls(owner_client, workspace):
             {"speaker": "agent", "text": "Would you consider a donation?"},
             {"speaker": "customer", "text": "Maybe a small one."},
         ]
-        calls_import(world=world, text=json.dumps({"id": "lost-call-9", "outcome": "lost", "turns": turns}))
+        calls_import(
+            world=world, text=json.dumps({"id": "lost-call-9", "outcome": "lost", "turns": turns})
+        )
     listing = owner_client.get("/calls/?outcome=lost").content.decode()
     # A hyphen cannot occur in the page's CSRF token, which once held "c9" by chance.
     assert "lost-call-9" in listing
