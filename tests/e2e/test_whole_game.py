@@ -27,18 +27,24 @@ def _until(page, url: str, selector: str, *, timeout: float) -> None:
     from playwright.sync_api import Error as PlaywrightError
 
     deadline = time.monotonic() + timeout
+    last_error = None
     while time.monotonic() < deadline:
         try:
             page.goto(url)
             if page.query_selector(selector):
                 return
         except PlaywrightError as error:
-            # The page reloads itself when its job ends (static/evaluation.js); that reload
-            # can interrupt ours (CI saw it once). The next round reads the reloaded page.
-            if "navigation" not in str(error) and "context was destroyed" not in str(error):
-                raise
+            # The page reloads itself when its job ends (static/evaluation.js). That reload
+            # races ours, and the browser reports the loser in more than one way (CI has seen
+            # "interrupted by another navigation" and "net::ERR_ABORTED"). Whatever it says,
+            # the next round reads the page again; the deadline still fails a page that never
+            # shows the selector, and the last error is named then.
+            last_error = error
         time.sleep(2)
-    raise AssertionError(f"{selector} never appeared on {url}")
+    raise AssertionError(
+        f"{selector} never appeared on {url}"
+        + (f" (the last browser error: {last_error})" if last_error else "")
+    )
 
 
 def test_it_plays_the_whole_game(page, game_server, e2e_workspace):
