@@ -112,14 +112,24 @@ _FACT_SKIP = {
 }
 
 
-def _fact_value(value: Any) -> str:
+def _interval(bounds: Any) -> str:
+    """The text after a measured figure: its bootstrap interval, or "" without one."""
+    if not isinstance(bounds, list) or len(bounds) != 2:
+        return ""
+    if not all(isinstance(bound, int | float) for bound in bounds):
+        return ""
+    return f" [{bounds[0]:.3g}, {bounds[1]:.3g}]"
+
+
+def _fact_value(value: Any, bounds: Any = None) -> str:
     if isinstance(value, bool) or value is None:
         return str(value).lower()
     if isinstance(value, float):
-        return f"{value:.3g}"
+        return f"{value:.3g}" + _interval(bounds)
     if isinstance(value, dict):
+        # A figure and its interval (`x` and `x_ci`) read as one: "x 0.55 [0.35, 0.75]".
         return ", ".join(
-            f"{key.replace('_', ' ')} {_fact_value(inner)}"
+            f"{key.replace('_', ' ')} {_fact_value(inner, value.get(f'{key}_ci'))}"
             for key, inner in value.items()
             if inner is not None and key not in _FACT_SKIP and not isinstance(inner, list | dict)
         )
@@ -128,9 +138,18 @@ def _fact_value(value: Any) -> str:
     return str(value)
 
 
+def _bounds_of(learned_from: dict[str, Any], key: str) -> Any:
+    """A top-level figure's interval, where the trainer kept it: beside the figure, among the
+    metrics, or in the reward model's record (the held-out AUC of an outcome reward)."""
+    for record in (learned_from, learned_from.get("metrics"), learned_from.get("reward_model")):
+        if isinstance(record, dict) and record.get(f"{key}_ci") is not None:
+            return record[f"{key}_ci"]
+    return None
+
+
 def learned_facts(learned_from: dict[str, Any]) -> list[tuple[str, str]]:
     """A version's learned_from as (label, text) pairs a person can read: nested numbers
-    flattened, floats to three figures, paths and raw curves left out."""
+    flattened, floats to three figures with their intervals, paths and raw curves left out."""
     keys = [key for key in _FACT_ORDER if key in learned_from]
     keys += sorted(key for key in learned_from if key not in _FACT_ORDER)
     facts = []
@@ -138,10 +157,12 @@ def learned_facts(learned_from: dict[str, Any]) -> list[tuple[str, str]]:
         value = learned_from[key]
         if key in _FACT_SKIP or value is None or value == {} or value == []:
             continue
+        if key.endswith("_ci") and key.removesuffix("_ci") in learned_from:
+            continue  # shown with its figure
         if key == "preference_version":
             facts.append(("picks", f"preference v{value}"))
             continue
-        text = _fact_value(value)
+        text = _fact_value(value, _bounds_of(learned_from, key))
         if text:
             facts.append((key.replace("_", " "), text))
     return facts

@@ -74,8 +74,12 @@ def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
         "kind": job.kind,
         "algorithm": job.trainer,
         **{key: value for key, value in record.items() if key != "job"},
+        # Scalars, and the bootstrap intervals that say what they mean (`x_ci`); the curves
+        # and per-step histories stay in the job's result.
         "metrics": {
-            key: value for key, value in metrics.items() if not isinstance(value, list | dict)
+            key: value
+            for key, value in metrics.items()
+            if not isinstance(value, list | dict) or key.endswith("_ci")
         },
     }
     if isinstance(metrics.get("reward_model"), dict):

@@ -3,6 +3,8 @@ missing key variables named, and the rival workspace refused everywhere."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from arena.models import World
@@ -265,14 +267,29 @@ def test_it_says_what_a_trained_version_learned_from_in_words(in_workspace, owne
             "held_out_auc": 0.468469191,
             "held_out_accuracy": None,
             "merged_weights": "/models/versions/abc/merged",
-            "metrics": {"kl": 9.8283e-05, "curve": [{"step": 1}], "policy_steps": 23},
+            "metrics": {
+                "kl": 9.8283e-05,
+                "curve": [{"step": 1}],
+                "policy_steps": 23,
+                "reward_gain": 0.3408,
+                "reward_gain_ci": [0.1012, 0.58],
+            },
+            "reward_model": {"held_out_auc": 0.468469191, "held_out_auc_ci": [0.4101, 0.5322]},
         },
     )
     html = owner_client.get("/policies/").content.decode()
     assert "<b>picks</b> preference v2" in html
     assert "<b>pairs</b> total 500, train 450, held out 50" in html
-    assert "<b>held out auc</b> 0.468" in html
-    assert "<b>metrics</b> kl 9.83e-05, policy steps 23" in html
+    # Each figure with its interval, found beside it or in the reward model's record.
+    assert "<b>held out auc</b> 0.468 [0.41, 0.532]" in html
+    # (jsonb keeps its own key order, so the metrics are checked one by one)
+    metrics = re.search(r"<b>metrics</b> ([^·<]*)", html).group(1)
+    assert set(re.split(r", (?=[a-z])", metrics.strip())) == {
+        "kl 9.83e-05",
+        "policy steps 23",
+        "reward gain 0.341 [0.101, 0.58]",
+    }
+    assert "2 items" not in html  # an interval is never shown as a list
     assert "held out accuracy" not in html  # nothing to say is left out
     assert "{&#x27;" not in html  # no raw dictionaries
 

@@ -95,7 +95,11 @@ def test_it_registers_a_trained_version_from_the_trainers_result(frozen):
             "merged_weights": "/models/versions/abc/merged",
             "reward_adapter": None,
         },
-        "metrics": {"final_loss": 0.5, "curve": [{"step": 1, "loss": 0.7}]},
+        "metrics": {
+            "final_loss": 0.5,
+            "curve": [{"step": 1, "loss": 0.7}],
+            "held_out_accuracy_ci": [0.2, 0.9],
+        },
     }
     version = version_from_wording(job, result)
     assert version.label == "v2 · dpo benchmark"
@@ -103,6 +107,8 @@ def test_it_registers_a_trained_version_from_the_trainers_result(frozen):
     assert version.provider_model == "/models/versions/abc/merged"
     assert version.learned_from["held_out_accuracy"] == 1.0
     assert "curve" not in version.learned_from["metrics"]
+    # The interval stays with the version, so the API and Policies say what 1.0 means.
+    assert version.learned_from["metrics"]["held_out_accuracy_ci"] == [0.2, 0.9]
 
 
 # --- the same cards through the API ------------------------------------------------------
