@@ -114,11 +114,13 @@ _FACT_SKIP = {
 
 def _interval(bounds: Any) -> str:
     """The text after a measured figure: its bootstrap interval, or "" without one."""
-    if not isinstance(bounds, list) or len(bounds) != 2:
-        return ""
-    if not all(isinstance(bound, int | float) for bound in bounds):
-        return ""
-    return f" [{bounds[0]:.3g}, {bounds[1]:.3g}]"
+    if (
+        isinstance(bounds, list)
+        and len(bounds) == 2
+        and all(isinstance(bound, int | float) for bound in bounds)
+    ):
+        return f" [{bounds[0]:.3g}, {bounds[1]:.3g}]"
+    return ""
 
 
 def _fact_value(value: Any, bounds: Any = None) -> str:
