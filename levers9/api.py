@@ -9,8 +9,9 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.authentication import SessionScheme
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.decorators import api_view
+from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import Throttled
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.routers import DefaultRouter
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -77,6 +78,8 @@ def exception_handler(exc, context):
     )
 )
 @api_view(["GET"])
+# Any signed-in user: a user without a role learns here why everything else is refused.
+@permission_classes([IsAuthenticated])
 def me(request):
     """The signed-in user, the workspace and the role held there."""
     role = user_role(request.user)

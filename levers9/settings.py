@@ -223,7 +223,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "levers9.authentication.SessionAuthentication",  # with the same-origin CSRF rule
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Signed in AND a role in this workspace: a user without one reads nothing here, as the
+    # pages refuse them. Views that need more name their own role (levers9.roles.HasRole).
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "levers9.roles.HasRole",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "levers9.pagination.ListPagination",
     "PAGE_SIZE": 50,
