@@ -11,6 +11,7 @@ from django.core.paginator import Paginator
 from django.core.validators import validate_slug
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from arena.agents import agents
@@ -84,17 +85,9 @@ KEYS = [
 ]
 
 
-def _world_in_view(request) -> World | None:
-    """The world the header's badge shows (?world=, else the one remembered in the session)."""
-    wanted = request.GET.get("world") or request.session.get("world")
-    worlds = World.objects.order_by("name")
-    world = worlds.filter(slug=wanted).first() if wanted else None
-    return world or worlds.first()
-
-
 @role_required(REVIEWER)
 def duel(request):
-    world = _world_in_view(request)
+    world = world_in_view(request)
     context = {"page": "duel", "keys": KEYS}
     if world is None:
         return render(request, "arena/duel.html", context)
@@ -128,7 +121,7 @@ def duel(request):
             "map": world_map(world, selection=selection),
             "scenarios": world.scenarios.order_by("name"),
             "versions": preference_versions()[:10],
-            "answering": agents().answering(),
+            "answering": agents().answering(world=world),
             "can_freeze": has_role(request.user, MANAGER),
         }
     )
@@ -153,18 +146,35 @@ def duel_freeze(request):
 @require_POST
 @role_required(REVIEWER)
 def duel_generate(request):
-    world = _world_in_view(request)
+    """The Duel's "Make pairs": pairs for the world the form names (its hidden `world`),
+    between the versions chosen or the default two, then back to that world's Duel."""
+    world = world_in_view(request)
+    scenario = request.POST.get("scenario") or ""
+    params = {"world": world.slug if world else "", "scenario": scenario}
+    back = reverse("duel") + "?" + urlencode({key: value for key, value in params.items() if value})
+    if world is None:
+        messages.error(request, "This workspace has no world yet: make one on the World page.")
+        return redirect(back)
+    try:
+        count = int(request.POST.get("count") or 20)
+    except ValueError:
+        messages.error(request, "How many: give a whole number of pairs, 1 to 200.")
+        return redirect(back)
     try:
         numbers = [int(number) for number in request.POST.getlist("versions") if number]
-        versions = policy_versions_numbered(numbers=numbers) if numbers else None
+    except ValueError:
+        messages.error(request, "Compare: choose versions from the list.")
+        return redirect(back)
+    try:
+        versions = policy_versions_numbered(numbers=numbers, world=world) if numbers else None
         requested = duel_pairs_request(
             world=world,
-            count=min(max(int(request.POST.get("count") or 20), 1), 200),
+            count=min(max(count, 1), 200),
             versions=versions,
-            scenario=request.POST.get("scenario") or None,
+            scenario=scenario or None,
         )
     except (DuelError, ValueError) as error:
-        messages.error(request, str(error))
+        messages.error(request, f"No pairs made: {error}")
     else:
         later = (
             f" {requested.later} more are being written in the background (a model answers, "
@@ -172,8 +182,13 @@ def duel_generate(request):
             if requested.later
             else ""
         )
-        messages.success(request, f"{requested.made} new pairs in the queue.{later}")
-    return redirect("duel")
+        chosen = (
+            " (from " + ", ".join(version.label for version in versions) + ")" if versions else ""
+        )
+        messages.success(
+            request, f"{requested.made} new pairs in the {world.name} queue{chosen}.{later}"
+        )
+    return redirect(back)
 
 
 # --- the World page ---------------------------------------------------------------------------

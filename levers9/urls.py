@@ -39,7 +39,7 @@ api.router.register("evaluations", EvaluationViewSet, basename="evaluation")
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("training.urls")),
     path("", include("policies.urls")),
@@ -55,7 +55,11 @@ urlpatterns = [
         engines_run_promote_api,
         name="api-engines-run-promote",
     ),
-    path("api/rl/", include(api.router.urls)),
+    # In their own namespace ("api:job-detail"): the router names its routes
+    # "<basename>-<action>", and a page named the same ("duel-generate", "call-detail",
+    # "job-cancel") would otherwise reverse to the API's address, since the last pattern of a
+    # name wins. A page's form then posted to the API and showed its JSON error as a page.
+    path("api/rl/", include((api.router.urls, "api"))),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django_tenants.utils import schema_context
 
@@ -95,7 +97,70 @@ def test_it_refuses_a_reviewer_the_freeze_and_an_outsider_the_page(
 
 def test_it_makes_pairs_from_the_page(reviewer, workspace):
     done = reviewer.post("/duel/generate/", {"count": "3", "versions": ["1"]}, follow=True)
-    assert "3 new pairs in the queue." in done.content.decode()
+    assert "3 new pairs in the Lettings queue (from v1 · baseline)." in done.content.decode()
+
+
+def _make_pairs_form(html: str) -> tuple[str, dict[str, str]]:
+    """The Duel page's "Make pairs" form as a browser submits it: its action and the fields
+    it sends when nothing is changed (hidden fields and prefilled inputs)."""
+    form = re.search(
+        r'<form method="post" action="([^"]+)"[^>]*id="make-pairs">(.*?)</form>', html, re.S
+    )
+    assert form, "the Duel page has no Make pairs form"
+    fields = {
+        name: value
+        for name, value in re.findall(r'<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"', form[2])
+    }
+    return form[1], fields
+
+
+@pytest.mark.parametrize("versions", [[], ["1"]])
+def test_the_make_pairs_form_lands_back_on_its_worlds_duel(reviewer, workspace, versions):
+    """The form as the page renders it, sent as a browser sends it: it named the API's route
+    (a JSON error page) and never said which world; now it makes pairs in the world shown,
+    with or without versions chosen, and lands back on that world's Duel saying so."""
+    with schema_context(workspace.schema_name):
+        real_world()
+        before = DuelPair.objects.filter(world__slug="real").count()
+    html = reviewer.get("/duel/?world=real").content.decode()
+    # The session now remembers "real"; move it to lettings so only the form names the world.
+    reviewer.get("/duel/?world=lettings")
+    with schema_context(workspace.schema_name):
+        lettings_before = DuelPair.objects.filter(world__slug="lettings").count()
+    action, fields = _make_pairs_form(html)
+    assert action == "/duel/generate/"
+    assert fields["world"] == "real"
+    fields["count"] = "4"
+    done = reviewer.post(action, {**fields, "versions": versions})
+    assert done.status_code == 302
+    assert done["Location"] == "/duel/?world=real"
+    page = reviewer.get(done["Location"])
+    assert page["Content-Type"].startswith("text/html")
+    text = page.content.decode()
+    assert "new pairs in the Real calls queue" in text, text
+    with schema_context(workspace.schema_name):
+        assert DuelPair.objects.filter(world__slug="real").count() > before
+        assert DuelPair.objects.filter(world__slug="lettings").count() == lettings_before
+
+
+def test_make_pairs_says_what_is_wrong_on_the_page(reviewer, workspace):
+    done = reviewer.post(
+        "/duel/generate/", {"world": "lettings", "count": "many", "versions": ["99"]}, follow=True
+    )
+    assert done.status_code == 200
+    assert done.redirect_chain[-1][0] == "/duel/?world=lettings"
+    assert "How many: give a whole number" in done.content.decode()
+    unknown = reviewer.post(
+        "/duel/generate/", {"world": "lettings", "versions": ["99"]}, follow=True
+    )
+    assert "No pairs made: No version v99 in this workspace." in unknown.content.decode()
+
+
+def test_the_trl_export_is_linked_from_the_duel(owner_client, workspace, rita):
+    _picked(workspace, rita)
+    owner_client.post("/duel/freeze/")
+    html = owner_client.get("/duel/?world=lettings").content.decode()
+    assert 'href="/api/rl/preferences/1/download/?part=jsonl"' in html
 
 
 def test_it_plays_a_real_calls_world(reviewer, workspace):
