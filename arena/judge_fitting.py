@@ -7,14 +7,18 @@ from the calls it replays. The fit itself is pure (trainers.judge_fit) and runs 
 "judge-fit" (registered in arena.apps) on the CPU pool; its finish numbers the version.
 
 A new fit starts when picks are frozen and when an override is saved ("feeds the next
-rescoring"), once the write is committed, unless one is already on its way for the world; that
-one, when it ends, refits if the world has picks or overrides it did not read.
+rescoring"), once the write is committed. Nobody clicked it, so it is background work: it waits
+in the CPU pool's background lane and never in front of a job a person started
+(levers9.pools), and requests are coalesced, at most one fit waiting per world: a request while
+one waits is packed into it with what the world has now; one may run while one waits. A fit
+that ends refits if the world has picks or overrides it did not read.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -38,7 +42,7 @@ from arena.models import (
     World,
 )
 from levers9.jobs.models import Job
-from levers9.jobs.services import job_start
+from levers9.jobs.services import job_repack, job_start
 from levers9.pools import pool_default
 
 JUDGE_FIT_KIND = "judge-fit"
@@ -121,12 +125,8 @@ def _fit_folder(world: World) -> Path:
     return Path(settings.DATASETS_DIR) / connection.schema_name / "judges" / world.slug / name
 
 
-def judge_fit_start(
-    *, world: World, started_by=None, seed: int = 0, on_request: bool = True
-) -> Job:
-    """Start a fit of the world's judge on what the world has now: a job on the CPU pool.
-    A refit the platform starts itself (`on_request=False`: one per world at a time, after a
-    freeze or an override) is not refused by the workspace's job limits."""
+def _judge_fit_pack(world: World, *, seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The fit's spec and what its finish needs, from what the world has now."""
     read_up_to = _read_up_to(world)  # before the rows: a later write is then always refitted
     rows = judge_fit_rows(world)
     if not rows["pairs"] and not rows["overrides"] and not rows["outcomes"]:
@@ -141,18 +141,53 @@ def judge_fit_start(
         "output_dir": str(_fit_folder(world)),
         **rows,
     }
-    job = job_start(
+    return spec, {"world": world.pk, "read_up_to": read_up_to}
+
+
+def judge_fit_start(
+    *, world: World, started_by=None, seed: int = 0, on_request: bool = True
+) -> Job:
+    """Start a fit of the world's judge on what the world has now: a job on the CPU pool.
+    A refit the platform starts itself (`on_request=False`, after a freeze or an override) is
+    background work: it yields to jobs a person started and no job limit refuses it."""
+    spec, finish_needs = _judge_fit_pack(world, seed=seed)
+    return job_start(
         kind=JUDGE_FIT_KIND,
         trainer=JUDGE_FIT_TRAINER,
         spec=spec,
         pool=pool_default(gpu=False),
-        title=f"Fit the judge of {world.name}",
+        title=f"Fit the judge of {world.name}" + ("" if on_request else " (refit)"),
         started_by=started_by,
         world=world,
-        finish_needs={"world": world.pk, "read_up_to": read_up_to},
+        finish_needs=finish_needs,
         within_workspace_limits=on_request,
+        background=not on_request,
     )
-    return job
+
+
+def judge_refit_request(*, world: World, started_by=None) -> Job | None:
+    """A refit of the world's judge, coalesced: a fit of the world already waiting for its turn
+    is packed again with what the world has now (one waits per world, however many freezes and
+    overrides ask); else a background fit starts, even while another runs. None when the world
+    has nothing to learn from yet."""
+    waiting = Job.objects.filter(
+        kind=JUDGE_FIT_KIND, world=world, state=Job.State.PACKING, submitted_at=None
+    ).order_by("id")
+    try:
+        for job in waiting:
+            spec, finish_needs = _judge_fit_pack(world, seed=_spec_seed(job))
+            if job_repack(job=job, spec=spec, finish_needs=finish_needs):
+                return job
+        return judge_fit_start(world=world, started_by=started_by, on_request=False)
+    except JudgeFitError:
+        return None
+
+
+def _spec_seed(job: Job) -> int:
+    """The seed the waiting fit was packed with (a person's fit may have chosen one)."""
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        return int(json.loads(Path(job.spec_path).read_text()).get("seed") or 0)
+    return 0
 
 
 def _read_up_to(world: World) -> dict[str, int]:
@@ -182,8 +217,8 @@ def judge_fit_ended(job: Job) -> None:
 
 
 def judge_fit_soon(*, world_ids: set[int], started_by=None) -> None:
-    """After a freeze or an override: refit those worlds once the write is committed, unless a
-    fit of theirs is already waiting or running."""
+    """After a freeze or an override: refit those worlds once the write is committed, as
+    background work coalesced to one waiting fit per world (judge_refit_request)."""
     schema_name = connection.schema_name
 
     def start() -> None:
@@ -191,12 +226,7 @@ def judge_fit_soon(*, world_ids: set[int], started_by=None) -> None:
 
         with schema_context(schema_name):
             for world in World.objects.filter(pk__in=world_ids):
-                active = Job.objects.filter(
-                    kind=JUDGE_FIT_KIND, world=world, state__in=Job.ACTIVE_STATES
-                )
-                if not active.exists():
-                    with contextlib.suppress(JudgeFitError):  # nothing to learn from yet
-                        judge_fit_start(world=world, started_by=started_by, on_request=False)
+                judge_refit_request(world=world, started_by=started_by)
                 _measure_model_judge_soon(world, started_by=started_by)
 
     transaction.on_commit(start)
@@ -300,7 +330,8 @@ MODEL_JUDGE_PAIRS = 100  # each costs two model calls
 def judge_measure_start(*, world: World, started_by=None, on_request: bool = True) -> Job:
     """Measure the world's model judge on the picks a fit holds out: a job in the worker (it
     calls the model twice a pick, in both orders). One the platform starts itself after a
-    freeze (`on_request=False`) is not refused by the workspace's job limits."""
+    freeze (`on_request=False`) is background work: it yields to jobs a person started and no
+    job limit refuses it."""
     if (world.judge_provider or DEFAULT_JUDGE) == DEFAULT_JUDGE:
         raise JudgeFitError(
             f"{world.name} is judged by its fitted judge (or the rubric): its fit measures it."
@@ -315,18 +346,22 @@ def judge_measure_start(*, world: World, started_by=None, on_request: bool = Tru
         world=world,
         finish_needs={"world": world.pk},
         within_workspace_limits=on_request,
+        background=not on_request,
     )
 
 
 def _measure_model_judge_soon(world: World, *, started_by=None) -> None:
     """A world judged by a model is measured again on its (new) held-out picks after a freeze,
-    as its fitted judge is refitted; one measurement at a time."""
+    as its fitted judge is refitted. Coalesced: a measurement still waiting reads the picks
+    when it runs, so it already covers this freeze; one may run while one waits."""
     from trainers.judge_fit import held_out_part
 
     if (world.judge_provider or DEFAULT_JUDGE) == DEFAULT_JUDGE:
         return
-    active = Job.objects.filter(kind=JUDGE_MEASURE_KIND, world=world, state__in=Job.ACTIVE_STATES)
-    if active.exists() or not held_out_part(judge_fit_rows(world)["pairs"]):
+    waiting = Job.objects.filter(
+        kind=JUDGE_MEASURE_KIND, world=world, state=Job.State.PACKING, submitted_at=None
+    )
+    if waiting.exists() or not held_out_part(judge_fit_rows(world)["pairs"]):
         return
     judge_measure_start(world=world, started_by=started_by, on_request=False)
 

@@ -8,6 +8,13 @@ one job, not a hundred. Only the head of the line may be granted: a waiting requ
 ones behind it even if they would fit, so a four-card request is never starved by small ones.
 One function decides the order (cards_serving_order); granting, the position a job shows and
 the placement of the next job all read it, so what a job is told is what happens.
+
+Work nobody clicked (a judge refit after a freeze, an automatic measurement: a job marked
+`background`) asks as BACKGROUND_JOB and never stands in front of a job a person started. On
+the CPU pool it has a lane of its own, BACKGROUND_LANE_SLOTS beside the pool's slots, so a
+refit running or waiting there never delays a person's job (its trainer also runs on one
+thread at a lower priority: levers9.jobs.runner). On a pool of real cards, where an extra
+lane would double-book a device, it waits behind every person's request instead.
 """
 
 from __future__ import annotations
@@ -25,6 +32,14 @@ from levers9.models import CardAllocation, GpuPool, Workspace
 
 DEFAULT_CPU_POOL = "local-cpu"
 DEFAULT_GPU_POOL = "rtx-pro-6000"
+
+# Who holds a request: a job a person started, a job the platform started itself, an endpoint.
+PERSON_JOB = "job"
+BACKGROUND_JOB = "background-job"
+JOB_HOLDERS = (PERSON_JOB, BACKGROUND_JOB)
+# Background jobs that run at once on a CPU pool, on top of its slots: one, so refits queue
+# behind each other (coalesced per world by whoever starts them) and not behind people.
+BACKGROUND_LANE_SLOTS = 1
 
 
 def pools_ensure_defaults() -> None:
@@ -88,9 +103,35 @@ def cards_request(
     )
 
 
-def _cards_held(pool_id: int) -> int:
+def _cards_held(pool_id: int, *, background: bool | None = None) -> int:
+    """Cards held on the pool: all of them, or only the background lane's (True) or only the
+    rest's (False)."""
     held = CardAllocation.objects.filter(pool_id=pool_id, state=CardAllocation.State.HELD)
+    if background is True:
+        held = held.filter(holder_kind=BACKGROUND_JOB)
+    elif background is False:
+        held = held.exclude(holder_kind=BACKGROUND_JOB)
     return held.aggregate(cards=Sum("card_count"))["cards"] or 0
+
+
+def _fits(allocation: CardAllocation, pool: GpuPool) -> bool:
+    """Whether the request's cards are free in its lane."""
+    background = allocation.holder_kind == BACKGROUND_JOB
+    if not pool.is_cpu:  # one lane: the devices are the devices
+        return _cards_held(pool.pk) + allocation.card_count <= pool.card_count
+    if background:
+        return _cards_held(pool.pk, background=True) + allocation.card_count <= (
+            BACKGROUND_LANE_SLOTS
+        )
+    return _cards_held(pool.pk, background=False) + allocation.card_count <= pool.card_count
+
+
+def _lane(line: list[InLine], *, pool: GpuPool, background: bool) -> list[InLine]:
+    """The part of the line a request of this kind is served from: its own lane on a CPU pool,
+    the whole line elsewhere (where the background's requests stand last)."""
+    if not pool.is_cpu:
+        return line
+    return [in_line for in_line in line if in_line.background == background]
 
 
 def cards_try_grant(*, allocation_id: int) -> bool:
@@ -101,10 +142,14 @@ def cards_try_grant(*, allocation_id: int) -> bool:
         allocation.refresh_from_db()
         if allocation.state != CardAllocation.State.WAITING:
             return allocation.state == CardAllocation.State.HELD
-        # Cheap first: while the pool is full (the usual case) there is no order to work out.
-        if _cards_held(allocation.pool_id) + allocation.card_count > allocation.pool.card_count:
+        # Cheap first: while the lane is full (the usual case) there is no order to work out.
+        if not _fits(allocation, allocation.pool):
             return False
-        line = cards_serving_order(pool_id=allocation.pool_id)
+        line = _lane(
+            cards_serving_order(pool_id=allocation.pool_id),
+            pool=allocation.pool,
+            background=allocation.holder_kind == BACKGROUND_JOB,
+        )
         head = line[0] if line else None
         if head is None or head.allocation.pk != allocation.pk or head.held_back:
             return False
@@ -144,12 +189,19 @@ class InLine:
     # Its workspace already runs its limit of jobs: it waits at the back until one ends.
     held_back: bool
 
+    @property
+    def background(self) -> bool:
+        return self.allocation.holder_kind == BACKGROUND_JOB
+
 
 def running_jobs_by_workspace(workspace_ids: set[int]) -> dict[int, int]:
-    """How many jobs of each workspace hold cards, on every pool (the running limit's count)."""
+    """How many jobs a person started each workspace runs, on every pool (the running limit's
+    count: background work has its own lane and does not use up a workspace's turn)."""
     rows = (
         CardAllocation.objects.filter(
-            workspace_id__in=workspace_ids, holder_kind="job", state=CardAllocation.State.HELD
+            workspace_id__in=workspace_ids,
+            holder_kind=PERSON_JOB,
+            state=CardAllocation.State.HELD,
         )
         .order_by()
         .values_list("workspace_id")
@@ -158,12 +210,17 @@ def running_jobs_by_workspace(workspace_ids: set[int]) -> dict[int, int]:
     return dict(rows)
 
 
-def _last_served(pool_id: int, workspace_ids: set[int]) -> dict[int, datetime]:
+def _last_served(pool_id: int, workspace_ids: set[int], *, background: bool) -> dict[int, datetime]:
+    """When each workspace was last served in one lane of the pool (each lane takes turns)."""
+    served = CardAllocation.objects.filter(
+        pool_id=pool_id, workspace_id__in=workspace_ids, granted_at__isnull=False
+    )
+    if background:
+        served = served.filter(holder_kind=BACKGROUND_JOB)
+    else:
+        served = served.exclude(holder_kind=BACKGROUND_JOB)
     rows = (
-        CardAllocation.objects.filter(
-            pool_id=pool_id, workspace_id__in=workspace_ids, granted_at__isnull=False
-        )
-        .order_by()  # the model's ordering would split the groups
+        served.order_by()  # the model's ordering would split the groups
         .values_list("workspace_id")
         .annotate(last=Max("granted_at"))
     )
@@ -177,7 +234,8 @@ def cards_serving_order(*, pool_id: int) -> list[InLine]:
     workspace served longest ago on this pool goes first (never served: first of all, then by
     its oldest request). Serving a workspace moves it to the back of the next round, so
     workspaces with waiting work take turns. Jobs of a workspace at its running limit wait
-    behind everyone else's.
+    behind everyone else's. Background requests come after all of those, in turns of their own
+    (on a CPU pool they are served from their own lane: cards_try_grant).
     """
     waiting = list(
         CardAllocation.objects.filter(pool_id=pool_id, state=CardAllocation.State.WAITING)
@@ -185,26 +243,32 @@ def cards_serving_order(*, pool_id: int) -> list[InLine]:
         .order_by("id")
     )
     workspace_ids = {allocation.workspace_id for allocation in waiting}
-    last_served = _last_served(pool_id, workspace_ids)
+    last_served = {
+        background: _last_served(pool_id, workspace_ids, background=background)
+        for background in (False, True)
+    }
     running = running_jobs_by_workspace(workspace_ids)
-    first_request: dict[int, int] = {}
-    rounds: Counter[int] = Counter()
+    first_request: dict[tuple[bool, int], int] = {}
+    rounds: Counter[tuple[bool, int]] = Counter()
     keyed = []
     for allocation in waiting:
         workspace = allocation.workspace
-        first_request.setdefault(workspace.pk, allocation.pk)
+        background = allocation.holder_kind == BACKGROUND_JOB
+        turn = (background, workspace.pk)
+        first_request.setdefault(turn, allocation.pk)
         held_back = (
-            allocation.holder_kind == "job"
+            allocation.holder_kind == PERSON_JOB
             and running.get(workspace.pk, 0) >= workspace.running_jobs_limit
         )
         key = (
+            background,
             held_back,
-            rounds[workspace.pk],
-            last_served.get(workspace.pk, _NEVER_SERVED),
-            first_request[workspace.pk],
+            rounds[turn],
+            last_served[background].get(workspace.pk, _NEVER_SERVED),
+            first_request[turn],
             allocation.pk,
         )
-        rounds[workspace.pk] += 1
+        rounds[turn] += 1
         keyed.append((key, InLine(allocation=allocation, held_back=held_back)))
     return [in_line for _key, in_line in sorted(keyed, key=lambda pair: pair[0])]
 
@@ -219,6 +283,10 @@ class QueueStanding:
     running_jobs: int = 0
     running_jobs_limit: int = 0
     held_back: bool = False
+    # A background request: the lane it waits in, and what holds that lane now.
+    background: bool = False
+    own_lane: bool = False
+    lane_busy: bool = False
 
     @property
     def ahead(self) -> int:
@@ -226,6 +294,8 @@ class QueueStanding:
 
     def sentence(self) -> str:
         """What the Train page says of a waiting job."""
+        if self.background:
+            return self._background_sentence()
         if self.held_back:
             return (
                 f"Waiting: this workspace already runs {_jobs(self.running_jobs)}, its limit "
@@ -240,6 +310,23 @@ class QueueStanding:
             "turn."
         )
 
+    def _background_sentence(self) -> str:
+        if not self.own_lane:
+            return (
+                f"Background: waits for user jobs on {self.pool_name} "
+                f"({_jobs(self.ahead)} ahead); jobs a person starts go first."
+            )
+        if self.ahead:
+            where = f"{_jobs(self.ahead)} of background work ahead in"
+        elif self.lane_busy:
+            where = "another background job (a judge refit or a measurement) is running in"
+        else:
+            where = "next in"
+        return (
+            f"Background: {where} the background lane of {self.pool_name}; jobs a person "
+            "starts never wait for it."
+        )
+
 
 def _jobs(count: int) -> str:
     return f"{count} job" if count == 1 else f"{count} jobs"
@@ -248,9 +335,20 @@ def _jobs(count: int) -> str:
 def cards_queue_standing(*, allocation_id: int) -> QueueStanding:
     """Where the request stands in the line cards_try_grant serves (nothing ahead once held)."""
     allocation = CardAllocation.objects.select_related("pool", "workspace").get(pk=allocation_id)
+    background = allocation.holder_kind == BACKGROUND_JOB
     if allocation.state != CardAllocation.State.WAITING:
-        return QueueStanding(pool_name=allocation.pool.name, ahead_of_yours=0, ahead_of_others=0)
-    line = cards_serving_order(pool_id=allocation.pool_id)
+        return QueueStanding(
+            pool_name=allocation.pool.name,
+            ahead_of_yours=0,
+            ahead_of_others=0,
+            background=background,
+            own_lane=allocation.pool.is_cpu,
+        )
+    line = _lane(
+        cards_serving_order(pool_id=allocation.pool_id),
+        pool=allocation.pool,
+        background=background,
+    )
     place = next(
         (index for index, in_line in enumerate(line) if in_line.allocation.pk == allocation.pk),
         len(line),
@@ -266,6 +364,9 @@ def cards_queue_standing(*, allocation_id: int) -> QueueStanding:
         running_jobs=running.get(allocation.workspace_id, 0),
         running_jobs_limit=allocation.workspace.running_jobs_limit,
         held_back=held_back,
+        background=background,
+        own_lane=allocation.pool.is_cpu,
+        lane_busy=background and _cards_held(allocation.pool_id, background=True) > 0,
     )
 
 

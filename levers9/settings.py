@@ -12,6 +12,9 @@ Variables (all optional for local use):
   LEVERS9_Q_CLUSTER     the task-queue cluster this process serves (default "local-cpu")
   LEVERS9_THROTTLE_WRITES_PER_USER / _PER_WORKSPACE
                         API write rates (default 600/minute and 2000/minute)
+  LEVERS9_LOGIN_FAILURES_PER_ACCOUNT / _PER_ADDRESS / LEVERS9_LOGIN_FAILURE_WINDOW_S
+                        failed sign-ins allowed before a 429 (default 10 and 50 in 900 s)
+  LEVERS9_UPLOAD_MAX_MB the largest request body (default 50)
 """
 
 from __future__ import annotations
@@ -116,8 +119,12 @@ LEVERS9_PUBLIC_DOMAIN = os.environ.get("LEVERS9_PUBLIC_DOMAIN", "localhost")
 LEVERS9_WORKSPACE_DOMAIN_SUFFIX = os.environ.get("LEVERS9_WORKSPACE_DOMAIN_SUFFIX", "localhost")
 
 MIDDLEWARE = [
-    "django_tenants.middleware.main.TenantMainMiddleware",
+    # Outside the workspace lookup: it is the first query of every request (a database out
+    # of reach is a 503 from there on), and an unknown host's 404 under /api/ is JSON too.
+    "levers9.middleware.DatabaseUnavailableMiddleware",
     "levers9.middleware.ApiJsonErrorsMiddleware",
+    "levers9.middleware.UploadLimitMiddleware",
+    "django_tenants.middleware.main.TenantMainMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -188,6 +195,17 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# The throttle only refuses (PermissionDenied) an account or an address with too many recent
+# failed sign-ins, on every way in (the sign-in page, the admin's); ModelBackend signs in.
+AUTHENTICATION_BACKENDS = [
+    "levers9.throttles.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Failed sign-ins allowed per account (in one workspace) and per client address within the
+# window; the next attempt, right password or not, gets a 429 until the oldest failure ages out.
+LEVERS9_LOGIN_FAILURES_PER_ACCOUNT = int(os.environ.get("LEVERS9_LOGIN_FAILURES_PER_ACCOUNT", 10))
+LEVERS9_LOGIN_FAILURES_PER_ADDRESS = int(os.environ.get("LEVERS9_LOGIN_FAILURES_PER_ADDRESS", 50))
+LEVERS9_LOGIN_FAILURE_WINDOW_S = int(os.environ.get("LEVERS9_LOGIN_FAILURE_WINDOW_S", 15 * 60))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -213,7 +231,9 @@ STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", _plotly_js_folder())]
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
-DATA_UPLOAD_MAX_MEMORY_SIZE = 50 * 1024 * 1024  # a real-call file is a few MB
+# The largest body any request may send (levers9.middleware.UploadLimitMiddleware: a 413
+# naming it). A real-call file is a few MB; the 1,017 shipped calls are under 4 MB.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("LEVERS9_UPLOAD_MAX_MB", 50)) * 1024 * 1024
 
 # --- API -------------------------------------------------------------------------------
 
@@ -279,7 +299,9 @@ Q_CLUSTER = {
     # must share it. Each pool's workers listen on their own queue, `cluster_name`.
     "name": "levers9",
     "cluster_name": os.environ.get("LEVERS9_Q_CLUSTER", "local-cpu"),
-    "workers": int(os.environ.get("LEVERS9_Q_WORKERS", 2)),
+    # The CPU pool's slots plus its background lane (levers9.pools.BACKGROUND_LANE_SLOTS): a
+    # judge refit never keeps a person's granted job from a worker.
+    "workers": int(os.environ.get("LEVERS9_Q_WORKERS", LEVERS9_CPU_POOL_SLOTS + 1)),
     "timeout": _TASK_TIMEOUT,
     "retry": _TASK_TIMEOUT + 600,
     "max_attempts": 1,

@@ -40,6 +40,13 @@ class Job(models.Model):
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
+    # Work nobody clicked (a judge refit after a freeze, an automatic measurement): it waits in
+    # its pool's background lane, never in front of a job a person started (levers9.pools).
+    background = models.BooleanField(
+        default=False,
+        help_text="Started by the platform, not by a person: runs in the pool's background "
+        "lane and yields to jobs a person started.",
+    )
     world = models.ForeignKey(
         "arena.World", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
     )

@@ -38,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 PROGRESS_WRITE_INTERVAL = 0.5  # seconds between progress writes to the job row
 HEARTBEAT_INTERVAL = 2.0
+# A background trainer (a judge refit nobody clicked) runs beside a person's job on the same
+# cores: one thread, and the scheduler's leftovers, so the person's job keeps its usual pace.
+BACKGROUND_NICENESS = 10
 
 
 def this_process() -> str:
@@ -117,7 +120,9 @@ def _run_trainer(job: Job) -> dict[str, Any]:
     log_path = folder / "log.txt"
     out_path.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(settings.BASE_DIR)}
-    if job.card_type.lower() == "cpu":
+    if job.background:
+        env["OMP_NUM_THREADS"] = "1"
+    elif job.card_type.lower() == "cpu":
         # Jobs sharing the CPU pool share its cores; oversubscribed torch threads thrash.
         slots = max(1, settings.LEVERS9_CPU_POOL_SLOTS)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // slots)))
@@ -131,6 +136,10 @@ def _run_trainer(job: Job) -> dict[str, Any]:
         bufsize=1,
         start_new_session=True,
     )
+    if job.background:
+        # Before it imports anything: whatever it starts later inherits the priority.
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, process.pid, BACKGROUND_NICENESS)
     Job.objects.filter(pk=job.pk).update(trainer_pid=process.pid)
     last_write = last_heartbeat = 0.0
     pending: dict[str, Any] | None = None

@@ -32,6 +32,9 @@ from levers9.jobs.progress import job_event_send
 from levers9.jobs.runner import this_process
 from levers9.models import GpuPool
 from levers9.pools import (
+    BACKGROUND_JOB,
+    JOB_HOLDERS,
+    PERSON_JOB,
     cards_queue_standing,
     cards_release,
     cards_request,
@@ -99,12 +102,16 @@ def job_start(
     base_model: str = "",
     finish_needs: dict[str, Any] | None = None,
     within_workspace_limits: bool = True,
+    background: bool = False,
 ) -> Job:
     """Pack the spec onto the datasets volume, ask for cards, and queue one task on the pool.
 
     Refused with JobLimitReached when the workspace already has its limit of jobs waiting;
     follow-ups the platform starts itself (a checkpoint of a finished training) pass
     `within_workspace_limits=False`: refusing them would fail the job that asked for them.
+    `background` is work nobody clicked (a refit after a freeze): it waits in the pool's
+    background lane and yields to jobs a person started (levers9.pools); it is never refused
+    by the workspace's limits, which count what people start.
     """
     try:
         trainer_lookup(trainer)
@@ -114,7 +121,7 @@ def job_start(
     # One transaction: a refused or failed start leaves no half-packed job behind, and the
     # limit's row lock is held until the new job's card request is there to be counted.
     with transaction.atomic():
-        if within_workspace_limits:
+        if within_workspace_limits and not background:
             job_limits_check()
         job = Job.objects.create(
             kind=kind,
@@ -131,6 +138,7 @@ def job_start(
             card_count=card_count,
             finish_needs=finish_needs or {},
             watcher="",
+            background=background,
         )
         folder = job_folder(job)
         folder.mkdir(parents=True, exist_ok=True)
@@ -138,7 +146,7 @@ def job_start(
         spec_path.write_text(json.dumps({**spec, "job": job.pk}, indent=2, sort_keys=True))
         allocation = cards_request(
             pool=pool,
-            holder_kind="job",
+            holder_kind=BACKGROUND_JOB if background else PERSON_JOB,
             holder_id=job.pk,
             card_count=card_count,
             label=f"{connection.schema_name} job {job.pk} ({trainer})",
@@ -149,6 +157,30 @@ def job_start(
         transaction.on_commit(lambda: job_place(job_id=job.pk))
     job.refresh_from_db()
     return job
+
+
+def job_repack(*, job: Job, spec: dict[str, Any], finish_needs: dict[str, Any]) -> bool:
+    """Pack a job still waiting for its cards again, with a newer spec: how background work is
+    coalesced (a new request folds into the one already waiting). False once the job is on its
+    way to a worker (or gone): the caller starts a new one instead."""
+    with transaction.atomic():
+        # The row lock makes job_place's claim wait for this write, so the task always reads
+        # the spec and the finish the same request packed.
+        waiting = (
+            Job.objects.select_for_update()
+            .filter(pk=job.pk, state=Job.State.PACKING, submitted_at=None, task_id="")
+            .exclude(spec_path="")
+            .first()
+        )
+        if waiting is None:
+            return False
+        spec_path = Path(waiting.spec_path)
+        fresh = spec_path.with_name("spec.json.new")
+        fresh.write_text(json.dumps({**spec, "job": job.pk}, indent=2, sort_keys=True))
+        fresh.replace(spec_path)
+        Job.objects.filter(pk=job.pk).update(finish_needs=finish_needs)
+    job_note(job.pk, "Packed again with newer data: a later request folded into this one.")
+    return True
 
 
 def job_place(*, job_id: int) -> bool:
@@ -198,7 +230,14 @@ def _job_waiting_say(job: Job) -> None:
 
 def pool_place_next(*, pool_id: int) -> None:
     """Place the jobs next in a pool's line (the line cards_try_grant serves), in whichever
-    workspace they are, for as long as the freed cards take them."""
+    workspace they are, for as long as the freed cards take them: on a CPU pool the people's
+    lane and the background lane each (levers9.pools), elsewhere the one line."""
+    pool = GpuPool.objects.get(pk=pool_id)
+    for lane in (False, True) if pool.is_cpu else (None,):
+        _lane_place_next(pool_id=pool_id, background=lane)
+
+
+def _lane_place_next(*, pool_id: int, background: bool | None) -> None:
     from django_tenants.utils import schema_context
 
     tried: set[int] = set()
@@ -207,7 +246,9 @@ def pool_place_next(*, pool_id: int) -> None:
             (
                 in_line.allocation
                 for in_line in cards_serving_order(pool_id=pool_id)
-                if in_line.allocation.holder_kind == "job" and not in_line.held_back
+                if in_line.allocation.holder_kind in JOB_HOLDERS
+                and not in_line.held_back
+                and background in (None, in_line.background)
             ),
             None,
         )

@@ -111,19 +111,23 @@ def test_picks_frozen_while_a_fit_runs_are_fitted_once_it_ends(
 
     with django_capture_on_commit_callbacks(execute=False):
         first = judge_fit_start(world=persuasion)
-    # Picks frozen while it runs: the freeze's refit waits for the running fit, which read
-    # its rows before the picks existed.
+    # It runs (a worker took it): what it fits was read before the picks existed.
+    Job.objects.filter(pk=first.pk).update(
+        state=Job.State.RUNNING, submitted_at=first.created_at, task_id="task-first"
+    )
     preferences_import(world=persuasion, text="\n".join(PAIRS.read_text().splitlines()[:60]))
-    with django_capture_on_commit_callbacks(execute=True):
+    with django_capture_on_commit_callbacks(execute=False) as refits:
         preference_freeze(by=get_user_model().objects.get(username="owner@acme.test"))
-    assert fits() == [first]
-    assert not _spec(first)["pairs"]
-
-    end(first)
+    with django_capture_on_commit_callbacks(execute=False):  # the refit, not its placement
+        for callback in refits:
+            callback()
+    # Picks frozen while it runs: a background refit waits beside it with the new picks.
     first, second = fits()
+    assert not _spec(first)["pairs"]
+    assert second.background and second.state == Job.State.PACKING
     assert len(_spec(second)["pairs"]) > 0  # the refit reads the frozen picks
 
-    end(second)  # nothing new since it read its rows: no third fit
+    end(first)  # the waiting refit already holds what the first missed: no third fit
     assert len(fits()) == 2
 
 
