@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from arena.models import World
 from arena.selectors import world_in_view
 from levers9.jobs.models import Job
 from levers9.jobs.progress import job_payload
-from levers9.jobs.selectors import job_list_recent, job_log_tail
+from levers9.jobs.selectors import job_list_recent, job_log_tail, without_server_paths
 from levers9.jobs.services import JobError, job_cancel, job_resume
 from levers9.roles import MANAGER, role_required
 from policies.models import PolicyVersion
@@ -27,6 +28,7 @@ def train(request):
 
     jobs = list(job_list_recent())
     pools = list(GpuPool.objects.filter(enabled=True))
+    world = world_in_view(request)
     return render(
         request,
         "training/train.html",
@@ -34,8 +36,9 @@ def train(request):
             "page": "train",
             "jobs": jobs,
             "job_payloads": [job_payload(job) for job in jobs],
-            "versions": policies_answering(),
-            "live": policy_live(),
+            # The world in view's versions: a new version is made in that world.
+            "versions": policies_answering(world=world) if world else [],
+            "live": policy_live(world=world) if world else None,
             "preference_versions": PreferenceVersion.objects.all()[:20],
             "pools": pools,
             "default_pool": next((p for p in pools if not p.is_cpu), pools[0] if pools else None),
@@ -160,8 +163,13 @@ def _dpo_benchmark_of(version):
 def train_move_strategy_view(request):
     world = world_in_view(request, first_if_none=False)
     world = world or World.objects.filter(scenarios__isnull=False).first()
-    versions = {str(version.pk): version for version in policies_answering()}
-    parent = versions.get(request.POST.get("parent", "")) or policy_live()
+    # The world's own versions only: a parent from another world is refused, not swapped.
+    versions = {str(version.pk): version for version in policies_answering(world=world)}
+    chosen_parent = request.POST.get("parent", "")
+    if chosen_parent and chosen_parent not in versions:
+        messages.error(request, f"parent: choose one of {world.name}'s versions that answer.")
+        return redirect("train")
+    parent = versions.get(chosen_parent) or policy_live(world=world)
     try:
         seed = int(request.POST.get("seed") or 0)
     except ValueError:
@@ -184,6 +192,7 @@ def job_detail(request, job_id: int):
     job = get_object_or_404(
         Job.objects.select_related("parent_version", "produced_version"), pk=job_id
     )
+    job.error = without_server_paths(job.error)  # shown, never saved
     return render(
         request,
         "training/job_detail.html",
@@ -204,6 +213,12 @@ def job_action(request, job_id: int, action: str):
             messages.success(request, f"Job {job.pk} resumed: {job.get_state_display()}.")
     except JobError as error:
         messages.error(request, str(error))
+    # A Cancel in a jobs table goes back to that table; elsewhere to the job's page.
+    back = request.POST.get("next", "")
+    if back and url_has_allowed_host_and_scheme(
+        back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return redirect(back)
     return redirect("job-detail", job_id=job.pk)
 
 
@@ -248,8 +263,14 @@ def engines(request):
             else World.objects.filter(scenarios__isnull=False).distinct().first()
         )
         outcomes_world = World.objects.filter(calls__isnull=False).distinct().first()
-        versions = {str(version.pk): version for version in policies_answering()}
-        parent = versions.get(request.POST.get("parent", "")) or policy_live()
+        versions = (
+            {str(version.pk): version for version in policies_answering(world=world)}
+            if world
+            else {}
+        )
+        parent = versions.get(request.POST.get("parent", "")) or (
+            policy_live(world=world) if world else None
+        )
         try:
             job = engines_run_start(
                 algorithm=chosen,
@@ -284,8 +305,10 @@ def engines(request):
             "error": error,
             "error_knob": error_knob,
             "runs": runs,
-            "versions": policies_answering(),
-            "live": policy_live(),
+            "versions": policies_answering(world=world_in_view(request))
+            if world_in_view(request)
+            else [],
+            "live": policy_live(world=world_in_view(request)) if world_in_view(request) else None,
         },
         status=400 if error else 200,
     )
@@ -348,7 +371,12 @@ def train_wording_view(request):
     from training.wording import WordingCardError, train_wording, wording_choice_from
 
     preference = PreferenceVersion.objects.filter(pk=request.POST.get("preference") or 0).first()
-    parent = {str(v.pk): v for v in policies_answering()}.get(request.POST.get("parent", ""))
+    world = world_in_view(request)
+    parent = (
+        {str(v.pk): v for v in policies_answering(world=world)}.get(request.POST.get("parent", ""))
+        if world
+        else None
+    )
     try:
         choice = wording_choice_from(
             method=request.POST.get("method", ""),
@@ -360,6 +388,7 @@ def train_wording_view(request):
             seed=request.POST.get("seed"),
             base=request.POST.get("base") or "",
             reward_source=request.POST.get("reward_source") or "",
+            world=world,
         )
         job = train_wording(choice=choice, started_by=request.user)
     except (WordingCardError, ValueError) as error:

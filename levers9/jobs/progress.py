@@ -9,6 +9,7 @@ from django_tenants.utils import schema_context
 
 from levers9.events import workspace_event_send
 from levers9.jobs.models import Job
+from levers9.jobs.selectors import without_server_paths
 
 
 def job_payload(job: Job) -> dict[str, Any]:
@@ -24,7 +25,7 @@ def job_payload(job: Job) -> dict[str, Any]:
         "fraction": round(job.progress_fraction, 4),
         "eta_seconds": None if eta is None else round(eta, 1),
         "metrics": job.metrics,
-        "error": job.error,
+        "error": without_server_paths(job.error),
         "produced_version": job.produced_version.label if job.produced_version_id else None,
     }
 

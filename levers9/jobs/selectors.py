@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import settings
 from django.db.models import QuerySet
 
 from levers9.jobs.models import Job
@@ -16,7 +17,7 @@ def job_list_recent(limit: int = 30) -> QuerySet[Job]:
 
 
 def job_log_tail(job: Job, *, max_bytes: int = LOG_TAIL_BYTES) -> str:
-    """The end of the trainer's log (all of it for small logs)."""
+    """The end of the trainer's log (all of it for small logs), with no server paths."""
     if not job.spec_path:
         return ""
     path = Path(job.spec_path).parent / "log.txt"
@@ -26,4 +27,19 @@ def job_log_tail(job: Job, *, max_bytes: int = LOG_TAIL_BYTES) -> str:
         log.seek(0, 2)
         size = log.tell()
         log.seek(max(size - max_bytes, 0))
-        return log.read().decode("utf-8", errors="replace")
+        return without_server_paths(log.read().decode("utf-8", errors="replace"))
+
+
+def without_server_paths(text: str) -> str:
+    """Text for a page, with the server's folders said by name: where the volumes and the code
+    live on the server is nobody's business on a page (a trainer's error names its files)."""
+    folders = {
+        str(settings.DATASETS_DIR): "datasets",
+        str(settings.MODELS_DIR): "models",
+        str(settings.BASE_DIR): ".",
+    }
+    # Longest first: the volumes usually live inside the code's folder.
+    for folder in sorted(folders, key=len, reverse=True):
+        if len(folder) > 1:
+            text = text.replace(folder, folders[folder])
+    return text

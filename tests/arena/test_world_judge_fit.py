@@ -124,7 +124,8 @@ def test_picks_frozen_while_a_fit_runs_are_fitted_once_it_ends(
     # Picks frozen while it runs: a background refit waits beside it with the new picks.
     first, second = fits()
     assert not _spec(first)["pairs"]
-    assert second.background and second.state == Job.State.PACKING
+    assert second.background
+    assert second.state == Job.State.PACKING
     assert len(_spec(second)["pairs"]) > 0  # the refit reads the frozen picks
 
     end(first)  # the waiting refit already holds what the first missed: no third fit

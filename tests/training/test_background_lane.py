@@ -76,7 +76,8 @@ def test_a_persons_job_starts_at_once_beside_a_running_and_a_waiting_refit(
     assert _job(workspace, move_strategy).state == Job.State.SUBMITTED
     allocation = CardAllocation.objects.get(pk=refit.card_allocation_id)
     assert allocation.holder_kind == BACKGROUND_JOB
-    assert _job(workspace, refit).background and not _job(workspace, move_strategy).background
+    assert _job(workspace, refit).background
+    assert not _job(workspace, move_strategy).background
 
 
 def test_the_waiting_refit_says_why_it_waits(
@@ -111,8 +112,9 @@ def test_a_persons_job_goes_before_a_waiting_background_job_on_one_line(
         refit.pk,
     ]
     assert not _place(workspace, refit)
-    assert "Background: waits for user jobs on card-one (1 job ahead)" in (
-        _job(workspace, refit).metrics["waiting_why"]
+    assert (
+        "Background: waits for user jobs on card-one (1 job ahead)"
+        in (_job(workspace, refit).metrics["waiting_why"])
     )
     cards_release(allocation_id=running.card_allocation_id)
     assert not _place(workspace, refit)  # the card is free, but a person's job waits

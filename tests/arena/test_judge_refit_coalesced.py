@@ -1,0 +1,88 @@
+"""Judge refits are background work coalesced per world: however many freezes and overrules ask,
+at most one refit of a world waits (a request folds into it, and it is packed with what the
+world has now); one may run while one waits; another world, or workspace, has its own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django_tenants.utils import schema_context
+
+from arena.judge_fitting import judge_refit_request
+from arena.services import preference_freeze, preferences_import, world_create
+from levers9.jobs.models import Job
+from tests.arena.test_world_judge_fit import PAIRS, datasets, persuasion  # noqa: F401 - fixtures
+
+
+def _fits(world) -> list[Job]:
+    return list(Job.objects.filter(kind="judge-fit", world=world).order_by("pk"))
+
+
+def _spec(job: Job) -> dict:
+    return json.loads(Path(job.spec_path).read_text())
+
+
+def _request(world, capture) -> Job | None:
+    with capture(execute=False):  # the placement is the pool's business, not this test's
+        return judge_refit_request(world=world)
+
+
+def test_a_request_folds_into_the_refit_already_waiting(
+    persuasion,  # noqa: F811 - the fixture
+    django_capture_on_commit_callbacks,
+):
+    first = _request(persuasion, django_capture_on_commit_callbacks)
+    assert first.background
+    assert first.state == Job.State.PACKING
+    assert not _spec(first)["pairs"]
+    preferences_import(world=persuasion, text="\n".join(PAIRS.read_text().splitlines()[:40]))
+    with django_capture_on_commit_callbacks(execute=False):
+        preference_freeze(by=get_user_model().objects.get(username="owner@acme.test"))
+    again = _request(persuasion, django_capture_on_commit_callbacks)
+    assert again.pk == first.pk
+    assert _fits(persuasion) == [first]
+    # The waiting refit now fits the new picks, and its finish knows it read them.
+    assert len(_spec(first)["pairs"]) > 0
+    first.refresh_from_db()
+    assert first.finish_needs["read_up_to"]["pick"] > 0
+    assert "Packed again with newer data" in first.notes
+
+
+def test_one_runs_while_one_waits_and_no_more(
+    persuasion,  # noqa: F811 - the fixture
+    django_capture_on_commit_callbacks,
+):
+    running = _request(persuasion, django_capture_on_commit_callbacks)
+    Job.objects.filter(pk=running.pk).update(
+        state=Job.State.RUNNING, submitted_at=running.created_at, task_id="task-running"
+    )
+    waiting = _request(persuasion, django_capture_on_commit_callbacks)
+    assert waiting.pk != running.pk
+    for _ in range(3):
+        assert _request(persuasion, django_capture_on_commit_callbacks).pk == waiting.pk
+    assert _fits(persuasion) == [running, waiting]
+    # Another world of the workspace waits in its own right.
+    lettings = world_create(slug="lettings-coalesce", name="Lettings")
+    assert _request(lettings, django_capture_on_commit_callbacks) is None  # nothing to learn
+    assert _fits(persuasion) == [running, waiting]
+
+
+def test_another_workspaces_request_never_folds_into_ours(
+    persuasion,  # noqa: F811 - the fixture
+    other_workspace,
+    django_capture_on_commit_callbacks,
+):
+    ours = _request(persuasion, django_capture_on_commit_callbacks)
+    with schema_context(other_workspace.schema_name):
+        theirs_world = world_create(slug="persuasion", name="Persuasion (rival)")
+        from arena.services import calls_import
+        from tests.arena.test_world_judge_fit import CALLS, REAL_CALLS
+
+        lines = REAL_CALLS.read_text().splitlines()[:CALLS]
+        calls_import(world=theirs_world, text="\n".join(lines), source="test")
+        theirs = _request(theirs_world, django_capture_on_commit_callbacks)
+        assert [job.pk for job in _fits(theirs_world)] == [theirs.pk]
+        assert theirs.workspace_schema == other_workspace.schema_name
+    assert _fits(persuasion) == [ours]
