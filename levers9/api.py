@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import secrets
 
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.authentication import SessionScheme
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -17,7 +18,8 @@ from rest_framework.routers import DefaultRouter
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from levers9.jobs.limits import JobLimitReached
+from levers9.jobs.limits import JOB_LIMIT_RETRY_AFTER_S, JobLimitReached
+from levers9.middleware import database_unreachable
 from levers9.roles import ROLE_HELP, user_role
 from levers9.throttles import throttle_refusal
 
@@ -34,18 +36,26 @@ class SameOriginSessionScheme(SessionScheme):
 
 def exception_handler(exc, context):
     """DRF's handler, plus Django's ValidationError as a 400 that names what was wrong, a job
-    over its workspace's limits as a 429 naming the limit, a throttled write's 429 saying which
-    rate it met (DRF adds Retry-After), and anything unhandled under /api/ as a JSON 500 whose
-    id finds its traceback in the log (an API client must never get Django's HTML error page,
-    nor the traceback)."""
+    over its workspace's limits as a 429 naming the limit (with Retry-After), a throttled
+    write's 429 saying which rate it met (DRF adds Retry-After), the database out of reach and
+    a body over the upload limit left to the middleware (503, 413), and anything unhandled
+    under /api/ as a JSON 500 whose id finds its traceback in the log (an API client must
+    never get Django's HTML error page, nor the traceback)."""
     if isinstance(exc, DjangoValidationError):
         return Response({"detail": " ".join(exc.messages)}, status=400)
     if isinstance(exc, JobLimitReached):
         # Refused before anything was saved; the jobs already waiting keep their places.
         set_rollback()
         return Response(
-            {"detail": str(exc), "limit": exc.limit, "limit_value": exc.value}, status=429
+            {"detail": str(exc), "limit": exc.limit, "limit_value": exc.value},
+            status=429,
+            headers={"Retry-After": str(JOB_LIMIT_RETRY_AFTER_S)},
         )
+    if database_unreachable(exc) or isinstance(exc, RequestDataTooBig):
+        # Answered by the platform's middleware, for pages and the API alike: a 503 with
+        # Retry-After (levers9.middleware.DatabaseUnavailableMiddleware), a 413 naming the
+        # upload limit (UploadLimitMiddleware). Not ours to turn into a 500.
+        return None
     if isinstance(exc, Throttled):
         exc.detail = throttle_refusal(context.get("request"), exc.wait)
     response = drf_exception_handler(exc, context)
@@ -95,8 +105,9 @@ def me(request):
 
 # Every operation can answer these, whatever its view declares: a bad query parameter or body
 # (400, naming the field), no or a bad token (401), a role too low or another workspace's
-# object (403), a path id that is not there (404, where the path has one), and an unhandled
-# error (500, JSON with an id to find it in the log).
+# object (403), a path id that is not there (404, where the path has one), a body over the
+# upload limit (413), an unhandled error (500, JSON with an id to find it in the log) and the
+# database out of reach (503).
 _ERROR_BODY = {
     "application/json": {
         "schema": {
@@ -111,6 +122,7 @@ _ALWAYS = {
     "401": "Not signed in, or the token is wrong.",
     "403": "The user's role may not do this here.",
     "500": "An unhandled error: the body carries an id to find it in the server log.",
+    "503": "The database cannot be reached for the moment (Retry-After says when to try again).",
 }
 
 
@@ -127,6 +139,7 @@ def schema_document_errors(result, generator, request, public):
             wanted["404"] = "Nothing with that id or name in this workspace."
             if method != "get":
                 wanted["409"] = "The object is not in a state that allows this (the body says why)."
+                wanted["413"] = "The body is over the upload limit (the body names it)."
             for status, description in wanted.items():
                 responses.setdefault(status, {"description": description, "content": _ERROR_BODY})
     return result

@@ -12,17 +12,46 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.urls import path  # noqa: E402
+from django.urls import path, re_path  # noqa: E402
 
 from levers9.websocket import (  # noqa: E402
     SameHostOriginValidator,
     WorkspaceEventsConsumer,
     WorkspaceSocketMiddleware,
+    refuse_unknown_socket,
 )
 
 websocket_urlpatterns = [
     path("ws/events/<str:topic>/", WorkspaceEventsConsumer.as_asgi()),
+    # Last: any other path is refused with a close code, not a routing error (a 500 and a
+    # traceback in daphne's log for every `/ws/nope/`).
+    re_path(r"", refuse_unknown_socket),
 ]
+
+
+def _pass_form_bodies_through_daphne() -> None:
+    """daphne's requests are Twisted's, and Twisted parses every multipart POST body for its own
+    `request.args`, which daphne never uses (the application gets the raw body). A multipart
+    body without a boundary failed that parse and got a bare 400 with no body before Django
+    saw it; with the parse off, Django answers it (a 400 naming the problem, JSON under /api/).
+    Here, not in a command, so every way of running daphne on this application gets it."""
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:  # served by another ASGI server
+        return
+    if getattr(WebRequest, "_levers9_raw_bodies", False):
+        return
+    twisted_init = WebRequest.__init__
+
+    def __init__(self, *args, **kwargs):
+        twisted_init(self, *args, **kwargs)
+        self._parsePOSTFormSubmission = False  # Twisted's own switch for that parse
+
+    WebRequest.__init__ = __init__
+    WebRequest._levers9_raw_bodies = True
+
+
+_pass_form_bodies_through_daphne()
 
 if os.environ.get("LEVERS9_JOB_WATCHER") == "1":
     # The dashboard follows jobs from the web process (see levers9/jobs/watcher.py).

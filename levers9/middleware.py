@@ -6,21 +6,38 @@
   one workspace's pages can never post to another's.
 - ApiSlashOptionalMiddleware: an API path with or without its trailing slash is one route.
 - ApiJsonErrorsMiddleware: an error Django answers itself under /api/ (a body it cannot parse,
-  a CSRF refusal) is JSON too, never a bare HTML or empty page.
+  a CSRF refusal, a host no workspace has) is JSON too, never a bare HTML or empty page.
+- DatabaseUnavailableMiddleware: while the database cannot be reached, a 503 with Retry-After
+  (JSON under /api/), never "Server Error (500)".
+- UploadLimitMiddleware: a body over the upload limit is a 413 naming the limit, answered
+  before anything reads the body.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import sys
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.core.exceptions import RequestDataTooBig
+from django.core.signals import got_request_exception
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.urls import is_valid_path
 from django.utils.functional import cached_property
+from django.utils.html import escape
 
 from levers9.text import bad_text_path, printable, text_problem
+
+logger = logging.getLogger(__name__)
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
 
 
 class ApiJsonErrorsMiddleware:
@@ -49,26 +66,39 @@ _API_ERRORS = {
     "its Content-Type.",
     403: "Refused: with a session, send the CSRF token from the same origin; or use an API "
     "token (Authorization: Token ...).",
-    404: "Nothing at this address.",
+    404: "Nothing at this address, or no workspace at this host (a workspace's API is at its "
+    "own host, <slug>.<domain>, as its pages are).",
     405: "This address does not take that method.",
 }
 
 
 class RefuseBadTextMiddleware:
     """PostgreSQL cannot hold NUL in text, nor can UTF-8 encode a lone surrogate, so a filter or
-    a value carrying one fails in the database (a 500); under /api/ it is refused before any
-    view runs."""
+    a value carrying one fails in the database (a 500); it is refused before any view runs.
+    The path counts too: `/api/rl/live/calls/a%00b/outcome/` looked a call up by "a\\0b"."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.path.startswith("/api/"):
-            found = _bad_text_in_query(request) or _bad_text_in_json(request)
-            if found:
-                field, problem = found
-                return JsonResponse({field: [problem]}, status=400)
+        if not _is_api(request):
+            problem = text_problem(request.path)
+            if problem:
+                return HttpResponseBadRequest(
+                    f"The address cannot be read: {problem}", content_type="text/plain"
+                )
+            return self.get_response(request)
+        found = _bad_text_in_path(request) or _bad_text_in_query(request)
+        found = found or _bad_text_in_json(request)
+        if found:
+            field, problem = found
+            return JsonResponse({field: [problem]}, status=400)
         return self.get_response(request)
+
+
+def _bad_text_in_path(request: HttpRequest) -> tuple[str, str] | None:
+    problem = text_problem(request.path)
+    return ("path", problem) if problem else None
 
 
 def _bad_text_in_query(request: HttpRequest) -> tuple[str, str] | None:
@@ -128,3 +158,175 @@ class ApiSlashOptionalMiddleware:
                 request.path_info = f"{path}/"
                 request.path = f"{request.path}/"
         return self.get_response(request)
+
+
+# --- the database out of reach: 503 ------------------------------------------------------
+
+# Seconds a client is asked to wait: a restarting database is back within seconds, and a
+# longer outage is better met by clients asking again than by clients giving up.
+DATABASE_RETRY_AFTER_S = 10
+_DATABASE_UNREACHABLE = "_levers9_database_unreachable"
+
+
+def database_unreachable(exception: BaseException) -> bool:
+    """A connection refused, closed or lost (and the database's own "try again" errors, such as
+    a deadlock or a cancelled statement): worth a retry, never the server's bug."""
+    return isinstance(exception, OperationalError | InterfaceError)
+
+
+def database_unavailable_response(request: HttpRequest) -> HttpResponse:
+    detail = (
+        "The database cannot be reached at the moment: nothing was changed. Try again in "
+        f"{DATABASE_RETRY_AFTER_S} s (the Retry-After header)."
+    )
+    if _is_api(request):
+        response = JsonResponse({"detail": detail}, status=503)
+    else:
+        # No template: the page's context processors would ask the database again.
+        response = HttpResponse(
+            '<!doctype html><html><head><meta charset="utf-8"><title>Briefly unavailable'
+            f"</title></head><body><h1>Briefly unavailable</h1><p>{escape(detail)}</p>"
+            "</body></html>",
+            status=503,
+            content_type="text/html; charset=utf-8",
+        )
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
+    return response
+
+
+def _note_database_unreachable(sender: Any, request: HttpRequest | None = None, **kwargs) -> None:
+    """Django turns an exception raised in a middleware (the workspace lookup is the first
+    query of every request) into a 500 before any outer middleware sees it; it sends this
+    signal first, from inside the handling, so the exception is still at hand."""
+    exception = sys.exc_info()[1]
+    if request is not None and exception is not None and database_unreachable(exception):
+        setattr(request, _DATABASE_UNREACHABLE, True)
+
+
+class DatabaseUnavailableMiddleware:
+    """While the database cannot be reached, every request gets a 503 with Retry-After: JSON
+    under /api/, a plain page elsewhere. Outermost, so the workspace lookup is covered too.
+
+    A view's exception comes here through process_exception (the API's exception handler
+    leaves these to it); a middleware's is known by the signal above."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        got_request_exception.connect(
+            _note_database_unreachable, dispatch_uid="levers9-database-unreachable"
+        )
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if getattr(request, _DATABASE_UNREACHABLE, False):
+            return database_unavailable_response(request)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not database_unreachable(exception):
+            return None
+        logger.warning(
+            "The database cannot be reached (%s): 503 for %s %s",
+            str(exception).strip().splitlines()[0] if str(exception).strip() else "no reason",
+            request.method,
+            request.path,
+        )
+        return database_unavailable_response(request)
+
+
+# --- upload limit: 413 before the body is read ----------------------------------------------
+
+_UPLOAD_TOO_LARGE = "_levers9_upload_too_large"
+UPLOAD_LIMIT_NAME = "LEVERS9_UPLOAD_MAX_MB"
+
+
+class UploadTooLarge(RequestDataTooBig):
+    """A body sent without Content-Length (chunked) read past the upload limit."""
+
+
+class _CappedBody:
+    """A request's body stream that never hands out more than the limit: a chunked body has no
+    Content-Length to check first, so its reads are counted instead (and never asked for more
+    than one byte past the limit at once, so an unbounded read() stays bounded)."""
+
+    def __init__(self, stream, limit: int, request: HttpRequest) -> None:
+        self.stream = stream
+        self.limit = limit
+        self.request = request
+        self.consumed = 0
+
+    def _bounded(self, size: int | None) -> int:
+        allowed = self.limit - self.consumed + 1
+        return allowed if size is None or size < 0 else min(size, allowed)
+
+    def _count(self, chunk: bytes) -> bytes:
+        self.consumed += len(chunk)
+        if self.consumed > self.limit:
+            setattr(self.request, _UPLOAD_TOO_LARGE, True)
+            raise UploadTooLarge(f"The body is over the upload limit of {self.limit} bytes.")
+        return chunk
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self._count(self.stream.read(self._bounded(size)))
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return self._count(self.stream.readline(self._bounded(size)))
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+def upload_too_large_response(request: HttpRequest, limit: int) -> HttpResponse:
+    megabytes = limit / (1024 * 1024)
+    detail = (
+        f"The body is larger than the upload limit: at most {limit} bytes ({megabytes:g} MiB, "
+        f"set by {UPLOAD_LIMIT_NAME}). Send a smaller file, or split it: importing the same "
+        "ids again changes nothing."
+    )
+    if _is_api(request):
+        return JsonResponse(
+            {"detail": detail, "limit": UPLOAD_LIMIT_NAME, "limit_value": limit}, status=413
+        )
+    return HttpResponse(detail, status=413, content_type="text/plain; charset=utf-8")
+
+
+class UploadLimitMiddleware:
+    """No body over DATA_UPLOAD_MAX_MEMORY_SIZE (LEVERS9_UPLOAD_MAX_MB) is read. Django checks
+    that limit only where it reads `request.body` itself; the imports read the stream (a 150 MB
+    body was parsed in full). A Content-Length over the limit is refused before anything reads
+    the body; a body without one is read through a counter that stops at the limit."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is None:
+            return self.get_response(request)
+        declared = request.META.get("CONTENT_LENGTH") or ""
+        if declared:
+            try:
+                length = int(declared)
+            except ValueError:
+                length = -1
+            if length < 0:
+                detail = "The Content-Length header is not a number of bytes."
+                if _is_api(request):
+                    return JsonResponse({"detail": detail}, status=400)
+                return HttpResponseBadRequest(detail, content_type="text/plain")
+            if length > limit:
+                return upload_too_large_response(request, limit)
+        else:
+            request._stream = _CappedBody(request._stream, limit, request)
+        response = self.get_response(request)
+        if getattr(request, _UPLOAD_TOO_LARGE, False):
+            # Read past the limit somewhere inside (a view, or a middleware reading a form):
+            # whatever answer that became, the answer is the limit.
+            return upload_too_large_response(request, limit)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        # Django's own check (a form's fields over the limit) names no limit: this one does.
+        if isinstance(exception, RequestDataTooBig) and settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            return upload_too_large_response(request, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+        return None

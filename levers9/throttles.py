@@ -1,4 +1,5 @@
-"""API throttles on writes (POST, PUT, PATCH, DELETE): per user and per workspace.
+"""Throttles: API writes (POST, PUT, PATCH, DELETE) per user and per workspace, and failed
+sign-ins per account and per address (at the end of this module).
 
 Reads are never throttled: a dashboard polling its jobs must not lock its owner out. The rates
 are settings (REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], from LEVERS9_THROTTLE_WRITES_PER_USER
@@ -12,7 +13,17 @@ counts are kept in Django's cache (per process unless a shared cache is configur
 
 from __future__ import annotations
 
+import math
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth.backends import BaseBackend, ModelBackend
+from django.contrib.auth.signals import user_login_failed
+from django.core.cache import cache
+from django.core.exceptions import PermissionDenied
 from django.db import connection
+from django.dispatch import receiver
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.throttling import SimpleRateThrottle
 
@@ -109,3 +120,97 @@ def schema_document_throttled_writes(result, generator, request, public):
                 },
             )
     return result
+
+
+# --- sign-in: failures per account and per address ---------------------------------------
+
+_LOGIN_REFUSED = "_levers9_login_refused"
+
+
+@dataclass(frozen=True)
+class LoginRefusal:
+    """Why a sign-in is refused now, and for how long."""
+
+    wait_s: int
+
+    def sentence(self) -> str:
+        minutes = max(1, math.ceil(self.wait_s / 60))
+        return (
+            "Too many failed sign-ins for this account or from this address. Try again in "
+            f"{minutes} minute{'s' if minutes != 1 else ''}; until then no password is "
+            "accepted, the right one included."
+        )
+
+
+def _client_address(request) -> str:
+    # The address the connection came from: a header a client writes itself (X-Forwarded-For)
+    # would let each guess claim a new address.
+    return (request.META.get("REMOTE_ADDR") or "unknown") if request is not None else "unknown"
+
+
+def _login_keys(request, username: str) -> list[tuple[str, int]]:
+    """(cache key, failures allowed) for the account and for the address. Accounts live in
+    their workspace's schema: the key names it, so one workspace's failures never lock out the
+    same e-mail in another."""
+    account = f"levers9:login-failures:account:{connection.schema_name}:{username.casefold()}"
+    address = f"levers9:login-failures:address:{_client_address(request)}"
+    return [
+        (account, settings.LEVERS9_LOGIN_FAILURES_PER_ACCOUNT),
+        (address, settings.LEVERS9_LOGIN_FAILURES_PER_ADDRESS),
+    ]
+
+
+def _recent(key: str, now: float) -> list[float]:
+    window = settings.LEVERS9_LOGIN_FAILURE_WINDOW_S
+    return [stamp for stamp in cache.get(key, []) if stamp > now - window]
+
+
+def login_refusal(request, username: str) -> LoginRefusal | None:
+    """A refusal while the account or the address has used up its failures in the window
+    (until the oldest of them ages out), else None."""
+    now = time.time()
+    window = settings.LEVERS9_LOGIN_FAILURE_WINDOW_S
+    waits = []
+    for key, allowed in _login_keys(request, username or ""):
+        failures = _recent(key, now)
+        if len(failures) >= allowed:
+            # Newest first: the failure that must age out is the allowed-th newest.
+            waits.append(sorted(failures, reverse=True)[allowed - 1] + window - now)
+    return LoginRefusal(wait_s=max(1, math.ceil(max(waits)))) if waits else None
+
+
+def login_failure_record(request, username: str) -> None:
+    now = time.time()
+    window = settings.LEVERS9_LOGIN_FAILURE_WINDOW_S
+    for key, allowed in _login_keys(request, username or ""):
+        # Only the newest `allowed` failures matter; a flood keeps the list that short.
+        failures = [*_recent(key, now), now][-allowed:]
+        cache.set(key, failures, timeout=window)
+
+
+class LoginThrottleBackend(BaseBackend):
+    """First of AUTHENTICATION_BACKENDS, on every way to sign in (the sign-in page, the
+    admin's): while the account or the address is over its failures, the attempt is refused
+    before any password is checked (PermissionDenied stops Django's authenticate), so the
+    right password after 40 wrong ones is refused too. It never signs anyone in itself."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if login_refusal(request, username or "") is not None:
+            if request is not None:
+                setattr(request, _LOGIN_REFUSED, True)
+            raise PermissionDenied("Too many failed sign-ins.")
+        return None
+
+    def get_user(self, user_id):
+        # A session names the backend that signed it in (ModelBackend); this one never does,
+        # but should one name it, the user is found the same way.
+        return ModelBackend().get_user(user_id)
+
+
+@receiver(user_login_failed)
+def _login_failed(sender, credentials: dict, request=None, **kwargs) -> None:
+    """Count a wrong password. A refusal by the throttle is not counted again: an attacker
+    hammering a locked account must not keep it locked for ever."""
+    if request is not None and getattr(request, _LOGIN_REFUSED, False):
+        return
+    login_failure_record(request, str(credentials.get("username") or ""))

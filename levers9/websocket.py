@@ -19,6 +19,7 @@ from django.utils.crypto import constant_time_compare
 from django_tenants.utils import get_public_schema_name, remove_www, schema_context
 
 from levers9.events import TOPICS, workspace_group
+from levers9.middleware import database_unreachable
 from levers9.roles import user_role
 
 
@@ -75,6 +76,14 @@ class SameHostOriginValidator:
             await send({"type": "websocket.close", "code": 4403})
 
 
+async def refuse_unknown_socket(scope, receive, send) -> None:
+    """A socket at a path no consumer serves (`/ws/nope/`): refused with 4404 at its handshake
+    (the client sees the refusal), where channels' router would raise and daphne would answer
+    500 and log a traceback."""
+    if (await receive())["type"] == "websocket.connect":
+        await send({"type": "websocket.close", "code": 4404})
+
+
 def _cookies_from_scope(scope: dict[str, Any]) -> dict[str, str]:
     from django.http import parse_cookie
 
@@ -121,9 +130,18 @@ class WorkspaceSocketMiddleware:
         from django.conf import settings
 
         session_key = _cookies_from_scope(scope).get(settings.SESSION_COOKIE_NAME)
-        workspace, user, role = await database_sync_to_async(_resolve_socket)(
-            _host_from_scope(scope), session_key
-        )
+        try:
+            workspace, user, role = await database_sync_to_async(_resolve_socket)(
+                _host_from_scope(scope), session_key
+            )
+        except Exception as error:
+            if not database_unreachable(error):
+                raise
+            # The database is out of reach: 1013 is "try again later", and the page's socket
+            # reconnects by itself, where an exception would be a 500 and a traceback.
+            if (await receive())["type"] == "websocket.connect":
+                await send({"type": "websocket.close", "code": 1013})
+            return None
         scope = {**scope, "workspace": workspace, "user": user, "role": role}
         return await self.inner(scope, receive, send)
 

@@ -22,6 +22,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from levers9.models import CardAllocation, Workspace
 
 QUEUED_LIMIT_FIELD = "queued_jobs_limit"
+# The refusal's Retry-After: a waiting job starts when another ends, which is minutes on a CPU
+# pool; asking again every minute costs nothing and is soon enough.
+JOB_LIMIT_RETRY_AFTER_S = 60
 
 
 class JobLimitReached(Exception):

@@ -1,13 +1,15 @@
 """API write throttles: per user and per workspace, a JSON 429 with Retry-After, reads free,
-and one workspace's writes never spend another's allowance."""
+and one workspace's writes never spend another's allowance. Failed sign-ins: per account and per
+address, a 429 with Retry-After and the reason on the page, right passwords never counted."""
 
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.core.cache import cache
 
 from levers9.throttles import UserWriteThrottle, WorkspaceWriteThrottle
-from tests.conftest import client_for, make_user
+from tests.conftest import PASSWORD, client_for, make_user
 
 BAD_TRAIN = {"pack": "no such pack!"}  # refused with a 400: a write that saves nothing
 
@@ -93,3 +95,81 @@ def test_with_redis_every_web_process_counts_the_same_writes():
     assert shared["BACKEND"] == "django.core.cache.backends.redis.RedisCache"
     assert shared["LOCATION"] == "redis://127.0.0.1:6379/0"
     assert cache_settings("")["default"]["BACKEND"].endswith("LocMemCache")
+
+
+# --- sign-in: failed passwords per account and per address --------------------------------
+
+
+def _sign_in(client, username: str, password: str, address: str = "10.0.0.1"):
+    return client.post("/login/", {"username": username, "password": password}, REMOTE_ADDR=address)
+
+
+def test_it_refuses_the_right_password_after_forty_wrong_ones(workspace):
+    client = client_for(workspace)
+    answers = [_sign_in(client, "owner@acme.test", f"guess-{n}") for n in range(40)]
+    right = _sign_in(client, "owner@acme.test", PASSWORD)
+    assert right.status_code == 429, "the right password was accepted after 40 wrong ones"
+    assert 0 < int(right["Retry-After"]) <= settings.LEVERS9_LOGIN_FAILURE_WINDOW_S
+    assert "Too many failed sign-ins" in right.content.decode()
+    assert "_auth_user_id" not in client.session
+    assert client.get("/").status_code == 302  # still signed out
+    statuses = [answer.status_code for answer in answers]
+    allowed = settings.LEVERS9_LOGIN_FAILURES_PER_ACCOUNT
+    assert statuses == [200] * allowed + [429] * (40 - allowed)
+
+
+def test_it_refuses_the_account_from_another_address_and_on_the_admins_sign_in(workspace):
+    client = client_for(workspace)
+    for n in range(settings.LEVERS9_LOGIN_FAILURES_PER_ACCOUNT):
+        _sign_in(client, "owner@acme.test", f"guess-{n}", address="10.0.0.1")
+    elsewhere = _sign_in(client_for(workspace), "owner@acme.test", PASSWORD, address="10.0.0.2")
+    assert elsewhere.status_code == 429
+    # The admin's own sign-in authenticates through the same backends: refused, not signed in.
+    admin = client_for(workspace)
+    admin.post(
+        "/admin/login/",
+        {"username": "owner@acme.test", "password": PASSWORD, "next": "/admin/"},
+        REMOTE_ADDR="10.0.0.3",
+    )
+    assert "_auth_user_id" not in admin.session
+
+
+def test_it_refuses_one_address_trying_many_accounts(settings, workspace):
+    settings.LEVERS9_LOGIN_FAILURES_PER_ADDRESS = 5
+    client = client_for(workspace)
+    for n in range(5):
+        assert _sign_in(client, f"someone-{n}@acme.test", "guess").status_code == 200
+    assert _sign_in(client, "owner@acme.test", PASSWORD).status_code == 429
+    # Another address signs the same owner in.
+    assert (
+        _sign_in(client_for(workspace), "owner@acme.test", PASSWORD, "10.0.0.9").status_code == 302
+    )
+
+
+def test_it_never_counts_right_passwords(workspace):
+    for _ in range(settings.LEVERS9_LOGIN_FAILURES_PER_ACCOUNT + 5):
+        assert _sign_in(client_for(workspace), "owner@acme.test", PASSWORD).status_code == 302
+
+
+def test_one_workspaces_failures_never_lock_out_another(workspace, other_workspace):
+    make_user(other_workspace, "owner@acme.test", "owner")  # the same e-mail over there
+    for n in range(settings.LEVERS9_LOGIN_FAILURES_PER_ACCOUNT):
+        _sign_in(client_for(workspace), "owner@acme.test", f"guess-{n}", "10.0.0.1")
+    assert (
+        _sign_in(client_for(workspace), "owner@acme.test", PASSWORD, "10.0.0.2").status_code == 429
+    )
+    rival = _sign_in(client_for(other_workspace), "owner@acme.test", PASSWORD, "10.0.0.2")
+    assert rival.status_code == 302
+
+
+def test_the_refusal_ends_when_the_failures_age_out(settings, workspace, monkeypatch):
+    import levers9.throttles as throttles
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(throttles.time, "time", lambda: now[0])
+    for n in range(settings.LEVERS9_LOGIN_FAILURES_PER_ACCOUNT):
+        _sign_in(client_for(workspace), "owner@acme.test", f"guess-{n}")
+    refused = _sign_in(client_for(workspace), "owner@acme.test", PASSWORD)
+    assert int(refused["Retry-After"]) == settings.LEVERS9_LOGIN_FAILURE_WINDOW_S
+    now[0] += settings.LEVERS9_LOGIN_FAILURE_WINDOW_S + 1
+    assert _sign_in(client_for(workspace), "owner@acme.test", PASSWORD).status_code == 302
