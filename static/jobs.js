@@ -37,6 +37,9 @@ function levers9FollowJobs() {
     row.querySelector('[data-field="bar"]').style.width = Math.round(job.fraction * 100) + "%";
     row.querySelector('[data-field="detail"]').textContent = describe(job);
     if (job.produced_version) row.querySelector('[data-field="version"]').textContent = job.produced_version;
+    // An ended job has nothing left to cancel: its Cancel goes with it.
+    const cancel = row.querySelector('[data-field="cancel"]');
+    if (cancel && ["done", "failed", "cancelled"].includes(job.state)) cancel.remove();
     return true;
   }
 

@@ -368,7 +368,13 @@ def engines_run_promote_view(request, job_id: int):
 @role_required(MANAGER)
 def train_wording_view(request):
     from arena.models import PreferenceVersion
-    from training.wording import WordingCardError, train_wording, wording_choice_from
+    from training.estimates import wording_estimate
+    from training.wording import (
+        WordingCardError,
+        train_wording,
+        wording_choice_check,
+        wording_choice_from,
+    )
 
     preference = PreferenceVersion.objects.filter(pk=request.POST.get("preference") or 0).first()
     world = world_in_view(request)
@@ -390,9 +396,48 @@ def train_wording_view(request):
             reward_source=request.POST.get("reward_source") or "",
             world=world,
         )
+        wording_choice_check(choice)
+        # A long job says how long and asks once: the page answers with the estimate and a
+        # Confirm that posts the same form again with confirm=1 (no script, no dialog).
+        estimate = wording_estimate(choice)
+        if estimate.needs_confirming and request.POST.get("confirm") != "1":
+            return _confirm_page(request, choice=choice, estimate=estimate)
         job = train_wording(choice=choice, started_by=request.user)
     except (WordingCardError, ValueError) as error:
         messages.error(request, str(error))
         return redirect("train")
     messages.success(request, f"Started job {job.pk}: {job.title}.")
     return redirect("train")
+
+
+# The Train form's fields a Confirm posts again, as they were typed.
+_WORDING_FIELDS = (
+    "method",
+    "preference",
+    "pool",
+    "parent",
+    "cards",
+    "epochs",
+    "seed",
+    "base",
+    "reward_source",
+)
+
+
+def _confirm_page(request, *, choice, estimate):
+    from training.wording import METHODS
+
+    return render(
+        request,
+        "training/confirm_start.html",
+        {
+            "page": "train",
+            "what": METHODS.get(choice.method, choice.method),
+            "choice": choice,
+            "estimate": estimate,
+            "fields": [
+                (name, request.POST[name]) for name in _WORDING_FIELDS if name in request.POST
+            ],
+            "action": request.get_full_path(),
+        },
+    )

@@ -208,8 +208,9 @@ def wording_choice_from(
     )
 
 
-def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
-    """Start the RLHF or DPO card. Checks the spec first; refuses with the reason."""
+def wording_choice_check(choice: WordingChoice) -> None:
+    """The card's refusals that need no spec (the method, enough frozen pairs): said before a
+    long job asks to be confirmed, not after."""
     if choice.method not in METHODS:
         raise WordingCardError(f"Unknown method '{choice.method}': choose rlhf or dpo.")
     needed = choice.min_pairs if choice.min_pairs is not None else MIN_PAIRS[choice.method]
@@ -221,6 +222,11 @@ def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
             f"v{choice.preference_version.number} has {choice.preference_version.row_count}. "
             "Duel more and freeze again."
         )
+
+
+def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
+    """Start the RLHF or DPO card. Checks the spec first; refuses with the reason."""
+    wording_choice_check(choice)
     # Each version's merged weights get their own folder on the models volume.
     output = f"versions/{os.urandom(6).hex()}"
     spec = wording_spec_build(choice, job_folder_hint=output)

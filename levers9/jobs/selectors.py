@@ -43,3 +43,23 @@ def without_server_paths(text: str) -> str:
         if len(folder) > 1:
             text = text.replace(folder, folders[folder])
     return text
+
+
+def job_durations_recent(
+    *, trainer: str, pool_name: str = "", matches=None, limit: int = 5
+) -> list[float]:
+    """How long this workspace's last finished runs of a trainer ran, in seconds (newest first):
+    what a new run's estimate reads. `matches(job)` keeps only the runs like the new one."""
+    done = Job.objects.filter(
+        trainer=trainer, state=Job.State.DONE, started_at__isnull=False, finished_at__isnull=False
+    )
+    if pool_name:
+        done = done.filter(pool_name=pool_name)
+    durations: list[float] = []
+    for job in done.order_by("-finished_at")[: limit * 4]:
+        if matches is not None and not matches(job):
+            continue
+        durations.append((job.finished_at - job.started_at).total_seconds())
+        if len(durations) == limit:
+            break
+    return durations
