@@ -19,6 +19,13 @@ only one.
 Keys stay on the pod: they are read from the environment at call time and go only into the
 client's Authorization header. They are never stored, logged, or put into an error message
 (every message is scrubbed of the values of the key variables before it leaves this module).
+The pod's variables are shared by every workspace, so an endpoint may name only
+VLLM_API_KEY (platform-wide: sent only to hosts an operator allowed) or a variable carrying its
+own workspace's slug, LEVERS9_ENDPOINT_<SLUG>_<NAME>_KEY, checked when it is saved and again
+when the key is read.
+
+A typed address is called through levers9.outbound_transport: resolved, checked and connected
+to at the checked address, so DNS cannot change the answer after the check.
 
 Pure Python: no Django here, so the judge (arena.judging) and the agent (policies.agents)
 share it. torch/transformers are imported inside functions only.
@@ -34,7 +41,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -74,6 +81,12 @@ DEFAULT_MAX_TOKENS = 160
 # URL must never be handed the pod's database password, Django secret, or the OpenAI and
 # Anthropic keys (which go to those companies only).
 KEY_ENV_PATTERN = re.compile(r"^(?:VLLM|LEVERS9_ENDPOINT)_[A-Z0-9_]*(?:KEY|TOKEN)$")
+PLATFORM_VLLM_KEY_ENV = "VLLM_API_KEY"
+ENDPOINT_KEY_PREFIX = "LEVERS9_ENDPOINT_"
+# The columns these are stored in (PolicyVersion, JudgeConnection): longer is a 400, not a
+# database error.
+MAX_ENDPOINT_URL_LENGTH = 200
+MAX_KEY_ENV_LENGTH = 64
 
 
 class ProviderError(RuntimeError):
@@ -150,25 +163,88 @@ class CallLimits:
 
 
 def base_url_problem(url: str) -> str:
-    """Why `url` cannot be an endpoint's base URL ("" when it can)."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        return f"'{url}' is not an http(s) address such as http://gpu-node:8000/v1."
+    """Why `url` cannot be an endpoint's base URL ("" when it can). Reads the text only: no
+    name is resolved and nothing is called."""
+    if len(url) > MAX_ENDPOINT_URL_LENGTH:
+        return (
+            f"endpoint_url is {len(url)} characters long; the limit is {MAX_ENDPOINT_URL_LENGTH}."
+        )
+    example = "an http(s) address such as http://gpu-node:8000/v1"
+    try:
+        parsed = urlparse(url)
+        # Reading the port is what finds 99999, -1 and the like.
+        _port = parsed.port
+        host = parsed.hostname
+    except ValueError as error:
+        return f"endpoint_url: '{url}' is not {example} ({str(error).lower()})."
+    if parsed.scheme not in ("http", "https") or not host:
+        return f"endpoint_url: '{url}' is not {example}."
     if parsed.username or parsed.password:
-        return "Put no user name or password in the address: name a key variable instead."
+        return (
+            "endpoint_url: put no user name or password in the address; name a key "
+            "variable instead."
+        )
     return ""
+
+
+# --- key variables: one workspace's own, or the platform's -----------------------------------
+
+# Which workspace is asking, and the slugs of all of them. The platform (levers9.apps) fills
+# this in; outside a workspace (or with no Django) no workspace's key is readable.
+WorkspaceScope = Callable[[], tuple[str, Sequence[str]]]
+
+
+def _no_workspace() -> tuple[str, Sequence[str]]:
+    return "", ()
+
+
+_workspace_scope: WorkspaceScope = _no_workspace
+
+
+def workspace_scope_register(lookup: WorkspaceScope) -> None:
+    """Tell this module how to learn the workspace in view (levers9.apps does, at start)."""
+    global _workspace_scope
+    _workspace_scope = lookup
+
+
+def workspace_key_prefix(slug: str) -> str:
+    """How the key variables of workspace `slug` start: LEVERS9_ENDPOINT_<SLUG>_."""
+    return f"{ENDPOINT_KEY_PREFIX}{slug.upper().replace('-', '_')}_"
+
+
+def key_env_workspace(name: str, workspace_slugs: Sequence[str]) -> str:
+    """The workspace whose key variable `name` is ("" for none): the one whose slug it carries;
+    where slugs share a start (acme, acme-b), the longest, so LEVERS9_ENDPOINT_ACME_B_GPU_KEY
+    is acme-b's and never acme's."""
+    owners = [slug for slug in workspace_slugs if name.startswith(workspace_key_prefix(slug))]
+    return max(owners, key=len, default="")
 
 
 def key_env_problem(name: str) -> str:
-    """Why `name` cannot name an endpoint's key variable ("" when it can, or is blank)."""
+    """Why `name` cannot name an endpoint's key variable in the workspace in view ("" when it
+    can, or is blank)."""
     if not name:
         return ""
-    if not KEY_ENV_PATTERN.match(name):
+    if len(name) > MAX_KEY_ENV_LENGTH:
         return (
-            "The key variable must be named like VLLM_API_KEY or LEVERS9_ENDPOINT_<NAME>_KEY "
-            "(capitals, digits, underscores); type its name, never the key itself."
+            f"api_key_env is {len(name)} characters long; the limit is {MAX_KEY_ENV_LENGTH}: "
+            "type the variable's name, never the key itself."
         )
-    return ""
+    if name == PLATFORM_VLLM_KEY_ENV:
+        return ""
+    if not (name.startswith(ENDPOINT_KEY_PREFIX) and KEY_ENV_PATTERN.match(name)):
+        return (
+            f"api_key_env: the key variable must be named {PLATFORM_VLLM_KEY_ENV} or "
+            f"{ENDPOINT_KEY_PREFIX}<WORKSPACE>_<NAME>_KEY, <WORKSPACE> being this workspace's "
+            "slug in capitals (capitals, digits, underscores); type its name, never the key "
+            "itself."
+        )
+    # Asked only here: a pure caller naming the platform's key needs no workspace.
+    workspace, slugs = _workspace_scope()
+    if workspace and key_env_workspace(name, slugs) == workspace:
+        return ""
+    own = f"{workspace_key_prefix(workspace)}<NAME>_KEY" if workspace else "none outside one"
+    return f"api_key_env: {name} is not this workspace's key variable; its own are named {own}."
 
 
 # --- keys: read at call time, never kept, scrubbed from every message -----------------------
@@ -203,23 +279,28 @@ def _endpoint_slots(key: str, size: int) -> threading.BoundedSemaphore:
         return semaphore
 
 
-PLATFORM_VLLM_KEY_ENV = "VLLM_API_KEY"
+def _no_redirect_client(
+    sdk_name: str, limits: CallLimits, *, environ: Mapping[str, str], trusted: bool
+) -> Any:
+    """The SDK's own HTTP client, told not to follow redirects; for a typed address, on the
+    transport that connects only to the addresses it checked."""
+    options: dict[str, Any] = {"follow_redirects": False, "timeout": limits.timeout}
+    if not trusted:
+        from levers9.outbound_transport import PinnedTransport
 
-
-def _no_redirect_client(sdk_name: str, limits: CallLimits) -> Any:
-    """The SDK's own HTTP client, told not to follow redirects."""
+        options["transport"] = PinnedTransport(environ)
     if sdk_name == "anthropic":
         import anthropic
 
-        return anthropic.DefaultHttpxClient(follow_redirects=False, timeout=limits.timeout)
+        return anthropic.DefaultHttpxClient(**options)
     import openai
 
-    return openai.DefaultHttpxClient(follow_redirects=False, timeout=limits.timeout)
+    return openai.DefaultHttpxClient(**options)
 
 
 # --- remote providers (vLLM, OpenAI, Anthropic) ---------------------------------------------
 
-_CLIENTS: dict[tuple[str, str, float, str], Any] = {}
+_CLIENTS: dict[tuple[str, str, float, str, bool], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
@@ -277,7 +358,13 @@ class _RemoteProvider:
         key = self._api_key()
         # The cache key holds a digest of the key, never the key.
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-        cache_key = (self.kind, self.target.base_url, self.limits.timeout, digest)
+        cache_key = (
+            self.kind,
+            self.target.base_url,
+            self.limits.timeout,
+            digest,
+            self.target.trusted,
+        )
         with _CLIENTS_LOCK:
             client = _CLIENTS.get(cache_key)
             if client is None:
@@ -289,7 +376,12 @@ class _RemoteProvider:
                 if self.target.base_url:
                     options["base_url"] = self.target.base_url
                     # A redirect could lead anywhere the address check never saw.
-                    options["http_client"] = _no_redirect_client(self.sdk_name, self.limits)
+                    options["http_client"] = _no_redirect_client(
+                        self.sdk_name,
+                        self.limits,
+                        environ=self._environ,
+                        trusted=self.target.trusted,
+                    )
                 client = _CLIENTS[cache_key] = self._client_class()(**options)
             return client
 
@@ -327,6 +419,11 @@ class _RemoteProvider:
                     f"{self.label} did not answer within {self.limits.timeout:g} s."
                 ) from error
             except sdk.APIConnectionError as error:
+                refusal = _outbound_refusal(error)
+                if refusal:
+                    # The address turned out not to be a public one at connect time: asking
+                    # again asks the same resolver.
+                    raise ProviderRejected(f"{self.label} was not called: {refusal}") from None
                 last_problem = f"nothing answers there ({type(error).__name__})"
                 wait = self._backoff(attempt, None)
             except (sdk.RateLimitError, sdk.InternalServerError) as error:
@@ -365,6 +462,18 @@ class _RemoteProvider:
         # A little jitter so many callers do not come back at the same instant.
         wait *= 1 + random.uniform(0, 0.2)  # noqa: S311 - timing jitter, not security
         return min(wait, self.limits.max_backoff)
+
+
+def _outbound_refusal(error: BaseException) -> str:
+    """The connect-time refusal behind a client's connection error ("" for any other)."""
+    from levers9.outbound_transport import OutboundConnectRefused
+
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, OutboundConnectRefused):
+            return str(cause)
+        cause = cause.__cause__ or cause.__context__
+    return ""
 
 
 def _error_text(error: Any) -> str:
@@ -417,10 +526,14 @@ class VllmProvider(_OpenAIStyle):
 
     def _key_env(self) -> str:
         name = self.target.api_key_env
-        # A platform-wide key goes only to hosts an operator allowed (or to our own serving).
-        if name == PLATFORM_VLLM_KEY_ENV and not (
-            self.target.trusted or host_allowed(self.target.base_url, self._environ)
-        ):
+        if not name or self.target.trusted:
+            return name
+        # Checked again as the key is read: a name saved before keys were scoped to their
+        # workspace, or another workspace's, is never read.
+        if key_env_problem(name):
+            return ""
+        # A platform-wide key goes only to hosts an operator allowed.
+        if name == PLATFORM_VLLM_KEY_ENV and not host_allowed(self.target.base_url, self._environ):
             return ""
         return name
 
