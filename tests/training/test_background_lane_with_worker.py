@@ -1,0 +1,101 @@
+"""User jobs first, with the real worker and watcher: while a background job (a refit nobody
+clicked) runs on the CPU pool's one slot's worth of work and another waits, a job a person
+starts begins beside it, not after it. Before the background lane, the person's job sat in
+"Next in line on local-cpu" until the refit ended.
+
+A real django-q2 cluster serves the pool (two workers: the slot and the background lane, as
+`manage.py serve` starts it) and a real web server (daphne with the job watcher) follows the
+jobs; rows are committed, in a workspace of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+
+import pytest
+from django.db import connection
+from django_tenants.utils import schema_context
+
+from levers9.jobs.models import Job
+from levers9.jobs.services import JobError, job_cancel, job_start
+from levers9.models import CardAllocation, GpuPool
+from tests.e2e.workspaces import fresh_workspace
+from tests.processes import free_port, start_web, start_worker, stop, wait_until
+
+pytestmark = pytest.mark.slow
+
+SCENARIOS = ["young-professional-price"]
+# A background job that outlasts the test (it is cancelled at the end).
+LONG = {
+    "algorithm": "q-learning-online",
+    "knobs": {"episodes": 50_000_000, "batch_episodes": 64, "time_budget_s": 0},
+    "scenarios": SCENARIOS,
+}
+SHORT = {
+    "algorithm": "q-learning-online",
+    "knobs": {"episodes": 256, "batch_episodes": 64, "time_budget_s": 0},
+    "scenarios": SCENARIOS,
+}
+
+
+@pytest.fixture
+def cpu_pool(committed_db):
+    cluster = f"lane-{uuid.uuid4().hex[:6]}"
+    pool = GpuPool.objects.create(
+        name=cluster, card_type="cpu", card_count=1, cluster_name=cluster, position=70
+    )
+    yield pool
+    connection.set_schema_to_public()
+    CardAllocation.objects.filter(pool=pool).delete()
+    pool.delete()
+
+
+def _start(workspace, pool, spec: dict, *, background: bool) -> int:
+    with schema_context(workspace.schema_name):
+        return job_start(
+            kind="engines",
+            trainer="q-learning-online",
+            spec=spec,
+            pool=pool,
+            background=background,
+        ).pk
+
+
+def _job(workspace, job_id: int) -> Job:
+    with schema_context(workspace.schema_name):
+        return Job.objects.get(pk=job_id)
+
+
+def test_a_persons_job_starts_beside_a_running_refit(cpu_pool):
+    with fresh_workspace("lane") as created:
+        workspace = created.workspace
+        refit = _start(workspace, cpu_pool, LONG, background=True)
+        worker = start_worker(cluster=cpu_pool.cluster_name, workers=2)
+        web = start_web(free_port())
+        try:
+            wait_until(
+                lambda: _job(workspace, refit).state == Job.State.RUNNING,
+                timeout=120,
+                what="the background job to run",
+            )
+            waiting_refit = _start(workspace, cpu_pool, LONG, background=True)
+            person = _start(workspace, cpu_pool, SHORT, background=False)
+            started = wait_until(
+                lambda: _job(workspace, person).started_at,
+                timeout=120,
+                what="the person's job to start",
+            )
+            # It started while the refit ran, and the next refit still waits its turn.
+            assert _job(workspace, refit).state == Job.State.RUNNING
+            assert _job(workspace, refit).started_at < started
+            assert _job(workspace, waiting_refit).state == Job.State.PACKING
+            assert "Background:" in _job(workspace, waiting_refit).metrics["waiting_why"]
+        finally:
+            with schema_context(workspace.schema_name):
+                for job in Job.objects.filter(state__in=Job.ACTIVE_STATES):
+                    with contextlib.suppress(JobError):  # it ended meanwhile
+                        job_cancel(job=job)
+            stop(web)
+            stop(worker)
+            connection.set_schema_to_public()
