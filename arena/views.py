@@ -52,7 +52,7 @@ from arena.services import (
     world_update,
 )
 from levers9.providers import provider_choices
-from levers9.roles import MANAGER, REVIEWER, has_role, role_required
+from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required
 
 
 @role_required(REVIEWER)
@@ -303,6 +303,9 @@ def environment_page(request):
                 for world in worlds
             ],
             "can_fit": has_role(request.user, MANAGER),
+            # Where a judge's model runs (an address the server calls, a key it reads) is an
+            # owner's setting, as Runs on is; managers see it.
+            "can_set_judge": has_role(request.user, OWNER),
         },
     )
 

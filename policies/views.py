@@ -109,8 +109,10 @@ def version_serve_view(request, version_id: int):
 
 
 @require_POST
-@role_required(MANAGER)
+@role_required(OWNER)
 def world_judge(request, slug: str):
+    """Environment → Judge's form: which judge scores a world, and where its model runs. An
+    owner's setting, as Runs on is: the server calls the address and reads the key named."""
     world = get_object_or_404(World, slug=slug)
     try:
         world = world_judge_set(

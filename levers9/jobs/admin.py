@@ -20,11 +20,12 @@ class JobAdmin(RoleAdminMixin, admin.ModelAdmin):
         "title",
         "trainer",
         "state",
+        "started_how",
         "progress_bar",
         "produced_version",
         "created_at",
     ]
-    list_filter = ["state", "kind", "trainer", "pool_name"]
+    list_filter = ["state", "background", "kind", "trainer", "pool_name"]
     search_fields = ["title", "trainer", "task_id", "error"]
     list_select_related = ["produced_version"]
     actions = ["cancel_jobs", "resume_jobs"]
@@ -52,6 +53,11 @@ class JobAdmin(RoleAdminMixin, admin.ModelAdmin):
             job.progress_step,
             job.progress_total,
         )
+
+    @admin.display(description="Started", ordering="background")
+    def started_how(self, job: Job) -> str:
+        # Background work waits in the pool's own lane and yields to a person's jobs.
+        return "background (yields to user jobs)" if job.background else "by a person"
 
     @admin.display(description="Log (tail)")
     def log(self, job: Job) -> str:

@@ -30,6 +30,7 @@ class JobSerializer(serializers.ModelSerializer):
             "trainer",
             "title",
             "state",
+            "background",
             "task_id",
             "workspace_schema",
             "parent_version",

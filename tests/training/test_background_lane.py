@@ -181,3 +181,16 @@ def test_background_work_is_not_refused_by_the_workspaces_limits(
     assert _place(workspace, person)
     # The workspace runs its one job, and the refit still runs: its lane is not the turn.
     assert _place(workspace, refits[0])
+
+
+def test_the_api_and_the_admin_say_which_jobs_are_background(
+    cpu_pool, workspace, owner_client, outsider_client, queued, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        refit = _start(workspace, cpu_pool, background=True, title="Fit the judge (refit)")
+    body = owner_client.get(f"/api/rl/jobs/{refit.pk}/").json()
+    assert body["background"] is True
+    listed = owner_client.get("/admin/jobs/job/?background__exact=1").content.decode()
+    assert "background (yields to user jobs)" in listed
+    # Another workspace sees none of it.
+    assert outsider_client.get(f"/api/rl/jobs/{refit.pk}/").status_code in {401, 403, 404}
