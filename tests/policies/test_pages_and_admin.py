@@ -138,16 +138,21 @@ def test_it_refuses_a_key_typed_where_a_name_belongs(in_workspace, owner_client,
         assert baseline.provider == "simulator", fields
 
 
-def test_it_lets_a_manager_set_the_judge_but_not_a_reviewer(in_workspace, manager, reviewer, stub):
+def test_it_lets_an_owner_set_the_judge_and_a_manager_only_see_it(
+    in_workspace, owner_client, manager, reviewer, stub
+):
     assert reviewer.get("/environment/").status_code == 403
     assert reviewer.post("/environment/lettings/judge/", {"provider": "rubric"}).status_code == 403
     page = manager.get("/environment/")
     assert page.status_code == 200
     assert "Environment → Judge" in page.content.decode()
-    manager.post(
-        "/environment/lettings/judge/",
-        {"provider": "vllm", "model": "judge-8b", "endpoint_url": stub.base_url},
-    )
+    # Where the judge's model runs is an address the server calls: an owner's setting.
+    assert 'name="endpoint_url"' not in page.content.decode()
+    judge = {"provider": "vllm", "model": "judge-8b", "endpoint_url": stub.base_url}
+    assert manager.post("/environment/lettings/judge/", judge).status_code == 403
+    assert World.objects.get(slug="lettings").judge_provider == "rubric"
+    assert 'name="endpoint_url"' in owner_client.get("/environment/").content.decode()
+    owner_client.post("/environment/lettings/judge/", judge)
     assert World.objects.get(slug="lettings").judge_label == "vllm: judge-8b"
     assert manager.get("/endpoints/").status_code == 403
 
