@@ -143,6 +143,7 @@ def test_the_jobs_table_links_the_job_page_and_cancels_in_place(waiting_job, own
     assert f'<a href="/train/jobs/{waiting_job.pk}/">#{waiting_job.pk}</a>' in page
     assert f"/api/rl/jobs/{waiting_job.pk}" not in page
     assert f'action="/train/jobs/{waiting_job.pk}/cancel/"' in page
+    assert '<input type="hidden" name="next" value="/train/">' in page
     done = owner_client.post(f"/train/jobs/{waiting_job.pk}/cancel/", {"next": "/train/"})
     assert done.status_code == 302
     assert done["Location"] == "/train/"
