@@ -170,6 +170,9 @@ def base_url_problem(url: str) -> str:
             f"endpoint_url is {len(url)} characters long; the limit is {MAX_ENDPOINT_URL_LENGTH}."
         )
     example = "an http(s) address such as http://gpu-node:8000/v1"
+    if any(char.isspace() or ord(char) < 32 or ord(char) == 127 for char in url):
+        # The parser drops some of these silently, and the database refuses a NUL outright.
+        return "endpoint_url: an address holds no spaces or control characters."
     try:
         parsed = urlparse(url)
         # Reading the port is what finds 99999, -1 and the like.
