@@ -15,10 +15,12 @@ back exactly. The dialogue field is the moment's dialogue as compact JSON
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,10 +192,51 @@ def manifest_text(
     return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
 
 
-def trl_lines(rows: Iterable[PreferenceRow]) -> Iterator[str]:
+# A spreadsheet reads a cell that starts with one of these as a formula ("CSV injection"):
+# a reviewer's name or a reply could then open a link or run a command on the reader's machine.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(value: str) -> str:
+    """A field as a spreadsheet shows it and never evaluates: a leading apostrophe, which
+    spreadsheets hide, before any text that would start a formula."""
+    return "'" + value if value.startswith(_FORMULA_STARTS) else value
+
+
+def spreadsheet_lines(path: Path | str, *, sha256: str | None = None) -> Iterator[str]:
+    """A frozen version as CSV for a spreadsheet: the same columns and rows as the TSV,
+    unescaped, with every cell made inert (spreadsheet_cell). For people to read; training
+    and every tool read the exact TSV, whose bytes the sha256 vouches for."""
+    path = Path(path)
+    # Checked before the first line, not when a download has half gone out.
+    if sha256 is not None and file_sha256(path) != sha256:
+        raise PreferenceFileError(f"{path} does not match its sha256 {sha256}: it was changed.")
+    return _csv_lines(path)
+
+
+def _csv_lines(path: Path) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    with open(path, encoding="utf-8", newline="\n") as handle:
+        for line in handle:
+            fields = [spreadsheet_cell(unescape(field)) for field in line.rstrip("\n").split("\t")]
+            writer.writerow(fields)
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+
+
+def trl_lines(
+    rows: Iterable[PreferenceRow], *, imported_ids: Mapping[int, str] | None = None
+) -> Iterator[str]:
     """A frozen version in TRL's conversational preference format, one JSON object a line
     (what `datasets.load_dataset("json", data_files=...)` reads): the customer is the user,
-    the agent the assistant; the import reads the same format back."""
+    the agent the assistant; the import reads the same format back.
+
+    `imported_ids` maps a pick to the `id` its pair had when it was imported: exported with
+    that id, the file joins back to its source and importing it again changes nothing. Other
+    picks are named by their own pick id."""
+    imported_ids = imported_ids or {}
     for row in rows:
         prompt = [
             {"role": "assistant" if turn["speaker"] == "agent" else "user", "content": turn["text"]}
@@ -201,7 +244,7 @@ def trl_lines(rows: Iterable[PreferenceRow]) -> Iterator[str]:
         ]
         yield json.dumps(
             {
-                "id": str(row.pick_id),
+                "id": imported_ids.get(row.pick_id) or str(row.pick_id),
                 "prompt": prompt,
                 "chosen": [{"role": "assistant", "content": row.chosen}],
                 "rejected": [{"role": "assistant", "content": row.rejected}],
