@@ -69,6 +69,8 @@ from arena.services import (
     world_create,
     world_update,
 )
+from arena.services.calls import CONVERT_TO_REAL_CALLS, CallImportRefused
+from arena.services.preferences import preference_imported_ids
 from levers9.jobs.api import JobSerializer
 from levers9.roles import MANAGER, REVIEWER, HasRole
 
@@ -309,11 +311,24 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         request={"application/jsonl": OpenApiTypes.STR, "application/json": OpenApiTypes.STR},
-        responses={200: ImportResult},
+        parameters=[
+            OpenApiParameter(
+                "convert",
+                str,
+                enum=[CONVERT_TO_REAL_CALLS],
+                description="Only for a simulated world (scripted customers) with no recorded "
+                f"call yet: `{CONVERT_TO_REAL_CALLS}` turns it into a world of real recorded "
+                "calls on purpose. Without it such a world refuses calls (400 naming "
+                "`convert`): a business's own calls belong in a world of its own.",
+            )
+        ],
+        responses={200: ImportResult, 400: ErrorDetail},
         description="Import real calls: a JSON array or JSONL, one call per line, "
         '{"id", "outcome": "won"|"lost"|"unknown", "turns": [{"speaker", "text"}]}. '
         "A body with any bad line imports nothing and names every bad line; importing the "
-        "same ids again changes nothing. Needs the manager role.",
+        "same ids again changes nothing. A simulated world with no recorded call refuses "
+        "them unless `?convert=real-calls` says to make it a real-call world. Needs the "
+        "manager role.",
     )
     @action(
         detail=True,
@@ -323,16 +338,27 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
         permission_classes=[HasRole.at_least(MANAGER)],
     )
     def calls_import(self, request, pack: str):
-        return self._import(request, calls_import, "the calls as JSON or JSONL")
+        convert = request.query_params.get("convert", "")
+        if convert not in ("", CONVERT_TO_REAL_CALLS):
+            message = f"convert takes one value, {CONVERT_TO_REAL_CALLS}, or is left out."
+            return Response({"convert": [message], "detail": message}, status=400)
+        return self._import(
+            request,
+            calls_import,
+            "the calls as JSON or JSONL",
+            convert=convert == CONVERT_TO_REAL_CALLS,
+        )
 
-    def _import(self, request, service, what: str) -> Response:
+    def _import(self, request, service, what: str, **options) -> Response:
         """Both imports: the body as text, all or nothing, every bad line named."""
         world = self.get_object()
         text = request.data if isinstance(request.data, str | bytes) else ""
         if not text.strip():
             return Response({"detail": f"The body is empty: send {what}."}, status=400)
         try:
-            report = service(world=world, text=text, source="api")
+            report = service(world=world, text=text, source="api", **options)
+        except CallImportRefused as error:
+            return Response({error.field: [str(error)], "detail": str(error)}, status=400)
         except (CallImportError, PreferenceImportError) as error:
             return Response(
                 {
@@ -898,7 +924,10 @@ class PreferenceVersionViewSet(DuelErrorsMixin, viewsets.ReadOnlyModelViewSet):
                 status=400,
             )
         if part == "jsonl":
-            lines = trl_lines(read_rows(path, sha256=version.sha256))
+            rows = list(read_rows(path, sha256=version.sha256))
+            lines = trl_lines(
+                rows, imported_ids=preference_imported_ids([row.pick_id for row in rows])
+            )
             response = HttpResponse(
                 "".join(line + "\n" for line in lines), content_type="application/jsonl"
             )

@@ -37,7 +37,7 @@ def a_call(workspace):
     """Pagination only reaches the database when there is a row to page through."""
     with schema_context(workspace.schema_name):
         world = World.objects.get(slug="lettings")
-        calls_import(world=world, text=json.dumps(A_CALL), source="test")
+        calls_import(world=world, text=json.dumps(A_CALL), source="test", convert=True)
 
 
 def test_it_refuses_a_limit_past_the_maximum(owner_client, a_call):

@@ -27,7 +27,7 @@ SECRET_CALL = {
 def acme_call(workspace):
     with schema_context(workspace.schema_name):
         world = World.objects.get(slug="lettings")
-        calls_import(world=world, text=json.dumps(SECRET_CALL), source="test")
+        calls_import(world=world, text=json.dumps(SECRET_CALL), source="test", convert=True)
         return Call.objects.get(external_id="acme-secret-call").pk
 
 

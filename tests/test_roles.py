@@ -42,7 +42,9 @@ def test_it_refuses_a_reviewer_the_import_api(reviewer):
 
 def test_it_lets_a_manager_import(manager):
     response = manager.post(
-        "/api/rl/packs/lettings/calls/import/", JSONL, content_type="application/jsonl"
+        "/api/rl/packs/lettings/calls/import/?convert=real-calls",
+        JSONL,
+        content_type="application/jsonl",
     )
     assert response.status_code == 200, response.content
     assert response.json()["created"] == 1

@@ -44,6 +44,40 @@ class CallImportError(ValueError):
         )
 
 
+# The one value of the explicit field (API `?convert=`, `import_calls --convert`) that adds
+# recorded calls to a simulated world on purpose.
+CONVERT_TO_REAL_CALLS = "real-calls"
+
+
+class CallImportRefused(CallImportError):
+    """Real calls sent to a simulated world that has none: refused, nothing imported, unless
+    the sender turns the world into a real-call world on purpose. Named by its field."""
+
+    field = "convert"
+
+    def __init__(self, world: World):
+        self.problems = []
+        ValueError.__init__(
+            self,
+            f"Nothing was imported: {world.name} ({world.slug}) is a simulated world (scripted "
+            "customers play it) and holds no recorded calls, and importing these would make "
+            "its Duel, judge and Evaluate read them as its own. For another business's calls, "
+            "make a world of its own (World page → New world, or POST /api/rl/packs/) and "
+            f"import them there. To turn {world.name} into a world of real recorded calls on "
+            f"purpose, send them again with ?convert={CONVERT_TO_REAL_CALLS} (manage.py "
+            f"import_calls --convert {CONVERT_TO_REAL_CALLS}).",
+        )
+
+
+def calls_import_refusal(world: World) -> CallImportRefused | None:
+    """Why calls may not go into `world` without converting it, or None: a world whose
+    customers are simulated and that has no recorded call yet (one converted on purpose has
+    some, and takes more)."""
+    if world.has_simulator and not Call.objects.filter(world=world).exists():
+        return CallImportRefused(world)
+    return None
+
+
 @dataclass
 class ImportReport:
     created: int = 0
@@ -207,12 +241,19 @@ def calls_validate(text: str | bytes) -> list[tuple[int, dict[str, Any]]]:
     return records
 
 
-def calls_import(*, world: World, text: str | bytes, source: str = "") -> ImportReport:
+def calls_import(
+    *, world: World, text: str | bytes, source: str = "", convert: bool = False
+) -> ImportReport:
     """Import real calls into `world`: all or nothing, and idempotent by call id.
 
-    Calls whose id the world already has are left exactly as they are.
+    Calls whose id the world already has are left exactly as they are. A simulated world
+    with no recorded call refuses them (CallImportRefused) unless `convert` says to make it
+    a real-call world on purpose: a business's calls never flip a world silently.
     """
     records = calls_validate(text)
+    refusal = None if convert else calls_import_refusal(world)
+    if refusal is not None:
+        raise refusal
     report = ImportReport()
     with transaction.atomic():
         existing = set(

@@ -221,3 +221,13 @@ def preferences_import(
         report.created = len(new)
         report.ids = [record.id for record in new]
     return report
+
+
+def preference_imported_ids(pick_ids: list[int]) -> dict[int, str]:
+    """The `id` each imported pick's pair carried in its file, by pick id (a read: the TRL
+    export names such a pair as its source did, so the file joins back to it)."""
+    return dict(
+        Pick.objects.filter(pk__in=pick_ids)
+        .exclude(external_id="")
+        .values_list("pk", "external_id")
+    )

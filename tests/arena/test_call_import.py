@@ -1,4 +1,6 @@
-"""Real-call import: one service behind the command, the API and the admin upload."""
+"""Real-call import: one service behind the command, the API and the admin upload. A world
+of recorded calls takes them; a simulated world with none refuses them (nothing imported, a
+400 naming `convert`) unless the sender converts it on purpose."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from django.core.management import CommandError, call_command
 from django_tenants.utils import schema_context
 
 from arena.models import Call, Turn, World
-from arena.services import CallImportError, calls_import
+from arena.services import CallImportError, calls_import, world_create
+from arena.services.calls import CallImportRefused
 
 SHARED_CALLS = (
     Path(__file__).resolve().parents[3] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
@@ -35,7 +38,14 @@ def _jsonl(*records) -> str:
 
 @pytest.fixture
 def world(in_workspace):
-    return World.objects.get(slug="lettings")
+    return world_create(slug="dealer", name="Car dealer")
+
+
+@pytest.fixture
+def dealer(workspace):
+    """A world made for a business's own calls (no simulator), in the acme workspace."""
+    with schema_context(workspace.schema_name):
+        return world_create(slug="dealer", name="Car dealer")
 
 
 def test_it_imports_a_good_file_and_changes_nothing_the_second_time(world):
@@ -102,26 +112,26 @@ def test_it_imports_the_shared_real_calls(world):
     assert Turn.objects.count() == report.turns_created > 10_000
 
 
-def test_it_imports_through_the_command(workspace, tmp_path, capsys):
+def test_it_imports_through_the_command(dealer, workspace, tmp_path, capsys):
     path = tmp_path / "calls.jsonl"
     path.write_text(_jsonl(_call("cmd-1")))
-    call_command("import_calls", str(path), "--workspace", "acme", "--pack", "lettings")
+    call_command("import_calls", str(path), "--workspace", "acme", "--pack", "dealer")
     assert "1 calls imported" in capsys.readouterr().out
     with schema_context(workspace.schema_name):
         assert Call.objects.filter(external_id="cmd-1").exists()
 
 
-def test_it_names_the_bad_line_in_the_command(workspace, tmp_path):
+def test_it_names_the_bad_line_in_the_command(dealer, workspace, tmp_path):
     path = tmp_path / "calls.jsonl"
     path.write_text(_jsonl(_call("ok"), "{}"))
     with pytest.raises(CommandError, match="line 2"):
-        call_command("import_calls", str(path), "--workspace", "acme", "--pack", "lettings")
+        call_command("import_calls", str(path), "--workspace", "acme", "--pack", "dealer")
     with pytest.raises(CommandError, match="No world 'nope'"):
         call_command("import_calls", str(path), "--workspace", "acme", "--pack", "nope")
 
 
-def test_it_imports_through_the_api_and_reports_bad_lines(owner_client, workspace):
-    url = "/api/rl/packs/lettings/calls/import/"
+def test_it_imports_through_the_api_and_reports_bad_lines(owner_client, workspace, dealer):
+    url = "/api/rl/packs/dealer/calls/import/"
     bad = owner_client.post(url, _jsonl(_call("api-1"), "{}"), content_type="application/jsonl")
     assert bad.status_code == 400
     assert bad.json()["problems"][0]["line"] == 2
@@ -144,9 +154,8 @@ def test_it_refuses_the_api_import_to_another_workspace(outsider_client, workspa
         assert not Call.objects.filter(external_id="x").exists()
 
 
-def test_it_imports_through_the_admin_upload(owner_client, workspace):
-    with schema_context(workspace.schema_name):
-        world_id = World.objects.get(slug="lettings").pk
+def test_it_imports_through_the_admin_upload(owner_client, workspace, dealer):
+    world_id = dealer.pk
     url = f"/admin/arena/world/{world_id}/import-calls/"
     assert owner_client.get(url).status_code == 200
     bad = SimpleUploadedFile("bad.jsonl", _jsonl(_call("up-1"), "[]").encode())
@@ -157,3 +166,92 @@ def test_it_imports_through_the_admin_upload(owner_client, workspace):
     assert b"1 calls imported" in response.content
     with schema_context(workspace.schema_name):
         assert Call.objects.get(external_id="up-1").source == "good.jsonl"
+
+
+# --- a simulated world refuses calls unless converted on purpose -------------------------
+
+CAR_DEALER_CALLS = _jsonl(*(_call(f"car-{number}") for number in range(5)))
+
+
+def test_a_simulated_world_refuses_calls_and_says_how_to_go_on(in_workspace):
+    lettings = World.objects.get(slug="lettings")
+    with pytest.raises(CallImportRefused) as refused:
+        calls_import(world=lettings, text=CAR_DEALER_CALLS)
+    assert refused.value.field == "convert"
+    message = str(refused.value)
+    assert "simulated world" in message
+    assert "make a world of its own" in message
+    assert "?convert=real-calls" in message
+    assert not Call.objects.exists()
+    # A bad file is still named line by line first: the refusal is no excuse to skip that.
+    with pytest.raises(CallImportError, match="line 2"):
+        calls_import(world=lettings, text=_jsonl(_call("ok"), "{}"))
+
+
+def test_the_api_refuses_calls_to_a_simulated_world_naming_the_field(owner_client, workspace):
+    response = owner_client.post(
+        "/api/rl/packs/lettings/calls/import/", CAR_DEALER_CALLS, content_type="application/jsonl"
+    )
+    assert response.status_code == 400, response.content
+    assert "simulated world" in response.json()["convert"][0]
+    assert "/api/rl/packs/" in response.json()["detail"]
+    with schema_context(workspace.schema_name):
+        assert not Call.objects.exists()
+    unknown = owner_client.post(
+        "/api/rl/packs/lettings/calls/import/?convert=yes",
+        CAR_DEALER_CALLS,
+        content_type="application/jsonl",
+    )
+    assert unknown.status_code == 400
+    assert "real-calls" in unknown.json()["convert"][0]
+
+
+def test_the_api_converts_a_simulated_world_on_purpose(owner_client, workspace):
+    url = "/api/rl/packs/lettings/calls/import/?convert=real-calls"
+    response = owner_client.post(url, CAR_DEALER_CALLS, content_type="application/jsonl")
+    assert response.status_code == 200, response.content
+    assert response.json()["created"] == 5
+    # Converted, it is a world with recorded calls: more come without the flag.
+    more = owner_client.post(
+        "/api/rl/packs/lettings/calls/import/",
+        _jsonl(_call("car-9")),
+        content_type="application/jsonl",
+    )
+    assert more.json()["created"] == 1
+
+
+def test_another_workspace_can_neither_import_nor_convert(outsider_client, workspace):
+    for url in (
+        "/api/rl/packs/lettings/calls/import/",
+        "/api/rl/packs/lettings/calls/import/?convert=real-calls",
+    ):
+        response = outsider_client.post(url, CAR_DEALER_CALLS, content_type="application/jsonl")
+        assert response.status_code in {401, 403, 404}
+        assert "simulated" not in response.content.decode()
+    with schema_context(workspace.schema_name):
+        assert not Call.objects.exists()
+
+
+def test_the_command_refuses_a_simulated_world_unless_converting(workspace, tmp_path, capsys):
+    path = tmp_path / "calls.jsonl"
+    path.write_text(CAR_DEALER_CALLS)
+    command = ["import_calls", str(path), "--workspace", "acme", "--pack", "lettings"]
+    with pytest.raises(CommandError, match="simulated world"):
+        call_command(*command)
+    with schema_context(workspace.schema_name):
+        assert not Call.objects.exists()
+    call_command(*command, "--convert", "real-calls")
+    assert "5 calls imported" in capsys.readouterr().out
+
+
+def test_the_admin_upload_refuses_a_simulated_world(owner_client, workspace):
+    with schema_context(workspace.schema_name):
+        world_id = World.objects.get(slug="lettings").pk
+    upload = SimpleUploadedFile("dealer.jsonl", CAR_DEALER_CALLS.encode())
+    response = owner_client.post(
+        f"/admin/arena/world/{world_id}/import-calls/", {"file": upload}, follow=True
+    )
+    assert response.status_code == 200
+    assert b"simulated world" in response.content
+    with schema_context(workspace.schema_name):
+        assert not Call.objects.exists()

@@ -160,3 +160,23 @@ def test_the_admin_upload_imports_through_the_same_service(owner_client, workspa
         assert set(Pick.objects.values_list("source", flat=True)) == {"imported:hh.jsonl"}
     admin_list = owner_client.get("/admin/arena/judgeversion/")
     assert admin_list.status_code == 200
+
+
+def test_imported_pairs_keep_their_ids_through_freeze_and_export(
+    owner_client, outsider_client, workspace, django_capture_on_commit_callbacks
+):
+    """The TRL export named every pair by its pick's id, so an imported file did not join
+    back to its source and importing the export again made every pair twice."""
+    assert _create(owner_client).status_code == 201
+    lines = _lines(PAIRS, 4).splitlines()
+    ids = [json.loads(line)["id"] for line in lines]
+    assert _import(owner_client, "\n".join(lines)).json()["created"] == 4
+    with django_capture_on_commit_callbacks(execute=False):
+        frozen = owner_client.post("/api/rl/preferences/freeze/")
+    number = frozen.json()["number"]
+    url = f"/api/rl/preferences/{number}/download/?part=jsonl"
+    exported = owner_client.get(url).content.decode()
+    assert sorted(json.loads(line)["id"] for line in exported.splitlines()) == sorted(ids)
+    again = _import(owner_client, exported)
+    assert again.json() == {"created": 0, "unchanged": 4}
+    assert outsider_client.get(url).status_code in {401, 403, 404}

@@ -140,7 +140,7 @@ def test_it_refuses_invalid_utf8_naming_the_line(world):
 
 def test_it_imports_utf8_bytes_with_a_byte_order_mark(world):
     data = "\ufeff".encode() + _jsonl({**GOOD_CALL, "id": "café"}).encode()
-    assert calls_import(world=world, text=data).created == 1
+    assert calls_import(world=world, text=data, convert=True).created == 1
 
 
 def test_it_answers_invalid_utf8_in_the_api_with_the_line(owner_client, workspace):
