@@ -1,4 +1,5 @@
-"""Public admin: workspaces and their host names (platform operators, superusers only)."""
+"""Public admin: workspaces and their host names, the GPU pools and who holds their cards
+(platform operators, superusers only)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
-from levers9.models import CardAllocation, Domain, Workspace
+from levers9.models import CardAllocation, Domain, GpuPool, Workspace
 from levers9.services import workspace_create
 
 
@@ -93,3 +94,64 @@ class DomainAdmin(admin.ModelAdmin):
     list_display = ["domain", "tenant", "is_primary"]
     list_filter = ["is_primary"]
     search_fields = ["domain", "tenant__slug"]
+
+
+@admin.register(GpuPool)
+class GpuPoolAdmin(admin.ModelAdmin):
+    """The pools the Train page offers: add a node's pool, disable one, order them; the list
+    says how busy each is now."""
+
+    list_display = [
+        "name",
+        "card_type",
+        "card_count",
+        "cards_held",
+        "requests_waiting",
+        "cluster_name",
+        "enabled",
+        "position",
+    ]
+    list_editable = ["enabled", "position"]
+    list_filter = ["enabled"]
+    search_fields = ["name", "card_type", "cluster_name"]
+
+    @admin.display(description="Cards held")
+    def cards_held(self, pool: GpuPool) -> int:
+        held = pool.allocations.filter(state=CardAllocation.State.HELD)
+        return sum(held.values_list("card_count", flat=True))
+
+    @admin.display(description="Waiting requests")
+    def requests_waiting(self, pool: GpuPool) -> int:
+        return pool.allocations.filter(state=CardAllocation.State.WAITING).count()
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # Jobs and endpoints of every workspace point at a pool: disable it instead.
+        return False
+
+
+@admin.register(CardAllocation)
+class CardAllocationAdmin(admin.ModelAdmin):
+    """Who holds or waits for which cards, every workspace: read-only (the pools' own
+    services grant and free cards; an edit here would desynchronise them)."""
+
+    list_display = [
+        "pool",
+        "workspace",
+        "holder_kind",
+        "holder_id",
+        "holder_label",
+        "card_count",
+        "state",
+        "requested_at",
+    ]
+    list_filter = ["state", "pool", "holder_kind"]
+    search_fields = ["workspace__slug", "holder_label"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
