@@ -23,14 +23,15 @@ class AgentReply:
 
 
 class AgentDirectory(Protocol):
-    def live(self) -> Any | None:
-        """The version taking live calls."""
+    def live(self, *, world: Any) -> Any | None:
+        """The version taking the world's live calls."""
 
-    def answering(self) -> list[Any]:
-        """Versions that can answer, newest first."""
+    def answering(self, *, world: Any) -> list[Any]:
+        """The world's versions that can answer, newest first."""
 
-    def numbered(self, numbers: Sequence[int]) -> list[Any]:
-        """The versions with these numbers (only those that exist), in number order."""
+    def numbered(self, numbers: Sequence[int], *, world: Any) -> list[Any]:
+        """The world's versions with these numbers (only those that exist), in number
+        order: each world numbers its own."""
 
     def reply(self, version: Any, moment: Any) -> AgentReply:
         """What `version` says at `moment`, or AgentCannotAnswer."""

@@ -698,7 +698,7 @@ class DuelViewSet(DuelErrorsMixin, viewsets.ViewSet):
         params.is_valid(raise_exception=True)
         world = world_by_slug(params.validated_data["pack"])
         numbers = params.validated_data.get("versions")
-        versions = policy_versions_numbered(numbers=numbers) if numbers else None
+        versions = policy_versions_numbered(numbers=numbers, world=world) if numbers else None
         requested = duel_pairs_request(
             world=world,
             count=params.validated_data["count"],

@@ -137,14 +137,18 @@ def world_in_view(request, *, first_if_none: bool = True) -> World | None:
     return world
 
 
-def policy_versions_numbered(*, numbers: list[int]) -> list[Any]:
-    """The policy versions with these numbers, or DuelNotFound naming the missing ones."""
+def policy_versions_numbered(*, numbers: list[int], world: World) -> list[Any]:
+    """`world`'s policy versions with these numbers (each world numbers its own), or
+    DuelNotFound naming the missing ones."""
     from arena.agents import agents
 
-    versions = agents().numbered(numbers)
+    versions = agents().numbered(numbers, world=world)
     missing = sorted(set(numbers) - {version.number for version in versions})
     if missing:
-        raise DuelNotFound(f"No version {', '.join(f'v{n}' for n in missing)} in this workspace.")
+        raise DuelNotFound(
+            f"No version {', '.join(f'v{n}' for n in missing)} in {world.name}: each world "
+            "numbers its own versions."
+        )
     return versions
 
 

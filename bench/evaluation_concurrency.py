@@ -213,9 +213,10 @@ def main(argv: list[str] | None = None) -> int:
             slug=slug, admin_email=f"owner@{slug}.test", password=secrets.token_urlsafe(18)
         )
         with schema_context(created.workspace.schema_name):
-            baseline = PolicyVersion.objects.get(number=1)
+            baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
             versions = [
                 version_register(
+                    world=baseline.world,
                     name=model,
                     parent=baseline,
                     move_strategy={},

@@ -87,13 +87,17 @@ class EvaluationSerializer(serializers.ModelSerializer):
 
 
 class EvaluationStartSerializer(serializers.Serializer):
-    pack = serializers.SlugField(help_text="The world (pack) whose held-out calls are replayed")
+    pack = serializers.SlugField(
+        help_text="The world (pack) whose held-out calls are replayed; both versions are its own"
+    )
     candidate = serializers.IntegerField(
-        required=False, help_text="Version number of the new version; the newest answering one"
+        required=False,
+        help_text="Version number in the pack of the new version; its newest answering one",
     )
     baseline = serializers.IntegerField(
         required=False,
-        help_text="Version number to beat; the candidate's parent, else the live version",
+        help_text="Version number in the pack to beat; the candidate's parent, else its live "
+        "version",
     )
     seed = serializers.IntegerField(
         required=False,
@@ -171,10 +175,17 @@ class ScoreVsOutcomeSerializer(serializers.Serializer):
     versions = LensVersionSerializer(many=True)
 
 
-def _version(number: int | None) -> PolicyVersion | None:
+def _version(number: int | None, *, world: World, field: str) -> PolicyVersion | None:
+    """`world`'s version with this number (each world numbers its own); one the world does
+    not have is a 400 naming the field."""
     if number is None:
         return None
-    return get_object_or_404(PolicyVersion, number=number)
+    version = PolicyVersion.objects.filter(world=world, number=number).first()
+    if version is None:
+        raise serializers.ValidationError(
+            {field: [f"{world.name} has no version v{number}: each world numbers its own."]}
+        )
+    return version
 
 
 class EvaluationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -207,12 +218,16 @@ class EvaluationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         start = EvaluationStartSerializer(data=request.data)
         start.is_valid(raise_exception=True)
         world = get_object_or_404(World, slug=start.validated_data["pack"])
-        candidate = _version(start.validated_data.get("candidate"))
-        baseline = _version(start.validated_data.get("baseline"))
-        default_candidate, default_baseline = evaluation_versions_default()
+        candidate = _version(start.validated_data.get("candidate"), world=world, field="candidate")
+        baseline = _version(start.validated_data.get("baseline"), world=world, field="baseline")
+        default_candidate, default_baseline = evaluation_versions_default(world=world)
         candidate = candidate or default_candidate
         if baseline is None:
-            by_parent = candidate.parent if candidate and candidate.parent_id else None
+            by_parent = (
+                candidate.parent
+                if candidate and candidate.parent_id and candidate.parent.world_id == world.pk
+                else None
+            )
             baseline = by_parent or default_baseline
         if candidate is None or baseline is None:
             return Response(

@@ -473,17 +473,19 @@ def evaluation_latest_done(*, world: World) -> Evaluation | None:
     )
 
 
-def evaluation_versions_default() -> tuple[PolicyVersion | None, PolicyVersion | None]:
-    """The Evaluate page's choice: the newest answering version against its parent (else
-    the live version, else the next newest)."""
+def evaluation_versions_default(
+    *, world: World
+) -> tuple[PolicyVersion | None, PolicyVersion | None]:
+    """The Evaluate page's choice in `world`: its newest answering version against its parent
+    (else the world's live version, else the next newest)."""
     from policies.selectors import policies_answering, policy_live
 
-    answering = policies_answering()
+    answering = policies_answering(world=world)
     if not answering:
         return None, None
     candidate = answering[0]
     by_pk = {version.pk: version for version in answering}
-    live = policy_live()
+    live = policy_live(world=world)
     baseline = by_pk.get(candidate.parent_id)
     if baseline is None and live is not None and live.pk in by_pk and live.pk != candidate.pk:
         baseline = live
@@ -496,7 +498,9 @@ def evaluation_games(labels: dict[int, str]) -> list[tuple[str, str]]:
     """The leaderboard's games from evaluations: one per turn won or lost (registered with
     policies.leaderboard in evaluation.apps)."""
     games: list[tuple[str, str]] = []
-    for evaluation in Evaluation.objects.filter(state=Evaluation.State.DONE):
+    for evaluation in Evaluation.objects.filter(
+        state=Evaluation.State.DONE, candidate_id__in=labels, baseline_id__in=labels
+    ):
         summary = evaluation.summary or {}
         candidate, baseline = labels[evaluation.candidate_id], labels[evaluation.baseline_id]
         games += [(candidate, baseline)] * int(summary.get("wins") or 0)

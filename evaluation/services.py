@@ -97,6 +97,11 @@ def _start_check(
         raise EvaluationError(
             "Choose two different versions: a version against itself says nothing."
         )
+    if candidate.world_id != baseline.world_id:
+        raise EvaluationError(
+            f"{candidate.label} is {candidate.world.name}'s and {baseline.label} is "
+            f"{baseline.world.name}'s: evaluate two versions of one world."
+        )
     if seed < 0:
         raise EvaluationError("The seed must be zero or more.")
     # A checkpoint is started when its version is registered, which may be before its
@@ -157,6 +162,10 @@ def evaluation_start(
     pool, followed live on the jobs websocket. A released version cannot be evaluated."""
     checkpoint = purpose == Evaluation.Purpose.CHECKPOINT
     _start_check(candidate=candidate, baseline=baseline, seed=seed, checkpoint=checkpoint)
+    if candidate.world_id != world.pk:
+        raise EvaluationError(
+            f"{candidate.label} is {candidate.world.name}'s: evaluate it on {candidate.world.name}."
+        )
     pool = _cpu_pool()
     call_set = call_set_ensure(world=world)
     with transaction.atomic():
@@ -177,18 +186,12 @@ def evaluation_start(
 
 
 def _checkpoint_world(version: PolicyVersion) -> World:
-    """Where a new version is checkpointed: the world it learned in, else the world of real
-    calls, else the simulated one."""
-    pack = (version.learned_from or {}).get("pack")
-    world = World.objects.filter(slug=pack).first() if pack else None
-    if world is not None and (world.calls.exists() or world.scenarios.exists()):
-        return world
-    world = (
-        World.objects.filter(calls__isnull=False).distinct().order_by("pk").first()
-        or World.objects.filter(scenarios__isnull=False).distinct().order_by("pk").first()
-    )
-    if world is None:
-        raise EvaluationError("No world has real calls or scripted customers to checkpoint on.")
+    """Where a new version is checkpointed: its own world (a version answers there only)."""
+    world = version.world
+    if not (world.calls.exists() or world.scenarios.exists()):
+        raise EvaluationError(
+            f"{world.name} has no real calls or scripted customers to checkpoint on yet."
+        )
     return world
 
 
@@ -585,6 +588,7 @@ def dpo_benchmark_of(version: PolicyVersion) -> PolicyVersion | None:
     if learned.get("algorithm") != "rlhf" or not learned.get("preference_version"):
         return None
     candidates = PolicyVersion.objects.filter(
+        world_id=version.world_id,
         learned_from__algorithm="dpo",
         learned_from__preference_version=learned["preference_version"],
         learned_from__base=learned.get("base"),

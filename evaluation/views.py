@@ -60,7 +60,7 @@ def evaluate(request):
     world = world_in_view(request)
     if request.method == "POST":
         return _evaluate_start(request, world)
-    candidate, baseline = evaluation_versions_default()
+    candidate, baseline = evaluation_versions_default(world=world) if world else (None, None)
     recent = list(evaluations_recent())
     latest = evaluation_latest_done(world=world) if world else None
     return render(
@@ -70,8 +70,11 @@ def evaluate(request):
             "page": "evaluate",
             "world": world,
             "worlds_to_evaluate": World.objects.order_by("name"),
-            "versions": policies_answering(),
-            "released": PolicyVersion.objects.exclude(status=PolicyVersion.Status.ANSWERING),
+            # The world in view's versions: both sides of an evaluation are its own.
+            "versions": policies_answering(world=world) if world else [],
+            "released": PolicyVersion.objects.filter(world=world).exclude(
+                status=PolicyVersion.Status.ANSWERING
+            ),
             "default_candidate": candidate,
             "default_baseline": baseline,
             "evaluations": recent,
@@ -84,7 +87,7 @@ def evaluate(request):
 
 
 def _evaluate_start(request, world: World | None):
-    versions = {str(version.pk): version for version in PolicyVersion.objects.all()}
+    versions = {str(version.pk): version for version in PolicyVersion.objects.filter(world=world)}
     candidate = versions.get(request.POST.get("candidate", ""))
     baseline = versions.get(request.POST.get("baseline", ""))
     try:

@@ -72,15 +72,26 @@ def _evaluation_figures(evaluation_ids: list[int]) -> dict[int, dict[str, Any]]:
 
 class _Panel:
     """Everything the list says about versions, read once per request: the rows of the
-    Policies page (policies.selectors), the live version and the running canary."""
+    Policies page (policies.selectors), and each world's live version and running canary."""
 
     def __init__(self) -> None:
-        self.rows: dict[int, VersionRow] = {row.version.pk: row for row in versions_with_verdicts()}
-        self.live = live_version()
-        self.canary = canary_running()
+        self.rows: dict[int, VersionRow] = {
+            row.version.pk: row for row in versions_with_verdicts(world=None)
+        }
+        worlds = list(World.objects.order_by("name"))
+        self.lives = {world.pk: live_version(world=world) for world in worlds}
+        self.canaries = {world.pk: canary_running(world=world) for world in worlds}
         self.figures = _evaluation_figures(
             [row.evaluation["evaluation"] for row in self.rows.values() if row.evaluation]
         )
+
+    def live_of(self, version: PolicyVersion) -> PolicyVersion | None:
+        """The live version of the version's world."""
+        return self.lives.get(version.world_id)
+
+    def canary_of(self, version: PolicyVersion) -> Any:
+        """The canary running in the version's world, if any."""
+        return self.canaries.get(version.world_id)
 
     def evaluation(self, version: PolicyVersion) -> dict[str, Any] | None:
         """The last evaluation as numbers: verdict, win rate, interval, opponent, judge."""
@@ -138,15 +149,50 @@ class LiveFilter(admin.SimpleListFilter):
         return [("yes", "Live"), ("canary", "Canary candidate"), ("no", "Not live")]
 
     def queryset(self, request, queryset):
-        live = live_version()
+        # Each world has its own live version and canary.
+        worlds = list(World.objects.all())
+        live_ids = [live.pk for world in worlds if (live := live_version(world=world)) is not None]
         if self.value() == "yes":
-            return queryset.filter(pk=live.pk if live else None)
+            return queryset.filter(pk__in=live_ids)
         if self.value() == "no":
-            return queryset.exclude(pk=live.pk) if live else queryset
+            return queryset.exclude(pk__in=live_ids)
         if self.value() == "canary":
-            canary = canary_running()
-            return queryset.filter(pk=canary.candidate_id if canary else None)
+            candidate_ids = [
+                canary.candidate_id
+                for world in worlds
+                if (canary := canary_running(world=world)) is not None
+            ]
+            return queryset.filter(pk__in=candidate_ids)
         return queryset
+
+
+class PolicyVersionForm(forms.ModelForm):
+    """A version's parent must be of its own world; the field says so when it is not."""
+
+    class Meta:
+        model = PolicyVersion
+        # Where it runs and what serves it change only through the actions (read-only).
+        fields = [
+            "world",
+            "number",
+            "name",
+            "parent",
+            "description",
+            "move_strategy",
+            "learned_from",
+        ]
+
+    def clean(self):
+        cleaned = super().clean()
+        parent = cleaned.get("parent")
+        world = cleaned.get("world") or (self.instance.world if self.instance.world_id else None)
+        if parent is not None and world is not None and parent.world_id != world.pk:
+            self.add_error(
+                "parent",
+                f"{parent.label} belongs to {parent.world.name}, not {world.name}: a parent "
+                "must be of the same world.",
+            )
+        return cleaned
 
 
 # --- the intermediate forms of the actions ------------------------------------------------
@@ -195,7 +241,8 @@ class RunsOnForm(forms.Form):
         queryset=World.objects.order_by("name"),
         required=False,
         to_field_name="slug",
-        help_text="Whose judge model, for “the world's judge model”.",
+        help_text="Whose judge model, for “the world's judge model” (default: each "
+        "version's own world).",
     )
 
 
@@ -218,8 +265,10 @@ class EvaluateForm(forms.Form):
 class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
     view_role = REVIEWER
     change_role = OWNER
+    form = PolicyVersionForm
     list_display = [
         "label",
+        "world",
         "live_badge",
         "lineage",
         "learned_from_short",
@@ -230,8 +279,9 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
         "status",
         "created_at",
     ]
-    list_filter = ["status", "provider", LiveFilter]
-    list_select_related = ["parent"]
+    # One world's versions at a time: each world has its own numbers, live version, canary.
+    list_filter = ["world", "status", "provider", LiveFilter]
+    list_select_related = ["parent", "world"]
     search_fields = ["name", "description", "provider_model"]
     readonly_fields = [
         "provider",
@@ -251,6 +301,12 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
     ]
     # Every one changes who answers or what holds cards: the owner's (has_change_permission).
     actions = ["make_live", "serve", "release", "runs_on", "evaluate_against_live", "canary"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A version's world and number are what it is: set when it is made, never moved
+        # (its lineage, live periods and evaluations are that world's).
+        fields = list(super().get_readonly_fields(request, obj))
+        return fields + ["world", "number"] if obj is not None else fields
 
     # --- the columns ------------------------------------------------------------------------
 
@@ -275,11 +331,12 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
     @admin.display(description="Live")
     def live_badge(self, version: PolicyVersion) -> str:
         panel = self._panel(version)
-        if panel.live is not None and panel.live.pk == version.pk:
+        live, canary = panel.live_of(version), panel.canary_of(version)
+        if live is not None and live.pk == version.pk:
             return format_html('<strong style="color:{}">● live</strong>', "#1a7f37")
-        if panel.canary is not None and panel.canary.candidate_id == version.pk:
+        if canary is not None and canary.candidate_id == version.pk:
             return format_html(
-                '<strong style="color:#9a6700">canary {}</strong>', f"{panel.canary.share:.0%}"
+                '<strong style="color:#9a6700">canary {}</strong>', f"{canary.share:.0%}"
             )
         return "—"
 
@@ -392,8 +449,10 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
             return None
         panel = self._panel(version)
         figures = panel.evaluation(version)
+        live, canary = panel.live_of(version), panel.canary_of(version)
         details = [
-            ("Live now", panel.live.label if panel.live else "no version"),
+            ("World", version.world.name),
+            (f"Live now in {version.world.name}", live.label if live else "no version"),
             ("Lineage", self.lineage(version)),
             ("Last evaluation", _evaluation_text(figures)),
         ]
@@ -416,9 +475,9 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
             warnings.append(f"{version.label} lost its last evaluation.")
         if figures is None:
             warnings.append(f"{version.label} has not been evaluated.")
-        if panel.canary is not None:
+        if canary is not None:
             warnings.append(
-                f"The running canary ({panel.canary}) ends: making a version live by hand ends it."
+                f"The running canary ({canary}) ends: making a version live by hand ends it."
             )
         return self._step(
             request,
@@ -428,8 +487,8 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
             submit=f"Yes, make {version.label} live",
             details=details,
             warnings=warnings,
-            lead="Live calls go to this version from now on. The numbers, not the button, "
-            "decide: a version that lost is not refused.",
+            lead=f"{version.world.name}'s live calls go to this version from now on. The "
+            "numbers, not the button, decide: a version that lost is not refused.",
         )
 
     @admin.action(description="Serve on N cards…", permissions=["change"])
@@ -478,25 +537,25 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
         form = RunsOnForm(request.POST if self._confirmed(request) else None)
         if form.is_bound and form.is_valid():
             data = form.cleaned_data
-            if data["provider"] == JUDGE_MODEL and data["world"] is None:
-                form.add_error("world", "Name the world whose judge model to run on.")
-            else:
-                _each(
-                    self,
-                    request,
-                    queryset,
-                    lambda version: version_runs_on_set(
-                        version=version,
-                        provider=data["provider"],
-                        model=data["model"],
-                        endpoint_url=data["endpoint_url"],
-                        lora_adapter=data["lora_adapter"],
-                        api_key_env=data["api_key_env"],
-                        world=data["world"] if data["provider"] == JUDGE_MODEL else None,
-                    ),
-                    "Moved",
-                )
-                return None
+            # Each version runs on its own world's judge unless a world is named.
+            _each(
+                self,
+                request,
+                queryset,
+                lambda version: version_runs_on_set(
+                    version=version,
+                    provider=data["provider"],
+                    model=data["model"],
+                    endpoint_url=data["endpoint_url"],
+                    lora_adapter=data["lora_adapter"],
+                    api_key_env=data["api_key_env"],
+                    world=(data["world"] or version.world)
+                    if data["provider"] == JUDGE_MODEL
+                    else None,
+                ),
+                "Moved",
+            )
+            return None
         return self._step(
             request,
             queryset,
@@ -513,7 +572,7 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
         version = self._one(request, queryset, "evaluate")
         if version is None:
             return None
-        live = live_version()
+        live = live_version(world=version.world)
         if live is None or live.pk == version.pk:
             self.message_user(
                 request,
@@ -529,7 +588,8 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
             action="evaluate_against_live",
             title=f"Evaluate {version.label} against {live.label} (live)",
             submit="Start the evaluation",
-            form=EvaluateForm(),
+            # Both versions are of one world: its calls are the ones they answer.
+            form=EvaluateForm(initial={"world": version.world.slug}),
             form_url=reverse("evaluate"),
             hidden={"candidate": version.pk, "baseline": live.pk},
             lead="Both versions answer the same held-out calls of the world; the judge scores "
@@ -553,7 +613,7 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
                     request, f"{version.label} takes {share:.0%} of live calls.", messages.SUCCESS
                 )
             return None
-        live = live_version()
+        live = live_version(world=version.world)
         return self._step(
             request,
             queryset,
@@ -561,7 +621,10 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
             title=f"Start a canary: {version.label}",
             submit="Start the canary",
             form=form,
-            details=[("Live now", live.label if live else "no version")],
+            details=[
+                ("World", version.world.name),
+                (f"Live now in {version.world.name}", live.label if live else "no version"),
+            ],
             lead="A share of live calls goes to the candidate while the live version takes "
             "the rest; promote or roll back on the Release page.",
         )

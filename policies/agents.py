@@ -19,7 +19,7 @@ from django.conf import settings
 
 from arena.agents import AgentCannotAnswer, AgentReply
 from arena.conversation import moment_messages
-from arena.models import Moment, Turn
+from arena.models import Moment, Turn, World
 from arena.recorded_replies import recorded_reply
 from levers9.providers import (
     CallLimits,
@@ -180,20 +180,25 @@ def version_reply(version: PolicyVersion, moment: Moment) -> AgentReply:
 
 
 class RegistryAgents:
-    """The arena's agent directory (arena.agents), filled from the policy registry."""
+    """The arena's agent directory (arena.agents), filled from the policy registry: each
+    world's own versions."""
 
-    def live(self) -> PolicyVersion | None:
+    def live(self, *, world: World) -> PolicyVersion | None:
         from policies.live import live_version
 
-        return live_version()
+        return live_version(world=world)
 
-    def answering(self) -> list[PolicyVersion]:
+    def answering(self, *, world: World) -> list[PolicyVersion]:
         return list(
-            PolicyVersion.objects.filter(status=PolicyVersion.Status.ANSWERING).order_by("-number")
+            PolicyVersion.objects.filter(
+                world=world, status=PolicyVersion.Status.ANSWERING
+            ).order_by("-number")
         )
 
-    def numbered(self, numbers: Sequence[int]) -> list[PolicyVersion]:
-        return list(PolicyVersion.objects.filter(number__in=numbers).order_by("number"))
+    def numbered(self, numbers: Sequence[int], *, world: World) -> list[PolicyVersion]:
+        return list(
+            PolicyVersion.objects.filter(world=world, number__in=numbers).order_by("number")
+        )
 
     def reply(self, version: PolicyVersion, moment: Moment) -> AgentReply:
         return version_reply(version, moment)

@@ -1,11 +1,14 @@
 """API of the policy registry: versions (with Runs on, release and serve) and endpoints.
 
-    GET  /api/rl/policies/                     every version, lineage, provider, status
+    GET  /api/rl/policies/[?pack=<slug>]       every version (of one world), lineage, status
     POST /api/rl/policies/{id}/release         free the cards of its endpoint (owner)
     POST /api/rl/policies/{id}/serve           {"gpu_count": 4, "pool": "..."}: a job (owner)
     POST /api/rl/policies/{id}/runs-on         move its agent (owner)
     GET  /api/rl/endpoints/                    every endpoint with its cards and counters (owner)
     POST /api/rl/endpoints/{id}/release        release one endpoint (owner)
+
+Each version belongs to one world (`pack`): numbers count per world, so `pack` + `number`
+name a version (its `id` names it alone). Without `?pack=` the list holds every world's.
 
 No key is ever part of a response: a version records model names, addresses and at most
 the NAME of the variable its key is read from.
@@ -13,7 +16,8 @@ the NAME of the variable its key is read from.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -25,6 +29,19 @@ from policies.errors import PolicyError
 from policies.models import Endpoint, PolicyVersion
 from policies.selectors import endpoints_list, version_lineage
 from policies.services import JUDGE_MODEL, version_runs_on_set
+
+
+def world_for_pack(pack: str | None, *, field: str = "pack") -> World:
+    """The world a request names by slug; none named: the first world by name (as the pages
+    show when none is chosen). An unknown slug is a 400 naming the field."""
+    world = (
+        World.objects.filter(slug=pack).first() if pack else World.objects.order_by("name").first()
+    )
+    if world is None:
+        raise serializers.ValidationError(
+            {field: [f"No world '{pack}' in this workspace." if pack else "No world yet."]}
+        )
+    return world
 
 
 class EndpointSerializer(serializers.ModelSerializer):
@@ -61,6 +78,13 @@ class EndpointSerializer(serializers.ModelSerializer):
 
 
 class PolicyVersionSerializer(serializers.ModelSerializer):
+    pack = serializers.SlugRelatedField(
+        source="world",
+        slug_field="slug",
+        read_only=True,
+        help_text="The world (pack) it belongs to: numbers, lineage, live and canary are per "
+        "world.",
+    )
     label = serializers.CharField(read_only=True)
     parent = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
     can_answer = serializers.BooleanField(read_only=True)
@@ -77,6 +101,7 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
         model = PolicyVersion
         fields = [
             "id",
+            "pack",
             "number",
             "name",
             "label",
@@ -120,7 +145,8 @@ class ServeSerializer(serializers.Serializer):
 class RunsOnSerializer(serializers.Serializer):
     provider = serializers.ChoiceField(
         choices=["simulator", "vllm", "openai", "anthropic", JUDGE_MODEL],
-        help_text='"judge" moves the agent to the model of the named world\'s judge.',
+        help_text='"judge" moves the agent to the model of its world\'s judge (or the named '
+        "world's).",
     )
     model = serializers.CharField(required=False, allow_blank=True, default="")
     endpoint_url = serializers.CharField(required=False, allow_blank=True, default="")
@@ -133,7 +159,10 @@ class RunsOnSerializer(serializers.Serializer):
         "never the key.",
     )
     pack = serializers.SlugField(
-        required=False, allow_blank=True, default="", help_text='The world, for "judge".'
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text='The world whose judge, for "judge" (default: the version\'s own).',
     )
 
 
@@ -142,19 +171,36 @@ def _refused(error: PolicyError) -> Response:
 
 
 class PolicyVersionViewSet(viewsets.ReadOnlyModelViewSet):
-    """Every agent version of this workspace with its lineage, provider and endpoint."""
+    """Every agent version of this workspace with its world, lineage, provider and endpoint;
+    `?pack=<slug>` keeps one world's."""
 
     serializer_class = PolicyVersionSerializer
     permission_classes = [HasRole.at_least(REVIEWER)]
 
     def get_queryset(self):
-        return PolicyVersion.objects.select_related("parent").order_by("number")
+        versions = PolicyVersion.objects.select_related("parent", "world").order_by(
+            "world__name", "number"
+        )
+        pack = self.request.query_params.get("pack") if self.action == "list" else None
+        if pack:
+            versions = versions.filter(world=world_for_pack(pack))
+        return versions
 
     def get_serializer_context(self):
         context = super().get_serializer_context()
         context["versions_by_id"] = {version.pk: version for version in PolicyVersion.objects.all()}
         return context
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "pack",
+                OpenApiTypes.STR,
+                description="Only this world's versions (a world's slug); every world's when "
+                "left out. An unknown slug is a 400 naming `pack`.",
+            )
+        ]
+    )
     def list(self, request, *args, **kwargs):
         # The list read keeps the registry honest: endpoints deleted directly are released.
         endpoints_list()
@@ -206,7 +252,8 @@ class PolicyVersionViewSet(viewsets.ReadOnlyModelViewSet):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         version = self.get_object()
-        world = World.objects.filter(slug=data["pack"]).first() if data["pack"] else None
+        # The version's own world's judge, unless another world is named.
+        world = World.objects.filter(slug=data["pack"]).first() if data["pack"] else version.world
         if data["provider"] == JUDGE_MODEL and world is None:
             return Response(
                 {"detail": "Name the world (pack) whose judge model to run on."}, status=400

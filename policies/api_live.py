@@ -1,18 +1,27 @@
-"""API of Make live, the canary and live calls (for integrations)."""
+"""API of Make live, the canary and live calls (for integrations).
+
+Each world (pack) has its own live version and canary. Every call here takes an optional
+`pack` (a world's slug; in the body of a POST, in the query of a GET); left out, it is the
+first world by name, the one the pages show when none is chosen — in a workspace with one
+world, that world. An unknown pack is a 400 naming `pack`. The answers name the world.
+"""
 
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
-from arena.models import Call, Turn
+from arena.models import Call, Turn, World
 from arena.services.calls import MAX_TURN_TEXT
 from levers9.roles import MANAGER, OWNER, HasRole
+from policies.api import world_for_pack
 from policies.live import (
     LiveError,
+    canary_comparison,
     canary_promote,
     canary_roll_back,
     canary_running,
@@ -24,13 +33,24 @@ from policies.live import (
 )
 from policies.models import PolicyVersion
 
+PACK_HELP = (
+    "The world (pack) by slug; left out: the first world by name (the only one in a "
+    "workspace with one world)."
+)
+
+
+def _pack_field() -> serializers.SlugField:
+    return serializers.SlugField(required=False, allow_blank=True, help_text=PACK_HELP)
+
 
 class LiveCallRouteSerializer(serializers.Serializer):
     call_id = serializers.CharField(max_length=200, help_text="The integration's id for the call")
+    pack = _pack_field()
 
 
 class LiveCallSerializer(serializers.Serializer):
     call_id = serializers.CharField(source="external_id")
+    pack = serializers.CharField(source="version.world.slug", help_text="The version's world")
     version = serializers.IntegerField(source="version.number")
     label = serializers.CharField(source="version.label")
     provider = serializers.CharField(source="version.provider")
@@ -55,8 +75,13 @@ class LiveOutcomeSerializer(serializers.Serializer):
 
 
 class CanaryStartSerializer(serializers.Serializer):
-    candidate = serializers.IntegerField(help_text="Candidate version number")
+    candidate = serializers.IntegerField(help_text="Candidate version number, in the pack")
     share = serializers.FloatField(help_text="Share of live calls for the candidate, 0–1")
+    pack = _pack_field()
+
+
+class PackSerializer(serializers.Serializer):
+    pack = _pack_field()
 
 
 class WonRateSerializer(serializers.Serializer):
@@ -66,31 +91,59 @@ class WonRateSerializer(serializers.Serializer):
     lost = serializers.IntegerField()
     pending = serializers.IntegerField()
     rate = serializers.FloatField(allow_null=True)
+    interval = serializers.ListField(
+        child=serializers.FloatField(),
+        allow_null=True,
+        help_text="95% bootstrap interval of the rate; null under two decided calls",
+    )
+
+
+class CanaryComparisonSerializer(serializers.Serializer):
+    difference = serializers.FloatField(
+        allow_null=True, help_text="Candidate's won rate minus the live version's"
+    )
+    interval = serializers.ListField(
+        child=serializers.FloatField(), allow_null=True, help_text="Its 95% bootstrap interval"
+    )
+    beyond_chance = serializers.BooleanField(help_text="The interval leaves 0")
+    sentence = serializers.CharField(help_text="The same in words")
 
 
 class CanarySerializer(serializers.Serializer):
+    pack = serializers.CharField(help_text="The world the canary runs in")
     id = serializers.IntegerField(allow_null=True)
     candidate = serializers.IntegerField(allow_null=True)
     live = serializers.IntegerField(allow_null=True)
     share = serializers.FloatField(allow_null=True)
     won_rates = WonRateSerializer(many=True)
+    comparison = CanaryComparisonSerializer(
+        allow_null=True, help_text="Candidate against live on the canary's calls"
+    )
 
 
 def _conflict(error: LiveError) -> Response:
     return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
 
 
-def _canary_body() -> dict:
-    canary = canary_running()
+def _canary_body(world: World) -> dict:
+    canary = canary_running(world=world)
+    rates = caused_won_rates(world=world, canary=canary)
+    comparison = canary_comparison(canary=canary, rates=rates) if canary else None
     return {
+        "pack": world.slug,
         "id": canary.pk if canary else None,
         "candidate": canary.candidate.number if canary else None,
         "live": canary.live.number if canary else None,
         "share": canary.share if canary else None,
-        "won_rates": WonRateSerializer(
-            caused_won_rates(canary=canary) if canary else caused_won_rates(), many=True
-        ).data,
+        "won_rates": WonRateSerializer(rates, many=True).data,
+        "comparison": CanaryComparisonSerializer(comparison).data if comparison else None,
     }
+
+
+def _pack_of(request) -> World:
+    """The world the request names (`pack` in the body, else the query), else the first."""
+    data = request.data if isinstance(request.data, dict) else {}
+    return world_for_pack(data.get("pack") or request.query_params.get("pack") or "")
 
 
 @extend_schema(request=LiveCallRouteSerializer, responses={200: LiveCallSerializer})
@@ -101,8 +154,9 @@ def live_call_route_api(request):
     again for the same call gives the same answer."""
     body = LiveCallRouteSerializer(data=request.data)
     body.is_valid(raise_exception=True)
+    world = world_for_pack(body.validated_data.get("pack"))
     try:
-        call = live_call_route(call_id=body.validated_data["call_id"])
+        call = live_call_route(call_id=body.validated_data["call_id"], world=world)
     except LiveError as error:
         return _conflict(error)
     return Response(LiveCallSerializer(call).data)
@@ -126,12 +180,16 @@ def live_call_outcome_api(request, call_id: str):
     return Response(LiveCallSerializer(call).data)
 
 
-@extend_schema(responses={200: CanarySerializer})
+@extend_schema(
+    parameters=[OpenApiParameter("pack", OpenApiTypes.STR, description=PACK_HELP)],
+    responses={200: CanarySerializer},
+)
 @api_view(["GET"])
 @permission_classes([HasRole.at_least(MANAGER)])
 def canary_api(request):
-    """The running canary (if any) and the won rate each version caused, with counts."""
-    return Response(_canary_body())
+    """The world's running canary (if any) and the won rate each of its versions caused,
+    with counts, intervals and whether the candidate's difference is beyond chance."""
+    return Response(_canary_body(_pack_of(request)))
 
 
 @extend_schema(request=CanaryStartSerializer, responses={201: CanarySerializer})
@@ -140,20 +198,24 @@ def canary_api(request):
 def canary_start_api(request):
     body = CanaryStartSerializer(data=request.data)
     body.is_valid(raise_exception=True)
-    candidate = get_object_or_404(PolicyVersion, number=body.validated_data["candidate"])
+    world = world_for_pack(body.validated_data.get("pack"))
+    candidate = get_object_or_404(
+        PolicyVersion, world=world, number=body.validated_data["candidate"]
+    )
     try:
         canary_start(candidate=candidate, share=body.validated_data["share"], by=request.user)
     except LiveError as error:
         return _conflict(error)
-    return Response(_canary_body(), status=status.HTTP_201_CREATED)
+    return Response(_canary_body(world), status=status.HTTP_201_CREATED)
 
 
-@extend_schema(request=None, responses={200: CanarySerializer})
+@extend_schema(request=PackSerializer, responses={200: CanarySerializer})
 @api_view(["POST"])
 @permission_classes([HasRole.at_least(OWNER)])
 def canary_end_api(request, action: str):
     """Promote the candidate (it becomes live) or roll back (the live version takes all)."""
-    canary = canary_running()
+    world = _pack_of(request)
+    canary = canary_running(world=world)
     if canary is None:
         return _conflict(LiveError("No canary is running."))
     try:
@@ -163,10 +225,11 @@ def canary_end_api(request, action: str):
             canary_roll_back(canary=canary)
     except LiveError as error:
         return _conflict(error)
-    return Response(_canary_body())
+    return Response(_canary_body(world))
 
 
 class MadeLiveSerializer(serializers.Serializer):
+    pack = serializers.CharField(help_text="The version's world: it is live there")
     live = serializers.IntegerField()
     label = serializers.CharField()
 
@@ -175,10 +238,11 @@ class MadeLiveSerializer(serializers.Serializer):
 @api_view(["POST"])
 @permission_classes([HasRole.at_least(OWNER)])
 def version_make_live_api(request, version_id: int):
-    """Make a version live. It does not refuse a version that lost its evaluation."""
+    """Make a version live in its own world. It does not refuse a version that lost its
+    evaluation."""
     version = get_object_or_404(PolicyVersion, pk=version_id)
     try:
         version_make_live(version=version, by=request.user)
     except LiveError as error:
         return _conflict(error)
-    return Response({"live": version.number, "label": version.label})
+    return Response({"pack": version.world.slug, "live": version.number, "label": version.label})

@@ -8,9 +8,10 @@ class PoliciesConfig(AppConfig):
     verbose_name = "Policies"
 
     def ready(self) -> None:
-        from django.db.models.signals import post_delete
+        from django.db.models.signals import post_delete, post_save
 
         from arena.agents import agent_directory_register
+        from arena.models import World
         from levers9.game import home_part_register, mission_register
         from levers9.jobs.kinds import (
             JobKind,
@@ -28,6 +29,7 @@ class PoliciesConfig(AppConfig):
         )
         from policies.missions import crown_mission, home_versions
         from policies.models import Endpoint
+        from policies.services import world_baseline_on_save
 
         job_kind_register(
             JobKind(
@@ -48,6 +50,10 @@ class PoliciesConfig(AppConfig):
         # shell) releases its version at once; the watcher's look catches anything else.
         # A signal, against the house rule, because it is the only hook on every delete path.
         post_delete.connect(endpoint_deleted, sender=Endpoint, dispatch_uid="endpoint-deleted")
+        # Every world has its own v1 · baseline, however the world was made (the API, the
+        # World page, the admin, demo_setup, a shell): the arena sits below the registry and
+        # cannot call it, and post_save is the one hook on every path that makes a world.
+        post_save.connect(world_baseline_on_save, sender=World, dispatch_uid="world-baseline")
         watcher_hook_register(endpoints_reconcile)
         # The Duel asks the registry's versions for replies without importing policies.
         agent_directory_register(RegistryAgents())

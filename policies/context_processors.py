@@ -34,7 +34,7 @@ def world_badge(request) -> dict[str, Any]:
         "world": world,
         "badge": {
             "customer": world_customer_label(world),
-            "agent": policy_agent_label(policy_live(), world=world),
+            "agent": policy_agent_label(policy_live(world=world), world=world),
             "judge": world.judge_label,
         },
     }

@@ -1,5 +1,6 @@
-"""The leaderboard: versions ranked by a Bradley-Terry fit over every duel pick between two
-versions and every per-turn comparison of an evaluation, with bootstrap intervals.
+"""The leaderboard of one world: its versions ranked by a Bradley-Terry fit over every duel
+pick between two of them and every per-turn comparison of an evaluation, with bootstrap
+intervals.
 
 The picks are the arena's (below): read here. Evaluations live above the registry, so evaluation
 registers where its games come from (`leaderboard_games_source_register`, in its ready()).
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from arena.models import Pick
+from arena.models import Pick, World
 from policies.models import PolicyVersion
 from trainers.leaderboard import Rating, bradley_terry
 
-# (labels by version id) -> (winner, loser) label pairs.
+# (labels by version id, of one world's versions) -> (winner, loser) label pairs; a source
+# leaves out every game with a version not among the labels.
 GamesSource = Callable[[dict[int, str]], list[tuple[str, str]]]
 _GAME_SOURCES: list[GamesSource] = []
 
@@ -23,20 +25,24 @@ def leaderboard_games_source_register(source: GamesSource) -> None:
         _GAME_SOURCES.append(source)
 
 
-def leaderboard_games() -> list[tuple[str, str]]:
-    """(winner, loser) version labels. Picks against the real agent or the simulator's
-    moves are not games between versions and are left out; ties are left out."""
+def leaderboard_games(*, world: World) -> list[tuple[str, str]]:
+    """(winner, loser) labels of `world`'s versions, from its picks and evaluations. Picks
+    against the real agent or the simulator's moves are not games between versions and are
+    left out; ties are left out; so is any game with another world's version."""
     games: list[tuple[str, str]] = []
-    labels = {version.pk: version.label for version in PolicyVersion.objects.all()}
+    labels = {version.pk: version.label for version in PolicyVersion.objects.filter(world=world)}
     for chosen, rejected in Pick.objects.filter(
-        chosen_reply__policy_version__isnull=False, rejected_reply__policy_version__isnull=False
+        world=world,
+        chosen_reply__policy_version__isnull=False,
+        rejected_reply__policy_version__isnull=False,
     ).values_list("chosen_reply__policy_version", "rejected_reply__policy_version"):
-        if chosen != rejected:
+        if chosen != rejected and chosen in labels and rejected in labels:
             games.append((labels[chosen], labels[rejected]))
     for source in _GAME_SOURCES:
         games += source(labels)
     return games
 
 
-def leaderboard() -> list[Rating]:
-    return bradley_terry(leaderboard_games(), bootstrap=200)
+def leaderboard(*, world: World) -> list[Rating]:
+    """`world`'s versions ranked: each world has its own leaderboard."""
+    return bradley_terry(leaderboard_games(world=world), bootstrap=200)

@@ -3,35 +3,47 @@
 A replay cannot change a recorded outcome; the won rate a version *causes* exists only once it
 takes live calls. The canary sends a share of them to a candidate while the live version takes
 the rest, so both are measured on the same days and the same customers.
+
+Each world has its own live version, its own canary and its own live calls: a call to one
+world's agent is answered by that world's version (the integration names the world; see
+policies.api_live).
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from arena.models import World
 from arena.services.calls import turns_problem
 from policies.models import Canary, LiveCall, LivePeriod, PolicyVersion
+
+# Resamples of each version's decided calls; seeded, so a page shows the same interval twice.
+WON_RATE_BOOTSTRAP = 2000
+WON_RATE_CONFIDENCE = 0.95
 
 
 class LiveError(ValueError):
     """A live or canary request that cannot be honoured; the message says why."""
 
 
-def live_version() -> PolicyVersion | None:
-    period = LivePeriod.objects.filter(current=True).select_related("version").first()
+def live_version(*, world: World) -> PolicyVersion | None:
+    """The version taking `world`'s live calls: the one made live last there; its v1 ·
+    baseline before any was."""
+    period = LivePeriod.objects.filter(world=world, current=True).select_related("version").first()
     if period:
         return period.version
-    return PolicyVersion.objects.filter(number=1).first()
+    return PolicyVersion.objects.filter(world=world, number=1).first()
 
 
 def version_make_live(*, version: PolicyVersion, by=None, note: str = "") -> LivePeriod:
-    """Make `version` the live one; the history keeps who was live when.
+    """Make `version` the live one of its world; the history keeps who was live when.
 
     It does not refuse a version that lost its evaluation — the page says so plainly; the
     numbers, not the button, decide.
@@ -41,13 +53,18 @@ def version_make_live(*, version: PolicyVersion, by=None, note: str = "") -> Liv
             f"{version.label} answers nothing ({version.get_status_display()}): "
             "serve it again before making it live."
         )
+    world_id = version.world_id
     with transaction.atomic():
-        current = LivePeriod.objects.select_for_update().filter(current=True).first()
+        current = (
+            LivePeriod.objects.select_for_update().filter(world_id=world_id, current=True).first()
+        )
         if current and current.version_id == version.pk:
             raise LiveError(f"{version.label} is already live.")
         now = timezone.now()
-        LivePeriod.objects.filter(current=True).update(current=False, ended_at=now)
-        running = Canary.objects.filter(state=Canary.State.RUNNING).first()
+        LivePeriod.objects.filter(world_id=world_id, current=True).update(
+            current=False, ended_at=now
+        )
+        running = Canary.objects.filter(world_id=world_id, state=Canary.State.RUNNING).first()
         if running:
             # Making a version live by hand ends any canary: its split no longer means anything.
             state = (
@@ -56,18 +73,24 @@ def version_make_live(*, version: PolicyVersion, by=None, note: str = "") -> Liv
                 else (Canary.State.ROLLED_BACK)
             )
             Canary.objects.filter(pk=running.pk).update(state=state, ended_at=now)
-        return LivePeriod.objects.create(version=version, made_live_by=by, note=note[:300])
+        return LivePeriod.objects.create(
+            world_id=world_id, version=version, made_live_by=by, note=note[:300]
+        )
 
 
-def live_history() -> list[LivePeriod]:
-    return list(LivePeriod.objects.select_related("version", "made_live_by")[:50])
+def live_history(*, world: World) -> list[LivePeriod]:
+    return list(
+        LivePeriod.objects.filter(world=world).select_related("version", "made_live_by")[:50]
+    )
 
 
 # --- canary -----------------------------------------------------------------------------
 
 
 def canary_start(*, candidate: PolicyVersion, share: float, by=None) -> Canary:
-    live = live_version()
+    """A canary in the candidate's world, against that world's live version."""
+    world = candidate.world
+    live = live_version(world=world)
     if live is None:
         raise LiveError("Make a version live first.")
     if candidate.pk == live.pk:
@@ -78,16 +101,22 @@ def canary_start(*, candidate: PolicyVersion, share: float, by=None) -> Canary:
         raise LiveError("The candidate's share must be between 0 and 1 (e.g. 0.1 for 10%).")
     try:
         with transaction.atomic():
-            if not LivePeriod.objects.filter(current=True).exists():
-                LivePeriod.objects.create(version=live, note="live when the first canary began")
-            return Canary.objects.create(candidate=candidate, live=live, share=share, started_by=by)
+            if not LivePeriod.objects.filter(world=world, current=True).exists():
+                LivePeriod.objects.create(
+                    world=world, version=live, note="live when the first canary began"
+                )
+            return Canary.objects.create(
+                world=world, candidate=candidate, live=live, share=share, started_by=by
+            )
     except IntegrityError as error:
-        raise LiveError("A canary is already running: promote or roll it back first.") from error
+        raise LiveError(
+            f"A canary is already running in {world.name}: promote or roll it back first."
+        ) from error
 
 
-def canary_running() -> Canary | None:
+def canary_running(*, world: World) -> Canary | None:
     return (
-        Canary.objects.filter(state=Canary.State.RUNNING)
+        Canary.objects.filter(world=world, state=Canary.State.RUNNING)
         .select_related("candidate", "live")
         .first()
     )
@@ -120,10 +149,11 @@ def _to_candidate(call_id: str, share: float) -> bool:
 # --- live calls --------------------------------------------------------------------------
 
 
-def live_call_route(*, call_id: str) -> LiveCall:
-    """Which version takes this call: the candidate for the canary's share, else the live one.
+def live_call_route(*, call_id: str, world: World) -> LiveCall:
+    """Which of `world`'s versions takes this call: the candidate for the canary's share,
+    else the live one.
 
-    Asking again for the same call gives the same answer.
+    Asking again for the same call gives the same answer (whichever world is named then).
     """
     call_id = (call_id or "").strip()
     if not call_id or len(call_id) > 200:
@@ -131,10 +161,10 @@ def live_call_route(*, call_id: str) -> LiveCall:
     existing = LiveCall.objects.filter(external_id=call_id).select_related("version").first()
     if existing:
         return existing
-    canary = canary_running()
-    live = live_version()
+    canary = canary_running(world=world)
+    live = live_version(world=world)
     if live is None:
-        raise LiveError("No version is live.")
+        raise LiveError(f"No version of {world.name} is live.")
     version = canary.candidate if canary and _to_candidate(call_id, canary.share) else live
     try:
         return LiveCall.objects.create(
@@ -164,6 +194,20 @@ def live_call_record(*, call_id: str, outcome: str, turns: list | None = None) -
     return call
 
 
+def _won_rate_draws(won: int, decided: int, *, rng) -> Any:
+    """The won rate of `decided` calls resampled with replacement, WON_RATE_BOOTSTRAP times:
+    resampling n won/lost outcomes draws the won count from Binomial(n, won / n)."""
+    return rng.binomial(decided, won / decided, size=WON_RATE_BOOTSTRAP) / decided
+
+
+def _percentiles(draws: Any) -> list[float]:
+    import numpy as np
+
+    tail = (1 - WON_RATE_CONFIDENCE) / 2 * 100
+    low, high = np.percentile(draws, [tail, 100 - tail])
+    return [round(float(low), 4), round(float(high), 4)]
+
+
 @dataclass(frozen=True)
 class CausedWonRate:
     version: PolicyVersion
@@ -179,10 +223,71 @@ class CausedWonRate:
     def rate(self) -> float | None:
         return self.won / self.decided if self.decided else None
 
+    @property
+    def interval(self) -> list[float] | None:
+        """The 95% bootstrap interval of the rate; None under two decided calls."""
+        if self.decided < 2:
+            return None
+        import numpy as np
 
-def caused_won_rates(*, canary: Canary | None = None) -> list[CausedWonRate]:
-    """The won rate each version caused on live calls (of one canary, or all time)."""
-    calls = LiveCall.objects.all()
+        return _percentiles(_won_rate_draws(self.won, self.decided, rng=np.random.default_rng(0)))
+
+
+@dataclass(frozen=True)
+class CanaryComparison:
+    """Candidate against live on the canary's calls: the difference of their won rates, its
+    bootstrap interval, and one plain sentence on whether it is beyond chance."""
+
+    difference: float | None
+    interval: list[float] | None
+    beyond_chance: bool
+    sentence: str
+
+
+def canary_comparison(*, canary: Canary, rates: list[CausedWonRate]) -> CanaryComparison:
+    """Whether the candidate's won rate differs from the live version's by more than chance:
+    each side's decided calls resampled on their own, the difference's 95% interval read off
+    the resamples. A difference whose interval holds 0 is at chance, said so."""
+    import numpy as np
+
+    by_version = {rate.version.pk: rate for rate in rates}
+    candidate = by_version.get(canary.candidate_id)
+    live = by_version.get(canary.live_id)
+    candidate_decided = candidate.decided if candidate else 0
+    live_decided = live.decided if live else 0
+    if candidate_decided < 2 or live_decided < 2:
+        return CanaryComparison(
+            None,
+            None,
+            False,
+            f"Too few decided calls to compare yet ({candidate_decided} for the candidate, "
+            f"{live_decided} for the live version): no difference can be told from chance.",
+        )
+    rng = np.random.default_rng(0)
+    draws = _won_rate_draws(candidate.won, candidate_decided, rng=rng) - _won_rate_draws(
+        live.won, live_decided, rng=rng
+    )
+    difference = candidate.rate - live.rate
+    low, high = _percentiles(draws)
+    points = f"{abs(difference) * 100:.1f} points {'above' if difference >= 0 else 'below'}"
+    bounds = f"[{low * 100:+.1f}, {high * 100:+.1f}] points"
+    if low > 0 or high < 0:
+        sentence = (
+            f"The candidate's won rate is {points} the live version's, beyond its 95% "
+            f"interval {bounds}: not chance on these calls."
+        )
+        return CanaryComparison(difference, [low, high], True, sentence)
+    sentence = (
+        f"The candidate's won rate is {points} the live version's: at chance, not beyond its "
+        f"95% interval {bounds}. Keep the canary running for more calls."
+    )
+    return CanaryComparison(difference, [low, high], False, sentence)
+
+
+def caused_won_rates(*, world: World, canary: Canary | None = None) -> list[CausedWonRate]:
+    """The won rate each of `world`'s versions caused on live calls (of one canary, or all
+    time)."""
+    calls = LiveCall.objects.filter(version__world=world)
     if canary is not None:
         calls = calls.filter(canary=canary)
     rows = calls.values("version").annotate(

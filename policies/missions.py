@@ -4,26 +4,30 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from arena.models import World
 from levers9.game import Mission
 from policies.live import live_version
 from policies.models import PolicyVersion
 
 
 def crown_mission() -> Mission:
-    live = live_version()
+    """Done once some world has a trained version live; each world's live version listed."""
+    lives = [(world, live_version(world=world)) for world in World.objects.order_by("name")]
+    lives = [(world, live) for world, live in lives if live is not None]
+    crowned = any(live.number > 1 for _world, live in lives)
     return Mission(
         6,
         "Crown the champion",
         "policies",
         "owner",
         "Make the version that won its evaluation live.",
-        [f"live: {live.label}" if live else "nothing live"],
-        "Make the winner live, or send it a share of live calls from Release."
-        if live is None or live.number == 1
-        else "Watch the won rate it causes under Release.",
-        done=live is not None and live.number > 1,
+        [f"live in {world.name}: {live.label}" for world, live in lives] or ["nothing live"],
+        "Watch the won rate it causes under Release."
+        if crowned
+        else "Make the winner live, or send it a share of live calls from Release.",
+        done=crowned,
     )
 
 
 def home_versions() -> QuerySet[PolicyVersion]:
-    return PolicyVersion.objects.select_related("parent")
+    return PolicyVersion.objects.select_related("parent", "world")

@@ -2,7 +2,9 @@
 and the endpoints that serve trained versions. (Where a model judge is reached, JudgeConnection,
 is the arena's.)
 
-`v1 · baseline` is the hand-written start every workspace gets; Train makes v2 and later.
+Every version belongs to one world (arena.World, a "pack"): each world has its own
+`v1 · baseline` (the hand-written start), its own numbering and lineage, its own live version
+and its own canary. Train makes v2 and later in the world it trains in.
 Keys are never stored here: a version records model names, addresses and, at most, the NAME
 of the environment variable that holds a key on the dashboard pod.
 """
@@ -27,7 +29,12 @@ class PolicyVersion(models.Model):
         STARTING = "starting", "Starting"
         RELEASED = "released", "Released"
 
-    number = models.PositiveIntegerField(unique=True)
+    # The world it was made in and answers for: a strategy learned on one business's calls
+    # means nothing on another's. Numbers count per world (Lettings v2 and Persuasion v2).
+    world = models.ForeignKey(
+        "arena.World", on_delete=models.PROTECT, related_name="policy_versions"
+    )
+    number = models.PositiveIntegerField()
     name = models.CharField(max_length=100)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
@@ -55,7 +62,10 @@ class PolicyVersion(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["number"]
+        ordering = ["world_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["world", "number"], name="version_number_per_world")
+        ]
 
     def __str__(self) -> str:
         return self.label
@@ -63,6 +73,11 @@ class PolicyVersion(models.Model):
     @property
     def label(self) -> str:
         return f"v{self.number} · {self.name}"
+
+    @property
+    def world_label(self) -> str:
+        """The label with its world, where several worlds' versions are listed together."""
+        return f"{self.world.name} {self.label}"
 
     @property
     def can_answer(self) -> bool:
@@ -165,14 +180,18 @@ class Endpoint(models.Model):
 
 
 class LivePeriod(models.Model):
-    """Which version was live when: the open period (ended_at null) is the live version."""
+    """Which version was live when, in one world: the open period (ended_at null) is that
+    world's live version."""
 
+    # The version's world, kept on the row so the database keeps one open period per world.
+    world = models.ForeignKey("arena.World", on_delete=models.PROTECT, related_name="+")
     version = models.ForeignKey(
         PolicyVersion, on_delete=models.PROTECT, related_name="live_periods"
     )
     started_at = models.DateTimeField(auto_now_add=True)
     ended_at = models.DateTimeField(null=True, blank=True)
-    # True for the one open period; a partial unique index keeps it one (NULLs would not).
+    # True for the world's one open period; a partial unique index keeps it one (NULLs would
+    # not).
     current = models.BooleanField(default=True)
     made_live_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -183,7 +202,9 @@ class LivePeriod(models.Model):
         ordering = ["-started_at", "-id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["current"], condition=models.Q(current=True), name="one_live_version"
+                fields=["world"],
+                condition=models.Q(current=True),
+                name="one_live_version_per_world",
             )
         ]
 
@@ -193,13 +214,15 @@ class LivePeriod(models.Model):
 
 class Canary(models.Model):
     """A release: a share of live calls goes to a candidate while the live version takes the
-    rest; the won rate each one caused decides promote or roll back."""
+    rest; the won rate each one caused decides promote or roll back. One world's live calls:
+    candidate and live version are both of `world`."""
 
     class State(models.TextChoices):
         RUNNING = "running", "Running"
         PROMOTED = "promoted", "Promoted"
         ROLLED_BACK = "rolled_back", "Rolled back"
 
+    world = models.ForeignKey("arena.World", on_delete=models.PROTECT, related_name="+")
     candidate = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="+")
     live = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="+")
     share = models.FloatField(help_text="Share of live calls sent to the candidate (0–1).")
@@ -214,7 +237,9 @@ class Canary(models.Model):
         ordering = ["-started_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["state"], condition=models.Q(state="running"), name="one_running_canary"
+                fields=["world"],
+                condition=models.Q(state="running"),
+                name="one_running_canary_per_world",
             )
         ]
 

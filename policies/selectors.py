@@ -14,12 +14,12 @@ from arena.models import World
 from policies.models import Endpoint, PolicyVersion
 
 
-def policy_live() -> PolicyVersion | None:
-    """The version taking live calls: the one made live last; v1 · baseline in a new
-    workspace."""
+def policy_live(*, world: World) -> PolicyVersion | None:
+    """The version taking `world`'s live calls: the one made live last there; its v1 ·
+    baseline before any was."""
     from policies.live import live_version
 
-    return live_version()
+    return live_version(world=world)
 
 
 def policy_agent_label(version: PolicyVersion | None, *, world: World | None = None) -> str:
@@ -46,11 +46,17 @@ def policy_agent_label(version: PolicyVersion | None, *, world: World | None = N
     return label
 
 
-def policies_answering() -> list[PolicyVersion]:
-    """Versions that can answer, newest first: what the Duel, Train and Evaluate pick from."""
+def policies_answering(*, world: World) -> list[PolicyVersion]:
+    """`world`'s versions that can answer, newest first: what the Duel, Train and Evaluate
+    pick from (each world's own, never another's)."""
     from policies.agents import RegistryAgents
 
-    return RegistryAgents().answering()
+    return RegistryAgents().answering(world=world)
+
+
+def policy_version_numbered(*, world: World, number: int) -> PolicyVersion | None:
+    """`world`'s version with this number (each world numbers its own), or None."""
+    return PolicyVersion.objects.filter(world=world, number=number).first()
 
 
 def version_lineage(version: PolicyVersion, *, known: dict[int, PolicyVersion] | None = None):
@@ -179,20 +185,25 @@ def version_verdicts_register(read: Any) -> None:
     _verdicts[:] = [read]
 
 
-def versions_with_verdicts() -> list[VersionRow]:
-    """The version rows, each with its last evaluation's verdict when Evaluate has one."""
+def versions_with_verdicts(*, world: World | None) -> list[VersionRow]:
+    """The version rows of `world` (of every world: None), each with its last evaluation's
+    verdict when Evaluate has one."""
     import dataclasses
 
-    rows = versions_list()
+    rows = versions_list(world=world)
     if not _verdicts:
         return rows
     verdicts = _verdicts[0]()
     return [dataclasses.replace(row, evaluation=verdicts.get(row.version.pk)) for row in rows]
 
 
-def versions_list() -> list[VersionRow]:
-    """Every version, newest first, with its lineage and its endpoint."""
-    versions = list(PolicyVersion.objects.order_by("-number"))
+def versions_list(*, world: World | None) -> list[VersionRow]:
+    """`world`'s versions (every world's: None), newest first, with their lineage and
+    endpoint."""
+    versions = PolicyVersion.objects.select_related("world").order_by("-number", "world__name")
+    if world is not None:
+        versions = versions.filter(world=world)
+    versions = list(versions)
     by_id = {version.pk: version for version in versions}
     newest_endpoint: dict[int, Endpoint] = {}
     for endpoint in Endpoint.objects.order_by("created_at", "id"):

@@ -22,23 +22,58 @@ BASELINE_DESCRIPTION = (
 )
 
 
-def policy_baseline_ensure() -> PolicyVersion:
-    """`v1 · baseline`: the hand-written start of every workspace (scripted move rules)."""
-    version, _created = PolicyVersion.objects.get_or_create(
-        number=1,
-        defaults={
-            "name": BASELINE_NAME,
-            "description": BASELINE_DESCRIPTION,
-            "provider": PolicyVersion.Provider.SIMULATOR,
-            "move_strategy": {"kind": "scripted"},
-            "learned_from": {"kind": "hand-written"},
-        },
-    )
-    return version
+def policy_baseline_ensure(*, world: World | None = None) -> list[PolicyVersion]:
+    """`v1 · baseline` of `world`, or of every world when none is named: the hand-written
+    start each world gets (scripted move rules). Creating a workspace runs it after its
+    first world; a world made later gets its own when it is saved (policies.apps)."""
+    worlds = [world] if world is not None else list(World.objects.order_by("name"))
+    baselines = []
+    for each in worlds:
+        version, _created = PolicyVersion.objects.get_or_create(
+            world=each,
+            number=1,
+            defaults={
+                "name": BASELINE_NAME,
+                "description": BASELINE_DESCRIPTION,
+                "provider": PolicyVersion.Provider.SIMULATOR,
+                "move_strategy": {"kind": "scripted"},
+                "learned_from": {"kind": "hand-written"},
+            },
+        )
+        baselines.append(version)
+    return baselines
+
+
+def world_baseline_on_save(sender, instance: World, created: bool, raw: bool = False, **kwargs):
+    """A new world gets its v1 · baseline however it was made (the API, the World page, the
+    admin, demo_setup, a shell): connected to World's post_save in policies.apps, because the
+    arena sits below the registry and cannot call it."""
+    if created and not raw:
+        policy_baseline_ensure(world=instance)
+
+
+class VersionWorldMismatch(PolicyBadRequest):
+    """A version named for another world's work; `field` names the request's field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def version_in_world_check(*, version: PolicyVersion | None, world: World, field: str) -> None:
+    """A version chosen for `world` (a parent, a candidate) must be one of that world's: a
+    strategy learned on one business's calls answers nothing useful on another's."""
+    if version is not None and version.world_id != world.pk:
+        raise VersionWorldMismatch(
+            field,
+            f"{field}: {version.label} belongs to {version.world.name}, not {world.name}; "
+            f"choose one of {world.name}'s versions.",
+        )
 
 
 def version_register(
     *,
+    world: World,
     name: str,
     parent: PolicyVersion | None,
     move_strategy: dict,
@@ -49,17 +84,24 @@ def version_register(
     endpoint_url: str = "",
     created_by=None,
 ) -> PolicyVersion:
-    """A new numbered version (max + 1). Numbers never repeat, even under concurrent finishes:
-    the table is locked for the moment it takes to pick the number."""
+    """A new numbered version of `world` (its highest number + 1). Numbers never repeat in a
+    world, even under concurrent finishes: the table is locked for the moment it takes to
+    pick the number. The parent must be of the same world (VersionWorldMismatch)."""
     from django.db import connection, transaction
 
+    version_in_world_check(version=parent, world=world, field="parent")
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(f"LOCK TABLE {PolicyVersion._meta.db_table} IN EXCLUSIVE MODE")
         number = (
-            PolicyVersion.objects.order_by("-number").values_list("number", flat=True).first() or 0
+            PolicyVersion.objects.filter(world=world)
+            .order_by("-number")
+            .values_list("number", flat=True)
+            .first()
+            or 0
         ) + 1
         return PolicyVersion.objects.create(
+            world=world,
             number=number,
             name=name,
             parent=parent,

@@ -33,10 +33,11 @@ def policies_page(request):
         "policies/policies.html",
         {
             "page": "policies",
-            "rows": versions_with_verdicts(),
+            # The world in view's versions only: each world has its own (policies.models).
+            "rows": versions_with_verdicts(world=world) if world else [],
             "can_edit_prompt": has_role(request.user, MANAGER),
-            "leaderboard": leaderboard(),
-            "live": policy_live(),
+            "leaderboard": leaderboard(world=world) if world else [],
+            "live": policy_live(world=world) if world else None,
             "can_change": has_role(request.user, OWNER),
             "choices": {choice.provider: choice for choice in provider_choices()},
             "judge_world": world,
@@ -62,7 +63,8 @@ def version_runs_on(request, version_id: int):
             endpoint_url=request.POST.get("endpoint_url", ""),
             lora_adapter=request.POST.get("lora_adapter", ""),
             api_key_env=request.POST.get("api_key_env", ""),
-            world=world_in_view(request) if provider == JUDGE_MODEL else None,
+            # The version's own world's judge: a version answers in its own world.
+            world=version.world if provider == JUDGE_MODEL else None,
         )
     except PolicyError as error:
         messages.error(request, str(error))

@@ -6,9 +6,11 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from arena.selectors import world_in_view
 from levers9.roles import OWNER, role_required
 from policies.live import (
     LiveError,
+    canary_comparison,
     canary_promote,
     canary_roll_back,
     canary_running,
@@ -37,19 +39,28 @@ def version_make_live_view(request, version_id: int):
 
 @role_required(OWNER)
 def release_page(request):
-    canary = canary_running()
+    """The world in view's live version, canary and live calls: each world has its own."""
+    world = world_in_view(request)
+    if world is None:
+        return render(request, "policies/release.html", {"page": "release", "world": None})
+    canary = canary_running(world=world)
+    live = live_version(world=world)
+    canary_rates = caused_won_rates(world=world, canary=canary) if canary else []
+    recent_calls = LiveCall.objects.filter(version__world=world).select_related("version")
     return render(
         request,
         "policies/release.html",
         {
             "page": "release",
-            "live": live_version(),
+            "world": world,
+            "live": live,
             "canary": canary,
-            "canary_rates": caused_won_rates(canary=canary) if canary else [],
-            "all_time_rates": caused_won_rates(),
-            "candidates": [v for v in policies_answering() if v != live_version()],
-            "history": live_history(),
-            "recent_calls": LiveCall.objects.select_related("version")[:20],
+            "canary_rates": canary_rates,
+            "comparison": canary_comparison(canary=canary, rates=canary_rates) if canary else None,
+            "all_time_rates": caused_won_rates(world=world),
+            "candidates": [v for v in policies_answering(world=world) if v != live],
+            "history": live_history(world=world),
+            "recent_calls": recent_calls[:20],
         },
     )
 
@@ -57,9 +68,14 @@ def release_page(request):
 @require_POST
 @role_required(OWNER)
 def canary_action(request, action: str):
+    world = world_in_view(request)
     try:
+        if world is None:
+            raise LiveError("Make a world first: each world has its own canary.")
         if action == "start":
-            candidate = get_object_or_404(PolicyVersion, pk=request.POST.get("candidate") or 0)
+            candidate = get_object_or_404(
+                PolicyVersion, pk=request.POST.get("candidate") or 0, world=world
+            )
             try:
                 share = float(request.POST.get("share_percent") or 0) / 100
             except ValueError as error:
@@ -67,7 +83,7 @@ def canary_action(request, action: str):
             canary_start(candidate=candidate, share=share, by=request.user)
             messages.success(request, f"{candidate.label} takes {share:.0%} of live calls.")
         else:
-            canary = canary_running()
+            canary = canary_running(world=world)
             if canary is None:
                 raise LiveError("No canary is running.")
             if action == "promote":

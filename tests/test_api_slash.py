@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django_tenants.utils import schema_context
 
+from arena.models import World
 from levers9.jobs.services import job_start
 from levers9.pools import pool_default
 from policies.live import live_call_route
@@ -20,7 +21,7 @@ def job_id(workspace, django_capture_on_commit_callbacks) -> int:
             trainer="q-learning-online",
             spec={"algorithm": "q-learning-online"},
             pool=pool_default(gpu=False),
-            parent_version=PolicyVersion.objects.get(number=1),
+            parent_version=PolicyVersion.objects.get(world__slug="lettings", number=1),
         ).pk
 
 
@@ -33,7 +34,7 @@ def test_it_answers_resume_without_the_slash_as_with_it(owner_client, job_id):
 
 def test_it_runs_a_plain_route_without_the_slash(owner_client, workspace):
     with schema_context(workspace.schema_name):
-        live_call_route(call_id="no-slash")
+        live_call_route(call_id="no-slash", world=World.objects.get(slug="lettings"))
     response = owner_client.post(
         "/api/rl/live/calls/no-slash/outcome", {"outcome": "won"}, "application/json"
     )

@@ -74,8 +74,9 @@ def test_it_refuses_an_evaluation_seed_past_the_stored_range(owner_client, works
     from policies.services import version_register
 
     with schema_context(workspace.schema_name):
-        baseline = PolicyVersion.objects.get(number=1)
+        baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
         candidate = version_register(
+            world=World.objects.get(slug="lettings"),
             name="other", parent=baseline, move_strategy=baseline.move_strategy, learned_from={}
         )
     response = owner_client.post(

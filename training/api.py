@@ -14,7 +14,8 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import JobError
 from levers9.roles import MANAGER, HasRole
 from policies.models import PolicyVersion
-from policies.selectors import policy_live
+from policies.selectors import policy_live, policy_version_numbered
+from policies.services import VersionWorldMismatch
 from training.cards import train_move_strategy
 from training.wording import EPOCHS_MAX, SEED_MAX
 
@@ -27,6 +28,27 @@ def _parent_field(help_text: str = "Parent version number") -> serializers.Integ
         error_messages={"min_value": "Version numbers start at 1."},
         help_text=help_text,
     )
+
+
+class ParentNotInWorld(Exception):
+    """The parent number names no version of the world: a 400 naming `parent`."""
+
+
+def _parent_in(world: World, number: int | None) -> PolicyVersion | None:
+    """`world`'s version with this number (each world numbers its own), else its live
+    version when none is named; ParentNotInWorld when the world has no such version."""
+    if not number:
+        return policy_live(world=world)
+    parent = policy_version_numbered(world=world, number=number)
+    if parent is None:
+        raise ParentNotInWorld(
+            f"{world.name} has no version v{number}: each world numbers its own versions."
+        )
+    return parent
+
+
+def _field_refused(field: str, message: str) -> Response:
+    return Response({field: [message]}, status=status.HTTP_400_BAD_REQUEST)
 
 
 def _seed_field() -> serializers.IntegerField:
@@ -49,12 +71,16 @@ def train_move_strategy_api(request):
     body = MoveStrategySerializer(data=request.data)
     body.is_valid(raise_exception=True)
     world = get_object_or_404(World, slug=body.validated_data["pack"])
-    number = body.validated_data.get("parent")
-    parent = get_object_or_404(PolicyVersion, number=number) if number else policy_live()
+    try:
+        parent = _parent_in(world, body.validated_data.get("parent"))
+    except ParentNotInWorld as error:
+        return _field_refused("parent", str(error))
     try:
         job = train_move_strategy(
             world=world, parent=parent, seed=body.validated_data["seed"], started_by=request.user
         )
+    except VersionWorldMismatch as error:
+        return _field_refused(error.field, str(error))
     except ValueError as error:
         return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
     return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
@@ -77,8 +103,10 @@ def engines_run_api(request):
     body = EnginesRunSerializer(data=request.data)
     body.is_valid(raise_exception=True)
     world = get_object_or_404(World, slug=body.validated_data["pack"])
-    number = body.validated_data.get("parent")
-    parent = get_object_or_404(PolicyVersion, number=number) if number else policy_live()
+    try:
+        parent = _parent_in(world, body.validated_data.get("parent"))
+    except ParentNotInWorld as error:
+        return _field_refused("parent", str(error))
     try:
         job = engines_run_start(
             algorithm=body.validated_data["algorithm"],
@@ -88,6 +116,8 @@ def engines_run_api(request):
             outcomes_world=World.objects.filter(calls__isnull=False).distinct().first(),
             started_by=request.user,
         )
+    except VersionWorldMismatch as error:
+        return _field_refused(error.field, str(error))
     except KnobError as error:
         return Response(
             {"detail": str(error), "knob": getattr(error, "knob", None)},
@@ -121,7 +151,12 @@ class WordingCardSerializer(serializers.Serializer):
         choices=["rlhf", "dpo"], help_text="rlhf (Wording, the route to ship) or dpo (Benchmark)"
     )
     preference_version = serializers.IntegerField(help_text="A frozen preference version number")
-    parent = _parent_field("Parent version number (default: the live version)")
+    pack = serializers.SlugField(
+        required=False,
+        help_text="The world the version is made in (default: the outcome world for "
+        "reward_source=outcomes, else the first world by name); the parent is its number there",
+    )
+    parent = _parent_field("Parent version number in the pack (default: its live version)")
     pool = serializers.CharField(
         required=False, allow_blank=True, help_text="Pool name (default: the biggest enabled)"
     )
@@ -162,8 +197,13 @@ def train_wording_api(request):
             {"detail": f"No preference version v{data['preference_version']}: freeze first."},
             status=status.HTTP_400_BAD_REQUEST,
         )
-    number = data.get("parent")
-    parent = get_object_or_404(PolicyVersion, number=number) if number else None
+    world = _wording_world(data)
+    if world is None:
+        return _field_refused("pack", f"No world '{data.get('pack')}' in this workspace.")
+    try:
+        parent = _parent_in(world, data.get("parent")) if data.get("parent") else None
+    except ParentNotInWorld as error:
+        return _field_refused("parent", str(error))
     if parent is not None and not parent.can_answer:
         return Response(
             {"detail": f"{parent.label} is released: choose a version that can answer."},
@@ -181,8 +221,26 @@ def train_wording_api(request):
             base=data.get("base") or "",
             reward_source=data["reward_source"],
             outcomes_pack=data.get("outcomes_pack") or "",
+            world=world,
         )
         job = train_wording(choice=choice, started_by=request.user)
     except (WordingCardError, ValueError) as error:
         return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
     return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+
+def _wording_world(data: dict) -> World | None:
+    """The world a wording version is made in: the pack named; else, for an outcome reward,
+    the outcome world; else the first world by name (None: an unknown pack)."""
+    if data.get("pack"):
+        return World.objects.filter(slug=data["pack"]).first()
+    if data.get("reward_source") == "outcomes":
+        with_calls = World.objects.filter(calls__isnull=False).distinct().order_by("name")
+        outcome_world = (
+            with_calls.filter(slug=data["outcomes_pack"]).first()
+            if data.get("outcomes_pack")
+            else with_calls.first()
+        )
+        if outcome_world is not None:
+            return outcome_world
+    return World.objects.order_by("name").first()

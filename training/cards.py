@@ -32,7 +32,11 @@ def train_move_strategy(
     *, world: World, parent: PolicyVersion, seed: int = 0, started_by=None
 ) -> Job:
     """The "Move strategy" card: Q-learning on the simulator with default knobs, on the CPU;
-    on a world with no simulator, the off-line learner over its labelled real calls."""
+    on a world with no simulator, the off-line learner over its labelled real calls. The
+    parent must be one of `world`'s versions (VersionWorldMismatch names "parent")."""
+    from policies.services import version_in_world_check
+
+    version_in_world_check(version=parent, world=world, field="parent")
     scenarios = world_scenarios_spec(world)
     if not scenarios:
         from training.offline import train_move_strategy_offline

@@ -72,6 +72,10 @@ def engines_run_start(
     started_by=None,
 ) -> Job:
     """Validate the knobs (a clear KnobError before anything runs), then start the job."""
+    from policies.services import version_in_world_check
+
+    # Learns in `world`: from one of its versions (VersionWorldMismatch names "parent").
+    version_in_world_check(version=parent, world=world, field="parent")
     if algorithm not in ALGORITHMS:
         raise KnobError(
             f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from arena.models import World
 from levers9.jobs.models import Job
 from levers9.jobs.services import job_note
 from policies.models import PolicyVersion
@@ -21,6 +22,15 @@ _RETURN_KEYS = (
     "fraction_of_optimum",
     "gap_to_optimum",
 )
+
+
+def _world_of(job: Job) -> World:
+    """The world the version is made in: the job's (Train sets it), else its parent's."""
+    if job.world_id:
+        return job.world
+    if job.parent_version_id:
+        return job.parent_version.world
+    raise ValueError("the job names no world and no parent: no world to make a version in")
 
 
 def _lineage(job: Job, result: dict[str, Any]) -> dict[str, Any]:
@@ -48,6 +58,7 @@ def version_from_move_strategy(
     if not isinstance(strategy, dict) or strategy.get("kind") != "table":
         raise ValueError("the trainer returned no move table to make a version from")
     return version_register(
+        world=_world_of(job),
         name=name,
         parent=parent,
         move_strategy=strategy,
@@ -87,6 +98,7 @@ def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
     # Still a version (Train always ends in one), but marked where it learned nothing.
     learned_from["did_not_learn"] = list(metrics.get("did_not_learn") or [])
     version = version_register(
+        world=_world_of(job),
         name="trained" if job.trainer == "rlhf" else "dpo benchmark",
         parent=parent,
         move_strategy=parent.move_strategy if parent else {},
@@ -154,6 +166,7 @@ def version_from_offline_moves(job: Job, result: dict[str, Any]) -> PolicyVersio
         },
     }
     return version_register(
+        world=_world_of(job),
         name="trained",
         parent=parent,
         move_strategy=strategy,

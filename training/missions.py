@@ -8,7 +8,10 @@ from policies.models import PolicyVersion
 
 
 def level_up_mission() -> Mission:
-    trained = PolicyVersion.objects.filter(number__gt=1).order_by("-number")
+    # Every world's trained versions (each world numbers its own): the newest by date.
+    trained = (
+        PolicyVersion.objects.filter(number__gt=1).select_related("world").order_by("-created_at")
+    )
     newest = trained.first()
     running = Job.objects.filter(state__in=[*Job.ACTIVE_STATES]).count()
     return Mission(
@@ -18,7 +21,7 @@ def level_up_mission() -> Mission:
         "manager",
         "Train the next numbered version of the agent.",
         [
-            f"{trained.count()} version(s) trained; newest {newest.label}"
+            f"{trained.count()} version(s) trained; newest {newest.world_label}"
             if newest
             else "only v1 · baseline so far",
             f"{running} job(s) running" if running else "no job running",

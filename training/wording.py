@@ -150,10 +150,16 @@ def wording_choice_from(
     base: str = "",
     reward_source: str = "",
     outcomes_pack: str = "",
+    world: World | None = None,
 ) -> WordingChoice:
     """One card's choices as typed on the page or sent to the API; WordingCardError naming
-    the field when one is missing or not a number."""
+    the field when one is missing or not a number.
+
+    The version is made in `world` (the world in view, or the API's `pack`); none named, the
+    parent's world, else the outcome world, else the first world by name. The parent (the
+    world's live version by default) must be one of that world's versions."""
     from policies.selectors import policy_live
+    from policies.services import VersionWorldMismatch, version_in_world_check
 
     if preference is None:
         raise WordingCardError("Freeze the picks first: training reads only frozen versions.")
@@ -194,13 +200,25 @@ def wording_choice_from(
                 if outcomes_pack
                 else "Outcome labels need a world with real calls: import calls first."
             )
+    world = (
+        world
+        or (parent.world if parent is not None else None)
+        or outcomes_world
+        or World.objects.order_by("name").first()
+    )
+    if world is None:
+        raise WordingCardError("Make a world first: a version belongs to one.")
+    try:
+        version_in_world_check(version=parent, world=world, field="parent")
+    except VersionWorldMismatch as error:
+        raise WordingCardError(str(error)) from None
     return WordingChoice(
         method=method,
         preference_version=preference,
         pool=pool,
         card_count=card_count,
         base=(base or "").strip() or base_default(pool),
-        parent=parent or policy_live(),
+        parent=parent or policy_live(world=world),
         reward_source=reward_source,
         outcomes_world=outcomes_world,
         epochs=epochs_value,
@@ -242,6 +260,8 @@ def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
         card_count=choice.card_count,
         title=f"{METHODS[choice.method]} from {choice.parent.label}",
         started_by=started_by,
+        # The version is made in its parent's world (wording_choice_from checked it).
+        world=choice.parent.world,
         parent_version=choice.parent,
         preference_version=choice.preference_version.number,
         base_model=choice.base,

@@ -44,9 +44,10 @@ PAIR_BATCH = 40
 SECOND_OPINION_EVERY = 5
 
 
-def duel_versions(*, versions: Sequence[Any] | None = None) -> list[Any]:
-    """The versions that answer in the Duel: those the reviewer chose, else the live version
-    and the newest version that can answer (one of them when they are the same)."""
+def duel_versions(*, world: World, versions: Sequence[Any] | None = None) -> list[Any]:
+    """The versions that answer in the world's Duel: those the reviewer chose, else the
+    world's live version and its newest version that can answer (one of them when they are
+    the same)."""
     if versions:
         chosen: list[Any] = []
         for version in versions:
@@ -58,9 +59,9 @@ def duel_versions(*, versions: Sequence[Any] | None = None) -> list[Any]:
             if version not in chosen:
                 chosen.append(version)
         return chosen
-    live = agents().live()
+    live = agents().live(world=world)
     chosen = [live] if live is not None and live.can_answer else []
-    answering = agents().answering()
+    answering = agents().answering(world=world)
     if answering and answering[0] not in chosen:
         chosen.append(answering[0])
     return chosen
@@ -362,7 +363,7 @@ def duel_pairs_generate(
     """
     if count < 1:
         raise DuelBadInput("Make at least one pair.")
-    chosen_versions = duel_versions(versions=versions)
+    chosen_versions = duel_versions(world=world, versions=versions)
     with transaction.atomic():
         # Two reviewers running the queue dry at once must not pair the same moments twice.
         _advisory_lock(f"duel-generate-{world.pk}")
@@ -403,7 +404,7 @@ def duel_pairs_request(
     when a version answers from a model, a few now and the rest by a background task, so no
     request (and no reviewer) waits minutes."""
     # Chosen once here (the default choice reconciles endpoints) and handed on as is.
-    chosen = duel_versions(versions=versions)
+    chosen = duel_versions(world=world, versions=versions)
     if count <= SLOW_BATCH or not _answers_from_a_model(chosen):
         made = duel_pairs_generate(world=world, count=count, scenario=scenario, versions=chosen)
         return PairsRequested(made=made, later=0)
@@ -430,7 +431,11 @@ def duel_pairs_generate_later(
     """Background: write `count` pairs a few at a time, each few in its own transaction so
     reviewers get them as they come. Returns how many it wrote."""
     world = World.objects.get(pk=world_id)
-    versions = policy_versions_numbered(numbers=list(version_numbers)) if version_numbers else None
+    versions = (
+        policy_versions_numbered(numbers=list(version_numbers), world=world)
+        if version_numbers
+        else None
+    )
     made = 0
     while made < count:
         new = duel_pairs_generate(

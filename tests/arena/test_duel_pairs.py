@@ -45,6 +45,7 @@ def test_it_lets_two_versions_and_the_real_agent_compete(lettings):
     (in a world of recorded calls both simulator versions answer with another call's real
     reply, the same one, so there a second version must run on a model to differ)."""
     PolicyVersion.objects.create(
+        world=lettings,
         number=2,
         name="trained",
         move_strategy={"kind": "table", "default": ["reassure"] * 600},
@@ -60,6 +61,7 @@ def test_it_lets_two_versions_and_the_real_agent_compete(lettings):
 def test_two_simulator_versions_answer_alike_in_a_world_of_recorded_calls(in_workspace):
     world = real_world()
     PolicyVersion.objects.create(
+        world=world,
         number=2,
         name="trained",
         move_strategy={"kind": "table", "default": ["reassure"] * 600},
@@ -120,7 +122,7 @@ def test_it_refuses_a_released_version_chosen_by_the_reviewer(in_workspace):
     from arena.errors import DuelBadInput
 
     world = real_world()
-    released = PolicyVersion.objects.create(number=3, name="old", status="released")
+    released = PolicyVersion.objects.create(world=world, number=3, name="old", status="released")
     with pytest.raises(DuelBadInput, match="released"):
         duel_pairs_generate(world=world, count=2, versions=[released])
 
@@ -140,3 +142,26 @@ def test_it_makes_no_pair_when_the_judge_cannot_score(in_workspace, monkeypatch)
         duel_pairs_generate(world=world, count=3)
     assert not DuelPair.objects.filter(world=world).exists()
     assert not Moment.objects.filter(world=world).exists()
+
+
+def test_it_offers_only_the_worlds_own_versions_in_the_duel(lettings):
+    """Each world has its own versions: a version made in one world never answers in
+    another's Duel, and a number names the world's own version."""
+    from arena.errors import DuelNotFound
+    from arena.selectors import policy_versions_numbered
+    from arena.services import duel_versions
+
+    world = real_world()
+    PolicyVersion.objects.create(
+        world=lettings,
+        number=2,
+        name="lettings-only",
+        move_strategy={"kind": "table", "default": ["reassure"] * 600},
+    )
+    chosen = duel_versions(world=world)
+    assert [(version.world_id, version.number) for version in chosen] == [(world.pk, 1)]
+    assert {version.world_id for version in duel_versions(world=lettings)} == {lettings.pk}
+    with pytest.raises(DuelNotFound, match="v2"):
+        policy_versions_numbered(numbers=[2], world=world)
+    duel_pairs_generate(world=world, count=4)
+    assert not Reply.objects.filter(moment__world=world, policy_version__world=lettings).exists()

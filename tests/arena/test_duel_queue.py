@@ -135,7 +135,7 @@ def test_a_model_answering_writes_a_few_pairs_now_and_the_rest_in_the_background
     stub = StubModelServer().start()
     try:
         version_runs_on_set(
-            version=PolicyVersion.objects.get(number=1),
+            version=PolicyVersion.objects.get(world__slug="lettings", number=1),
             provider="vllm",
             model="Qwen/Qwen3-14B",
             endpoint_url=stub.base_url,

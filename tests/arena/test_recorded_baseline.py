@@ -64,7 +64,8 @@ def test_a_world_made_over_the_api_duels_with_an_on_topic_baseline(owner_client,
 
     with schema_context(workspace.schema_name):
         world = World.objects.get(slug="charity")
-        baseline = PolicyVersion.objects.get(number=1)
+        # The world made over the API has its own v1 · baseline, and it is the one that duels.
+        baseline = PolicyVersion.objects.get(world=world, number=1)
         pairs = list(DuelPair.objects.filter(world=world).select_related("reply_a", "reply_b"))
         in_pairs = [
             reply
@@ -129,7 +130,7 @@ def test_it_never_answers_from_the_same_call_or_a_held_out_one(tricky_world):
     assert found is not None
     assert found.text.startswith("PLAIN")
     assert found.call_id == Call.objects.get(external_id="plain", world=tricky_world).pk
-    reply = version_reply(PolicyVersion.objects.get(number=1), moment)
+    reply = version_reply(PolicyVersion.objects.get(world=tricky_world, number=1), moment)
     assert reply.text.startswith("PLAIN")
 
 
@@ -149,7 +150,7 @@ def test_it_says_so_when_there_is_no_other_call_to_answer_from(in_workspace):
     only = Call.objects.get(world=world)
     moment = Moment(world=world, kind=Moment.Kind.REAL, call=only, turn_index=2)
     with pytest.raises(VersionCannotAnswer, match="other recorded calls"):
-        version_reply(PolicyVersion.objects.get(number=1), moment)
+        version_reply(PolicyVersion.objects.get(world=world, number=1), moment)
 
 
 def test_it_builds_the_index_once_until_the_calls_change(tricky_world):
@@ -196,10 +197,12 @@ def test_a_learned_outcome_strategy_answers_with_a_reply_making_its_move(in_work
     here = Call.objects.get(world=world, external_id="here")
     moment = Moment(world=world, kind=Moment.Kind.REAL, call=here, turn_index=2)
     # The scripted baseline answers from the most similar moment: the call asking about days.
-    assert version_reply(PolicyVersion.objects.get(number=1), moment).text.startswith("Which day")
+    baseline = PolicyVersion.objects.get(world=world, number=1)
+    assert version_reply(baseline, moment).text.startswith("Which day")
     learned = version_register(
+        world=world,
         name="trained",
-        parent=PolicyVersion.objects.get(number=1),
+        parent=baseline,
         move_strategy={"kind": "outcome", "default": "close", "choices": {}},
         learned_from={},
     )

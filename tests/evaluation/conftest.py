@@ -38,19 +38,38 @@ def lettings(in_workspace, datasets):
 def baseline(in_workspace):
     from policies.models import PolicyVersion
 
-    return PolicyVersion.objects.get(number=1)
+    return PolicyVersion.objects.get(world__slug="lettings", number=1)
 
 
 @pytest.fixture
 def pushy(baseline):
+    from arena.models import World
     from policies.services import version_register
 
     return version_register(
+        world=World.objects.get(slug="lettings"),
         name="pushy",
         parent=baseline,
         move_strategy=pushy_strategy(),
         learned_from={"pack": "lettings", "kind": "test"},
     )
+
+
+def pushy_in(world):
+    """`world`'s v1 · baseline and a pushy version made in that world: each world evaluates
+    its own versions."""
+    from policies.models import PolicyVersion
+    from policies.services import version_register
+
+    baseline = PolicyVersion.objects.get(world=world, number=1)
+    pushy = version_register(
+        world=world,
+        name="pushy",
+        parent=baseline,
+        move_strategy=pushy_strategy(),
+        learned_from={"pack": world.slug, "kind": "test"},
+    )
+    return pushy, baseline
 
 
 @pytest.fixture

@@ -78,9 +78,11 @@ def test_it_gives_up_on_a_version_that_never_answers(
 
 
 def _wording_version(baseline, *, algorithm: str, picks: int, base: str = "smollm2-135m-instruct"):
+    from arena.models import World
     from policies.services import version_register
 
     return version_register(
+        world=World.objects.get(slug="lettings"),
         name=algorithm,
         parent=baseline,
         move_strategy={},

@@ -39,9 +39,11 @@ def test_it_brackets_the_win_rate_with_its_bootstrap_interval(lettings, pushy, b
 
 
 def test_it_scores_the_same_versions_even(lettings, baseline, evaluate):
+    from arena.models import World
     from policies.services import version_register
 
     twin = version_register(
+        world=World.objects.get(slug="lettings"),
         name="twin", parent=baseline, move_strategy={"kind": "scripted"}, learned_from={}
     )
     summary = evaluate(lettings, twin, baseline).summary

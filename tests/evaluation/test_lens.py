@@ -10,7 +10,7 @@ from arena.judging import RubricJudge, Turn
 from arena.models import Judgement
 from evaluation.scoring import band_of
 from evaluation.services import LENS_BANDS, TURNS_PER_CALL, world_score_vs_outcome
-from tests.evaluation.conftest import REAL_CALLS
+from tests.evaluation.conftest import REAL_CALLS, pushy_in
 
 
 def _opening_scores_from_the_file() -> list[tuple[float, str]]:
@@ -61,7 +61,8 @@ def test_it_bands_the_won_rate_of_the_real_calls_by_opening_judge_score(real_wor
     assert counts == [band["calls"] for band in bands]
 
 
-def test_it_places_the_evaluated_versions_on_the_lens(real_world, pushy, baseline, evaluate):
+def test_it_places_the_evaluated_versions_on_the_lens(real_world, evaluate):
+    pushy, baseline = pushy_in(real_world)
     evaluation = evaluate(real_world, pushy, baseline)
     summary = evaluation.summary
     assert summary["kind"] == "real"

@@ -10,6 +10,7 @@ import pytest
 from evaluation import scoring
 from evaluation.selectors import judge_agreement, verdict_explained, version_verdicts
 from evaluation.services import SIMULATED_DUEL_SEED, _verdict_fields
+from tests.evaluation.conftest import pushy_in
 from trainers.move_common import table_strategy
 from trainers.simulated_duel import simulated_duel
 from trainers.simulator import LettingsWorld, Persona, Scenario
@@ -32,6 +33,7 @@ def _scenarios(world) -> list[Scenario]:
 def optimal(lettings, baseline):
     """A version playing the exact optimum of each of the world's scenarios: it wins more
     calls than v1's checklist, in the very words v1 would use for the same moves."""
+    from arena.models import World
     from policies.services import version_register
 
     tables = {
@@ -39,6 +41,7 @@ def optimal(lettings, baseline):
         for scenario in _scenarios(lettings)
     }
     return version_register(
+        world=World.objects.get(slug="lettings"),
         name="optimal",
         parent=baseline,
         move_strategy=table_strategy(next(iter(tables.values())), tables),
@@ -219,8 +222,9 @@ def test_it_shows_the_duel_beside_the_judge_on_the_pages(
 
 
 def test_the_real_call_verdict_stays_the_judges_with_its_agreement(
-    owner_client, real_world, pushy, baseline, evaluate
+    owner_client, real_world, evaluate
 ):
+    pushy, baseline = pushy_in(real_world)
     evaluation = evaluate(real_world, pushy, baseline)
     summary = evaluation.summary
     assert summary["verdict_source"] == "judge"
@@ -330,10 +334,11 @@ def fitted_world(in_workspace, datasets, django_capture_on_commit_callbacks):
 
 
 def test_it_shows_the_fitted_judges_measured_agreement_beside_a_real_call_verdict(
-    owner_client, fitted_world, pushy, baseline, evaluate
+    owner_client, fitted_world, evaluate
 ):
     from arena.judge_fitting import judge_version_latest
 
+    pushy, baseline = pushy_in(fitted_world)
     version = judge_version_latest(fitted_world)
     evaluation = evaluate(fitted_world, pushy, baseline)
     assert evaluation.judge_model == f"{version.label} of {fitted_world.slug}"

@@ -217,7 +217,7 @@ def test_it_refuses_a_preference_file_that_is_not_utf8(world):
 )
 def test_it_refuses_live_call_turns_of_the_wrong_shape(owner_client, workspace, turns):
     with schema_context(workspace.schema_name):
-        live_call_route(call_id="live-1")
+        live_call_route(call_id="live-1", world=World.objects.get(slug="lettings"))
     response = owner_client.post(
         "/api/rl/live/calls/live-1/outcome/",
         {"outcome": "won", "turns": turns},
@@ -232,7 +232,7 @@ def test_it_refuses_live_call_turns_of_the_wrong_shape(owner_client, workspace, 
 
 def test_it_stores_live_call_turns_of_the_right_shape(owner_client, workspace):
     with schema_context(workspace.schema_name):
-        live_call_route(call_id="live-2")
+        live_call_route(call_id="live-2", world=World.objects.get(slug="lettings"))
     turns = [{"speaker": "agent", "text": "Hello"}, {"speaker": "customer", "text": "Hi"}]
     response = owner_client.post(
         "/api/rl/live/calls/live-2/outcome/",
@@ -245,7 +245,7 @@ def test_it_stores_live_call_turns_of_the_right_shape(owner_client, workspace):
 
 
 def test_the_live_call_service_checks_turns_too(in_workspace):
-    live_call_route(call_id="live-3")
+    live_call_route(call_id="live-3", world=World.objects.get(slug="lettings"))
     with pytest.raises(ValidationError, match="speaker"):
         live_call_record(call_id="live-3", outcome="won", turns=[{"speaker": 1, "text": "x"}])
     assert LiveCall.objects.get(external_id="live-3").outcome == "unknown"

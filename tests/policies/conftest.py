@@ -82,6 +82,7 @@ def serve_trainer(monkeypatch):
 @pytest.fixture
 def trained_version(in_workspace, models_dir):
     """v2 · trained: merged weights on the models volume, not served yet."""
+    from arena.models import World
     from policies.models import PolicyVersion
     from policies.services import version_register
 
@@ -89,8 +90,9 @@ def trained_version(in_workspace, models_dir):
     weights.mkdir(parents=True)
     (weights / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
     return version_register(
+        world=World.objects.get(slug="lettings"),
         name="trained",
-        parent=PolicyVersion.objects.get(number=1),
+        parent=PolicyVersion.objects.get(world__slug="lettings", number=1),
         move_strategy={"kind": "scripted"},
         learned_from={"algorithm": "dpo", "preference_version": 1},
         provider=PolicyVersion.Provider.TRAINED,

@@ -35,8 +35,9 @@ def _act(client, action: str, versions, **fields):
 
 def _simulated(name: str, **learned) -> PolicyVersion:
     return version_register(
+        world=World.objects.get(slug="lettings"),
         name=name,
-        parent=PolicyVersion.objects.get(number=1),
+        parent=PolicyVersion.objects.get(world__slug="lettings", number=1),
         move_strategy={"kind": "scripted"},
         learned_from={"algorithm": "q-learning", **learned},
     )
@@ -48,8 +49,9 @@ def _trained(workspace, models_dir, name: str) -> PolicyVersion:
     weights.mkdir(parents=True)
     (weights / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
     return version_register(
+        world=World.objects.get(slug="lettings"),
         name=name,
-        parent=PolicyVersion.objects.get(number=1),
+        parent=PolicyVersion.objects.get(world__slug="lettings", number=1),
         move_strategy={"kind": "scripted"},
         learned_from={"algorithm": "dpo", "preference_version": 1},
         provider=PolicyVersion.Provider.TRAINED,
@@ -64,7 +66,7 @@ def _evaluated(version: PolicyVersion, *, win_rate=0.62, ci=(0.55, 0.70), verdic
         world=world,
         call_set=call_set,
         candidate=version,
-        baseline=PolicyVersion.objects.get(number=1),
+        baseline=PolicyVersion.objects.get(world__slug="lettings", number=1),
         state=Evaluation.State.DONE,
         judge_model="fitted v3 of lettings",
         summary={"win_rate": win_rate, "ci": list(ci), "verdict": verdict},
@@ -128,7 +130,8 @@ def test_it_lists_each_versions_live_badge_lineage_evaluation_endpoint_and_did_n
     assert "● live" not in not_live
     trained_only = owner_client.get(VERSIONS + "?provider=trained&status=starting").content
     assert "v2 · wording" in trained_only.decode()
-    baseline_link = f"{VERSIONS}{PolicyVersion.objects.get(number=1).pk}/change/"
+    baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
+    baseline_link = f"{VERSIONS}{baseline.pk}/change/"
     assert baseline_link in html
     assert baseline_link not in trained_only.decode()
 
@@ -249,7 +252,7 @@ def test_it_starts_a_canary_as_the_api_does(in_workspace, owner_client, owner):
         content_type="application/json",
     )
     assert response.status_code == 201
-    api_canary = canary_running()
+    api_canary = canary_running(world=by_api.world)
     assert api_canary.candidate == by_api
 
     def shape(canary):
@@ -345,7 +348,7 @@ def test_it_says_why_a_service_refuses_in_a_message(in_workspace, owner_client):
             _act(
                 owner_client,
                 "canary",
-                [PolicyVersion.objects.get(number=1)],
+                [PolicyVersion.objects.get(world__slug="lettings", number=1)],
                 post="yes",
                 share_percent="10",
             ),

@@ -28,14 +28,14 @@ def moment(in_workspace):
 
 
 def test_it_answers_from_the_simulator_by_default(moment):
-    reply = version_reply(PolicyVersion.objects.get(number=1), moment)
+    reply = version_reply(PolicyVersion.objects.get(world__slug="lettings", number=1), moment)
     assert reply.text
     assert reply.move
 
 
 def test_it_answers_from_a_vllm_endpoint_once_moved_there(moment, stub):
     version = version_runs_on_set(
-        version=PolicyVersion.objects.get(number=1),
+        version=PolicyVersion.objects.get(world__slug="lettings", number=1),
         provider="vllm",
         model="Qwen/Qwen3-14B",
         endpoint_url=stub.base_url,
@@ -55,7 +55,9 @@ def test_it_answers_from_a_vllm_endpoint_once_moved_there(moment, stub):
 def test_it_says_why_a_version_cannot_answer_here(moment, stub, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-for-the-move-0001")
     version = version_runs_on_set(
-        version=PolicyVersion.objects.get(number=1), provider="anthropic", model="claude-x"
+        version=PolicyVersion.objects.get(world__slug="lettings", number=1),
+        provider="anthropic",
+        model="claude-x",
     )
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     with pytest.raises(VersionCannotAnswer, match="set ANTHROPIC_API_KEY"):

@@ -36,7 +36,7 @@ def test_it_never_shows_stores_or_logs_a_planted_key(
     in_workspace, planted, stub, owner_client, caplog, fast_retries
 ):
     caplog.set_level(logging.DEBUG)
-    baseline = PolicyVersion.objects.get(number=1)
+    baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
     responses = []
 
     def post(path, body):

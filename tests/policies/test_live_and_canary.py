@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django_tenants.utils import schema_context
 
+from arena.models import World
 from policies.live import (
     LiveError,
     canary_promote,
@@ -21,22 +22,28 @@ from policies.services import version_register
 
 
 @pytest.fixture
-def v2(in_workspace):
+def lettings(in_workspace):
+    return World.objects.get(slug="lettings")
+
+
+@pytest.fixture
+def v2(lettings):
     return version_register(
+        world=lettings,
         name="trained",
-        parent=PolicyVersion.objects.get(number=1),
+        parent=PolicyVersion.objects.get(world__slug="lettings", number=1),
         move_strategy={"kind": "scripted"},
         learned_from={},
     )
 
 
-def test_it_keeps_the_history_of_who_was_live_when(v2):
-    assert live_version().number == 1
+def test_it_keeps_the_history_of_who_was_live_when(v2, lettings):
+    assert live_version(world=lettings).number == 1
     version_make_live(version=v2)
-    assert live_version() == v2
+    assert live_version(world=lettings) == v2
     with pytest.raises(LiveError, match="already live"):
         version_make_live(version=v2)
-    version_make_live(version=PolicyVersion.objects.get(number=1))
+    version_make_live(version=PolicyVersion.objects.get(world__slug="lettings", number=1))
     periods = list(LivePeriod.objects.order_by("id").values_list("version__number", "current"))
     assert periods == [(2, False), (1, True)]
 
@@ -48,34 +55,37 @@ def test_it_refuses_to_make_a_released_version_live(v2):
         version_make_live(version=v2)
 
 
-def test_it_splits_live_calls_by_share_and_counts_the_won_rate_each_caused(v2):
+def test_it_splits_live_calls_by_share_and_counts_the_won_rate_each_caused(v2, lettings):
     canary = canary_start(candidate=v2, share=0.3)
-    routed = [live_call_route(call_id=f"call-{n}") for n in range(400)]
+    routed = [live_call_route(call_id=f"call-{n}", world=lettings) for n in range(400)]
     to_candidate = sum(call.version == v2 for call in routed)
     assert 80 < to_candidate < 160  # a deterministic hash split near 30%
-    assert live_call_route(call_id="call-7").version == routed[7].version  # same call, same way
+    # The same call, the same way.
+    assert live_call_route(call_id="call-7", world=lettings).version == routed[7].version
     for n, call in enumerate(routed):
         live_call_record(call_id=call.external_id, outcome="won" if n % 3 == 0 else "lost")
-    rates = {rate.version.number: rate for rate in caused_won_rates(canary=canary)}
+    rates = {rate.version.number: rate for rate in caused_won_rates(world=lettings, canary=canary)}
     assert rates[2].decided == to_candidate
     assert rates[1].decided == 400 - to_candidate
     assert rates[1].won + rates[2].won == len(range(0, 400, 3))
     canary_promote(canary=canary)
-    assert live_version() == v2
+    assert live_version(world=lettings) == v2
     with pytest.raises(LiveError, match="ended"):
         canary_roll_back(canary=canary)
 
 
-def test_it_refuses_bad_canaries_and_unknown_calls(v2):
+def test_it_refuses_bad_canaries_and_unknown_calls(v2, lettings):
     with pytest.raises(LiveError, match="between 0 and 1"):
         canary_start(candidate=v2, share=1.5)
     with pytest.raises(LiveError, match="live version"):
-        canary_start(candidate=PolicyVersion.objects.get(number=1), share=0.1)
+        canary_start(
+            candidate=PolicyVersion.objects.get(world__slug="lettings", number=1), share=0.1
+        )
     canary = canary_start(candidate=v2, share=0.1)
     with pytest.raises(LiveError, match="already running"):
         canary_start(candidate=v2, share=0.2)
     canary_roll_back(canary=canary)
-    assert live_version().number == 1
+    assert live_version(world=lettings).number == 1
     with pytest.raises(LiveError, match="route it first"):
         live_call_record(call_id="never-routed", outcome="won")
     with pytest.raises(LiveError, match="use won, lost or unknown"):
@@ -85,8 +95,9 @@ def test_it_refuses_bad_canaries_and_unknown_calls(v2):
 def test_it_runs_the_canary_through_the_api(owner_client, workspace):
     with schema_context(workspace.schema_name):
         v2 = version_register(
+            world=World.objects.get(slug="lettings"),
             name="trained",
-            parent=PolicyVersion.objects.get(number=1),
+            parent=PolicyVersion.objects.get(world__slug="lettings", number=1),
             move_strategy={"kind": "scripted"},
             learned_from={},
         )
@@ -131,11 +142,11 @@ def test_it_ranks_versions_on_the_leaderboard_from_evaluations(v2):
         world=world,
         call_set=call_set,
         candidate=v2,
-        baseline=PolicyVersion.objects.get(number=1),
+        baseline=PolicyVersion.objects.get(world__slug="lettings", number=1),
         state="done",
         summary={"wins": 30, "losses": 10, "ties": 0},
     )
-    ratings = leaderboard()
+    ratings = leaderboard(world=world)
     assert [rating.player for rating in ratings] == ["v2 · trained", "v1 · baseline"]
     assert ratings[0].wins == 30
     assert ratings[0].low <= ratings[0].strength <= ratings[0].high

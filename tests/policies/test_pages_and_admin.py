@@ -53,7 +53,7 @@ def test_it_names_the_missing_key_variables_when_no_keys_are_set(in_workspace, o
     environment = owner_client.get("/environment/").content.decode()
     assert "OpenAI — set OPENAI_API_KEY" in environment
     assert "Anthropic — set ANTHROPIC_API_KEY" in environment
-    baseline = PolicyVersion.objects.get(number=1)
+    baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
     refused = owner_client.post(
         f"/api/rl/policies/{baseline.pk}/runs-on",
         {"provider": "openai", "model": "gpt-4o-mini"},
@@ -72,7 +72,7 @@ def test_it_offers_openai_once_its_key_is_set(in_workspace, owner_client, monkey
 
 
 def test_it_moves_a_version_in_one_click_and_back(in_workspace, owner_client, stub):
-    baseline = PolicyVersion.objects.get(number=1)
+    baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
     response = owner_client.post(
         f"/policies/{baseline.pk}/runs-on/",
         {
@@ -102,7 +102,7 @@ def test_it_moves_a_version_in_one_click_and_back(in_workspace, owner_client, st
 
 
 def test_it_moves_a_version_to_the_judge_model(in_workspace, owner_client, stub):
-    baseline = PolicyVersion.objects.get(number=1)
+    baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
     refused = owner_client.post(
         f"/policies/{baseline.pk}/runs-on/", {"provider": "judge", "world": "lettings"}
     )
@@ -126,7 +126,7 @@ def test_it_moves_a_version_to_the_judge_model(in_workspace, owner_client, stub)
 
 
 def test_it_refuses_a_key_typed_where_a_name_belongs(in_workspace, owner_client, stub):
-    baseline = PolicyVersion.objects.get(number=1)
+    baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
     for fields in (
         {"model": "sk-proj-abcdef123456", "endpoint_url": stub.base_url},
         {"model": "m", "endpoint_url": stub.base_url, "api_key_env": "sk-proj-abcdef123456"},
@@ -262,8 +262,9 @@ def test_it_says_what_a_trained_version_learned_from_in_words(in_workspace, owne
     from policies.services import version_register
 
     version_register(
+        world=World.objects.get(slug="lettings"),
         name="trained",
-        parent=PolicyVersion.objects.get(number=1),
+        parent=PolicyVersion.objects.get(world__slug="lettings", number=1),
         move_strategy={},
         learned_from={
             "algorithm": "rlhf",
@@ -304,16 +305,21 @@ def test_a_version_that_did_not_learn_carries_the_mark_on_policies_and_the_api(
 ):
     from policies.services import version_register
 
-    parent = PolicyVersion.objects.get(number=1)
+    parent = PolicyVersion.objects.get(world__slug="lettings", number=1)
     reason = "The reward model's held-out pair accuracy is at chance (0.520 [0.430, 0.610])."
     flat = version_register(
+        world=World.objects.get(slug="lettings"),
         name="trained",
         parent=parent,
         move_strategy={},
         learned_from={"algorithm": "rlhf", "did_not_learn": [reason]},
     )
     learned = version_register(
-        name="trained", parent=parent, move_strategy={}, learned_from={"did_not_learn": []}
+        world=World.objects.get(slug="lettings"),
+        name="trained",
+        parent=parent,
+        move_strategy={},
+        learned_from={"did_not_learn": []},
     )
     html = owner_client.get("/policies/").content.decode()
     assert html.count('data-mark="did-not-learn"') == 2  # the row and its Make live form

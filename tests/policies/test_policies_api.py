@@ -75,7 +75,7 @@ def test_it_answers_bad_serve_requests_with_a_clear_4xx(
     unknown = _post(owner_client, path, {"gpu_count": 1, "pool": "atlantis"})
     assert unknown.status_code == 400
     assert "atlantis" in unknown.json()["detail"]
-    baseline = PolicyVersion.objects.get(number=1)
+    baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
     not_trained = _post(owner_client, f"/api/rl/policies/{baseline.pk}/serve", {"gpu_count": 1})
     assert not_trained.status_code == 409
     assert _post(owner_client, "/api/rl/policies/99999/serve", {"gpu_count": 1}).status_code == 404
@@ -97,7 +97,7 @@ def test_it_lets_only_the_owner_release_and_serve(trained_version, gpu_pool, man
 
 
 def test_it_moves_a_version_over_the_api(in_workspace, owner_client, stub):
-    baseline = PolicyVersion.objects.get(number=1)
+    baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
     response = _post(
         owner_client,
         f"/api/rl/policies/{baseline.pk}/runs-on/",

@@ -64,7 +64,7 @@ def serving(trained_version, gpu_pool, stub, serve_trainer):
 def test_it_starts_a_trained_version_that_answers_nothing_until_served(trained_version):
     assert trained_version.status == PolicyVersion.Status.STARTING
     assert not trained_version.can_answer
-    assert trained_version not in policies_answering()
+    assert trained_version not in policies_answering(world=trained_version.world)
 
 
 def test_it_serves_with_a_job_whose_cards_the_endpoint_holds(
@@ -140,7 +140,7 @@ def test_it_never_asks_a_released_version_for_a_reply(serving, trained_version, 
     with pytest.raises(VersionCannotAnswer, match="released"):
         version_reply(page_copy, moment)
     assert len(stub.requests) == 1
-    assert [v.number for v in policies_answering()] == [1]
+    assert [v.number for v in policies_answering(world=World.objects.get(slug="lettings"))] == [1]
 
 
 def test_it_counts_an_endpoint_error_and_says_the_version_did_not_answer(
@@ -227,7 +227,7 @@ def test_it_refuses_serve_requests_it_cannot_honour(trained_version, gpu_pool, s
             version_serve(version=trained_version, gpu_count=count, pool_name=gpu_pool.name)
     with pytest.raises(PolicyBadRequest, match="No enabled pool named 'nope'"):
         version_serve(version=trained_version, gpu_count=1, pool_name="nope")
-    baseline = PolicyVersion.objects.get(number=1)
+    baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
     with pytest.raises(PolicyConflict, match="only a trained version"):
         version_serve(version=baseline, gpu_count=1, pool_name=gpu_pool.name)
     version_serve(version=trained_version, gpu_count=1, pool_name=gpu_pool.name)

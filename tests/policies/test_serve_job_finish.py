@@ -86,7 +86,7 @@ def test_it_fails_the_endpoint_when_the_serve_job_fails(
     assert job_finish(job_id=job.pk) is False
     assert Job.objects.get(pk=job.pk).state == Job.State.FAILED
     assert CardAllocation.objects.get(pk=endpoint.card_allocation_id).state == "released"
-    versions_list()  # the next list read sees the failed job
+    versions_list(world=None)  # the next list read sees the failed job
     endpoint.refresh_from_db()
     assert endpoint.state == Endpoint.State.FAILED
     assert "no address" in endpoint.error

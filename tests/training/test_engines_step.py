@@ -45,7 +45,7 @@ def lettings(in_workspace):
 
 @pytest.fixture
 def baseline(in_workspace):
-    return PolicyVersion.objects.get(number=1)
+    return PolicyVersion.objects.get(world__slug="lettings", number=1)
 
 
 @pytest.mark.parametrize(

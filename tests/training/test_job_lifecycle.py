@@ -44,7 +44,7 @@ def _learned_result() -> dict:
 
 @pytest.fixture
 def job(in_workspace, django_capture_on_commit_callbacks):
-    parent = PolicyVersion.objects.get(number=1)
+    parent = PolicyVersion.objects.get(world__slug="lettings", number=1)
     with django_capture_on_commit_callbacks(execute=False):
         return job_start(
             kind="train",

@@ -48,7 +48,7 @@ def _job(schema: str, job_id: int) -> Job:
 def _start_move_strategy(workspace) -> int:
     with schema_context(workspace.schema_name):
         world = World.objects.get(slug="lettings")
-        parent = PolicyVersion.objects.get(number=1)
+        parent = PolicyVersion.objects.get(world__slug="lettings", number=1)
         return train_move_strategy(world=world, parent=parent, seed=1).pk
 
 

@@ -33,7 +33,7 @@ def _donation_world(count: int):
 
 
 def _start(world, django_capture_on_commit_callbacks) -> Job:
-    parent = PolicyVersion.objects.get(number=1)
+    parent = PolicyVersion.objects.get(world=world, number=1)
     with django_capture_on_commit_callbacks(execute=False):
         return train_move_strategy(world=world, parent=parent, seed=2)
 

@@ -58,7 +58,7 @@ def test_training_and_serving_build_the_same_messages_for_one_moment(frozen_lett
         pool=pool_default(gpu=False),
         card_count=1,
         base="smollm2-135m-instruct",
-        parent=PolicyVersion.objects.get(number=1),
+        parent=PolicyVersion.objects.get(world__slug="lettings", number=1),
         min_pairs=2,
     )
     spec = wording_spec_build(choice, job_folder_hint="versions/test")
@@ -67,7 +67,7 @@ def test_training_and_serving_build_the_same_messages_for_one_moment(frozen_lett
 
     moment = Pick.objects.select_related("pair__moment").first().pair.moment
     recording = _Recording()
-    version = PolicyVersion.objects.get(number=1)
+    version = PolicyVersion.objects.get(world__slug="lettings", number=1)
     version.provider = PolicyVersion.Provider.OPENAI  # any model-backed version
     monkeypatch.setattr(agents, "version_provider", lambda _version: (recording, None))
     agents.version_reply(version, moment)

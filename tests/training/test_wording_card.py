@@ -36,7 +36,7 @@ def _choice(frozen, **changes) -> WordingChoice:
         "pool": pool_default(gpu=False),
         "card_count": 1,
         "base": "smollm2-135m-instruct",
-        "parent": PolicyVersion.objects.get(number=1),
+        "parent": PolicyVersion.objects.get(world__slug="lettings", number=1),
         "min_pairs": 2,
     }
     values.update(changes)
@@ -75,7 +75,7 @@ def test_it_packs_the_frozen_pairs_into_the_spec_and_starts_a_job(
 
 
 def test_it_registers_a_trained_version_from_the_trainers_result(frozen):
-    parent = PolicyVersion.objects.get(number=1)
+    parent = PolicyVersion.objects.get(world__slug="lettings", number=1)
     job = Job.objects.create(
         kind="train",
         trainer="dpo",
@@ -245,9 +245,9 @@ def test_the_train_page_shows_each_methods_numbers_and_the_dpo_number_to_beat(
 ):
     from policies.services import version_register
 
-    parent = PolicyVersion.objects.get(number=1)
+    parent = PolicyVersion.objects.get(world__slug="lettings", number=1)
     dpo, rlhf = (
-        version_register(name=name, parent=parent, move_strategy={}, learned_from={})
+        version_register(world=parent.world, name=name, parent=parent, move_strategy={}, learned_from={})
         for name in ("dpo benchmark", "trained")
     )
     _done_wording_job(
