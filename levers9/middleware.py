@@ -4,7 +4,8 @@
   string is a 400 that names the field, refused once here rather than in every view.
 - SameOriginCsrfMiddleware: Django's CSRF check, accepting only the request's own origin, so
   one workspace's pages can never post to another's.
-- ApiSlashOptionalMiddleware: an API path with or without its trailing slash is one route.
+- ApiSlashOptionalMiddleware: an API path with or without its trailing slash is one route
+  (either way round).
 - ApiJsonErrorsMiddleware: an error Django answers itself under /api/ (a body it cannot parse,
   a CSRF refusal, a host no workspace has) is JSON too, never a bare HTML or empty page.
 - DatabaseUnavailableMiddleware: while the database cannot be reached, a 503 with Retry-After
@@ -157,6 +158,13 @@ class ApiSlashOptionalMiddleware:
             if not is_valid_path(path, urlconf) and is_valid_path(f"{path}/", urlconf):
                 request.path_info = f"{path}/"
                 request.path = f"{request.path}/"
+        elif path.startswith("/api/") and path.endswith("/"):
+            # The other way too: a route the description names without its slash
+            # (packs/<pack>/score-vs-outcome) answered 404 to a client that added one.
+            urlconf = getattr(request, "urlconf", None)
+            if not is_valid_path(path, urlconf) and is_valid_path(path[:-1], urlconf):
+                request.path_info = path[:-1]
+                request.path = request.path[:-1]
         return self.get_response(request)
 
 
