@@ -150,3 +150,68 @@ def test_it_ranks_versions_on_the_leaderboard_from_evaluations(v2):
     assert [rating.player for rating in ratings] == ["v2 · trained", "v1 · baseline"]
     assert ratings[0].wins == 30
     assert ratings[0].low <= ratings[0].strength <= ratings[0].high
+
+
+def _decided(canary, version, *, won: int, lost: int, prefix: str) -> None:
+    from policies.models import LiveCall
+
+    for n in range(won + lost):
+        LiveCall.objects.create(
+            external_id=f"{prefix}-{n}",
+            version=version,
+            canary=canary,
+            outcome="won" if n < won else "lost",
+        )
+
+
+def test_it_gives_each_caused_won_rate_its_interval(v2, lettings):
+    canary = canary_start(candidate=v2, share=0.5)
+    _decided(canary, v2, won=30, lost=70, prefix="a")
+    _decided(canary, canary.live, won=1, lost=0, prefix="b")
+    rates = {rate.version.number: rate for rate in caused_won_rates(world=lettings)}
+    low, high = rates[2].interval
+    assert low < 0.3 < high
+    assert 0.15 < high - low < 0.25  # about ±9 points on 100 calls
+    assert rates[1].interval is None  # one decided call says nothing
+
+
+def test_it_says_whether_the_candidates_difference_is_beyond_chance(v2, lettings):
+    from policies.live import canary_comparison
+
+    canary = canary_start(candidate=v2, share=0.5)
+    _decided(canary, v2, won=6, lost=4, prefix="a")
+    _decided(canary, canary.live, won=5, lost=5, prefix="b")
+    close = canary_comparison(canary=canary, rates=caused_won_rates(world=lettings, canary=canary))
+    assert close.beyond_chance is False
+    assert close.interval[0] < 0 < close.interval[1]
+    assert "at chance, not beyond its 95% interval" in close.sentence
+    assert "10.0 points above" in close.sentence
+
+    _decided(canary, v2, won=60, lost=20, prefix="c")
+    _decided(canary, canary.live, won=20, lost=60, prefix="d")
+    clear = canary_comparison(canary=canary, rates=caused_won_rates(world=lettings, canary=canary))
+    assert clear.beyond_chance is True
+    assert clear.interval[0] > 0
+    assert "beyond its 95% interval" in clear.sentence
+    assert "at chance" not in clear.sentence
+
+
+def test_the_release_page_and_api_show_the_interval_and_the_sentence(v2, lettings, owner_client):
+    canary = canary_start(candidate=v2, share=0.5)
+    _decided(canary, v2, won=6, lost=4, prefix="a")
+    _decided(canary, canary.live, won=5, lost=5, prefix="b")
+    page = owner_client.get("/release/?world=lettings").content.decode()
+    assert "95% interval" in page
+    assert "at chance, not beyond its 95% interval" in page
+    body = owner_client.get("/api/rl/canary/?pack=lettings").json()
+    assert body["comparison"]["beyond_chance"] is False
+    assert all(len(rate["interval"]) == 2 for rate in body["won_rates"])
+
+
+def test_it_says_too_few_calls_before_any_is_decided(v2, lettings):
+    from policies.live import canary_comparison
+
+    canary = canary_start(candidate=v2, share=0.5)
+    said = canary_comparison(canary=canary, rates=caused_won_rates(world=lettings, canary=canary))
+    assert (said.difference, said.beyond_chance) == (None, False)
+    assert said.sentence.startswith("Too few decided calls")
