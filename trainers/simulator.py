@@ -25,6 +25,7 @@ from trainers.simulator_wording import (
     AGENT_LINES,
     CUSTOMER_FAMILY_OPENING,
     CUSTOMER_LINES,
+    CUSTOMER_SAID_AGAIN,
     OBJECTION_ANSWERS,
 )
 
@@ -1040,17 +1041,36 @@ def scripted_customer_line(
     return line
 
 
+def said_again(line: str, dialect: str, *, times: int = 2) -> str:
+    """A line the customer says for the `times`-th time in this call, as a person repeats
+    it: saying why (an unanswered question, or a point they stand by), never word for word."""
+    kind = "question" if line.rstrip().endswith("?") else "statement"
+    second, later = CUSTOMER_SAID_AGAIN[(kind, dialect)]
+    first_word = line.split(" ", 1)[0]
+    # "I", "I'm", "I'd" keep their capital; any other opening word follows the preface.
+    if first_word != "I" and not first_word.startswith("I'"):
+        line = line[:1].lower() + line[1:]
+    return (second if times == 2 else later.format(times=times)) + line
+
+
 def episode_dialogue(world: LettingsWorld, episode: Episode, seed: int) -> list[dict[str, str]]:
-    """An episode as alternating customer/agent lines (plain dicts for pages and JSON)."""
+    """An episode as alternating customer/agent lines (plain dicts for pages and JSON). The
+    same situation can last several turns; the customer then says why they say it again
+    (said_again). Wording only: the random draws are the same as without it."""
     rng = np.random.default_rng(seed)
     persona = world.persona
     lines: list[dict[str, str]] = []
+    said: dict[str, int] = {}
     for state, move in zip(episode.states, episode.moves, strict=False):
         described = describe_state(state, persona)
+        text = scripted_customer_line(persona, described, rng)
+        said[text] = said.get(text, 0) + 1
         lines.append(
             {
                 "speaker": "customer",
-                "text": scripted_customer_line(persona, described, rng),
+                "text": said_again(text, persona.dialect, times=said[text])
+                if said[text] > 1
+                else text,
                 "move": "",
             }
         )

@@ -150,16 +150,31 @@ CUSTOMER_LINES: dict[tuple[str, str], tuple[str, ...]] = {
         "Could you tell me a little more before I decide anything?",
     ),
     ("cool", "casual"): ("Hmm, not sure yet, to be honest.", "Tell me a bit more?"),
+    # Keen, and asking nothing: no move of the scripted agent says what the rent includes or
+    # whether the flat is furnished, so a question here went unanswered call after call.
     ("warm", "formal"): (
-        "That sounds promising. What is included in the rent?",
-        "That is helpful, thank you. Is the flat furnished?",
+        "That sounds promising. Please do go on.",
+        "That is helpful, thank you. I am interested.",
     ),
-    ("warm", "casual"): ("Ooh, sounds good. What's included?", "Nice — is it furnished?"),
+    ("warm", "casual"): ("Ooh, sounds good — go on.", "Nice, I like the sound of that."),
 }
 """(situation, dialect) -> the customer's variants; the simulator picks one with its rng. A
 situation is the call's outcome (won, lost), its stage (opening, viewing, closing), the
 persona's open objection (price, timing, family), or else how keen the customer is (cool,
 warm)."""
+
+CUSTOMER_SAID_AGAIN: dict[tuple[str, str], tuple[str, str]] = {
+    ("question", "formal"): (
+        "Forgive me for asking again, as I have not had an answer: ",
+        "I have now asked {times} times without an answer: ",
+    ),
+    ("question", "casual"): ("Sorry, you didn't say — ", "That's {times} times I've asked — "),
+    ("statement", "formal"): ("As I said, ", "As I have said {times} times now, "),
+    ("statement", "casual"): ("Like I said, ", "Like I've said {times} times, "),
+}
+"""(question or statement, dialect) -> what a customer says before a line they have said
+already in the call, the second time and then every later time ({times}: how often they
+have said it, this time included): a person who repeats themselves says why."""
 
 CUSTOMER_FAMILY_OPENING: dict[str, str] = {
     "formal": " We are a family of four.",
