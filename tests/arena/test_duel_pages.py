@@ -153,7 +153,7 @@ def test_make_pairs_says_what_is_wrong_on_the_page(reviewer, workspace):
     unknown = reviewer.post(
         "/duel/generate/", {"world": "lettings", "versions": ["99"]}, follow=True
     )
-    assert "No pairs made: No version v99 in this workspace." in unknown.content.decode()
+    assert "No pairs made: No version v99 in Lettings" in unknown.content.decode()
 
 
 def test_the_trl_export_is_linked_from_the_duel(owner_client, workspace, rita):
