@@ -350,10 +350,11 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
     def learned_from_short(self, version: PolicyVersion) -> str:
         row = self._row(version)
         facts = row.facts if row else []
-        text = "; ".join(f"{label} {value}" for label, value in facts[:4])
+        text = row.summary if row else ""
+        text = text or "; ".join(f"{label} {value}" for label, value in facts[:4])
         if not text:
             return (version.learned_from or {}).get("kind", "—") or "—"
-        return text if len(text) <= 90 else text[:89] + "…"
+        return text if len(text) <= 160 else text[:159] + "…"
 
     @admin.display(description="Last evaluation")
     def last_evaluation(self, version: PolicyVersion) -> str:

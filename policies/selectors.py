@@ -84,10 +84,16 @@ class VersionRow:
     endpoint: Endpoint | None  # the live (or else the newest) endpoint of a trained version
     # The last evaluation against its parent: {"summary": "...", "lost": bool} or None.
     evaluation: dict | None = None
+    # How long the job that made it ran, in seconds (None: not trained, or not known).
+    trained_seconds: float | None = None
 
     @property
     def facts(self) -> list[tuple[str, str]]:
         return learned_facts(self.version.learned_from or {})
+
+    @property
+    def summary(self) -> str:
+        return learned_summary(self.version, trained_seconds=self.trained_seconds)
 
 
 # What the Policies page says a version learned from, in this order; other keys follow.
@@ -155,6 +161,103 @@ def _bounds_of(learned_from: dict[str, Any], key: str) -> Any:
     return None
 
 
+# How the Policies page names what made a version, by the trainer's name.
+_ALGORITHM_NAMES = {
+    "q-learning-online": "Q-learning",
+    "ppo": "PPO",
+    "offline-outcome": "Off-line learning",
+    "rlhf": "RLHF",
+    "dpo": "DPO",
+}
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _figure(name: str, value: Any, bounds: Any) -> str:
+    """ "name 0.62 [0.55, 0.70]": a measured figure with its interval, "" without a number."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return ""
+    return f"{name} {value:.2f}" + (
+        f" [{bounds[0]:.2f}, {bounds[1]:.2f}]" if _interval(bounds) else ""
+    )
+
+
+def _pairs_count(pairs: Any) -> int | None:
+    if isinstance(pairs, dict):
+        pairs = pairs.get("total")
+    return pairs if isinstance(pairs, int) and not isinstance(pairs, bool) else None
+
+
+def learned_summary(version: PolicyVersion, *, trained_seconds: float | None = None) -> str:
+    """What made a version, in one readable line: "Q-learning on Lettings's simulator,
+    2 min, seed 7, from v1", or "RLHF on SmolLM2-135M from preference v3 (200 pairs), from
+    v1; reward model held-out accuracy 0.62 [0.55, 0.70]". Each measured figure keeps its
+    interval; the full settings stay in learned_facts."""
+    learned = version.learned_from or {}
+    if learned.get("kind") == "hand-written" or version.number == 1 and not learned.get("job"):
+        return "Hand-written start: scripted move rules and wording."
+    algorithm = str(learned.get("algorithm") or "")
+    if not algorithm:
+        return ""
+    name = _ALGORITHM_NAMES.get(algorithm, algorithm)
+    world = version.world.name if version.world_id else "its world"
+    parent = f"from v{version.parent.number}" if version.parent_id else ""
+    seed = learned.get("seed")
+    run = [_duration(trained_seconds), f"seed {seed}" if seed is not None else "", parent]
+    measured: list[str] = []
+    if algorithm in ("q-learning-online", "ppo"):
+        head = f"{name} on {world}'s simulator"
+        share = (learned.get("summary") or {}).get("mean_fraction_of_optimum")
+        if isinstance(share, int | float):
+            measured.append(f"reaches {share:.0%} of the best return on its scenarios")
+    elif algorithm == "offline-outcome":
+        calls = (learned.get("trained_on") or {}).get("calls")
+        head = f"{name} on {calls or 'the'} labelled real calls of {world}"
+        interval = learned.get("interval") or {}
+        difference = learned.get("difference")
+        if isinstance(difference, int | float):
+            bounds = [interval.get("low"), interval.get("high")]
+            measured.append(
+                _figure(
+                    f"won-share difference on {learned.get('held_out_calls', 0)} held-out calls",
+                    difference,
+                    bounds,
+                )
+                + (f" ({learned['trust']})" if learned.get("trust") else "")
+            )
+    else:
+        base = learned.get("base") or "its base"
+        head = f"{name} on {base}"
+        pairs = _pairs_count(learned.get("pairs"))
+        if learned.get("reward_source") == "outcomes":
+            head += f" from the outcomes of {learned.get('outcome_examples') or 'real'} calls"
+        elif learned.get("preference_version"):
+            head += f" from preference v{learned['preference_version']}"
+            head += f" ({pairs} pairs)" if pairs is not None else ""
+        reward_model = learned.get("reward_model") or {}
+        for key, label in (("held_out_accuracy", "accuracy"), ("held_out_auc", "AUC")):
+            value = learned.get(key, reward_model.get(key))
+            text = _figure(label, value, _bounds_of(learned, key))
+            if text:
+                who = "reward model" if algorithm == "rlhf" else "preferred reply"
+                measured.append(f"{who} held-out {text}")
+        metrics = learned.get("metrics") or {}
+        gain = _figure("reward gain", metrics.get("reward_gain"), metrics.get("reward_gain_ci"))
+        if gain:
+            measured.append(gain)
+    line = ", ".join(part for part in [head, *run] if part)
+    measured = [part for part in measured if part]
+    return line + ("; " + "; ".join(measured) if measured else "")
+
+
 def learned_facts(learned_from: dict[str, Any]) -> list[tuple[str, str]]:
     """A version's learned_from as (label, text) pairs a person can read: nested numbers
     flattened, floats to three figures with their intervals, paths and raw curves left out."""
@@ -200,7 +303,9 @@ def versions_with_verdicts(*, world: World | None) -> list[VersionRow]:
 def versions_list(*, world: World | None) -> list[VersionRow]:
     """`world`'s versions (every world's: None), newest first, with their lineage and
     endpoint."""
-    versions = PolicyVersion.objects.select_related("world").order_by("-number", "world__name")
+    versions = PolicyVersion.objects.select_related("world", "parent").order_by(
+        "-number", "world__name"
+    )
     if world is not None:
         versions = versions.filter(world=world)
     versions = list(versions)
@@ -210,14 +315,28 @@ def versions_list(*, world: World | None) -> list[VersionRow]:
         current = newest_endpoint.get(endpoint.version_id)
         if current is None or not current.is_live:
             newest_endpoint[endpoint.version_id] = endpoint
+    seconds = _trained_seconds(list(by_id))
     return [
         VersionRow(
             version=version,
             lineage=version_lineage(version, known=by_id),
             endpoint=newest_endpoint.get(version.pk),
+            trained_seconds=seconds.get(version.pk),
         )
         for version in versions
     ]
+
+
+def _trained_seconds(version_ids: list[int]) -> dict[int, float]:
+    """How long the job that produced each version ran (started to finished), by version."""
+    from levers9.jobs.models import Job
+
+    seconds: dict[int, float] = {}
+    for version_id, started, finished in Job.objects.filter(
+        produced_version_id__in=version_ids, started_at__isnull=False, finished_at__isnull=False
+    ).values_list("produced_version_id", "started_at", "finished_at"):
+        seconds.setdefault(version_id, (finished - started).total_seconds())
+    return seconds
 
 
 def endpoints_list() -> list[Endpoint]:

@@ -116,7 +116,7 @@ def test_it_lists_each_versions_live_badge_lineage_evaluation_endpoint_and_did_n
     html = owner_client.get(VERSIONS).content.decode()
     assert "● live" in html  # v1 · baseline, live in a new workspace
     assert "v2 · wording ← v1 · baseline" in html
-    assert "algorithm dpo; picks preference v1" in html
+    assert "DPO on its base from preference v1, from v1" in html  # what it learned from
     assert "won: win rate 0.62 [0.55, 0.70] vs v1 · baseline, judge fitted v3 of lettings" in html
     assert f"endpoint {endpoint.pk}, starting: 2 × H200 on test-h200" in html
     assert "⚠ did not learn" in html

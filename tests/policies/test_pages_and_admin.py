@@ -327,3 +327,70 @@ def test_a_version_that_did_not_learn_carries_the_mark_on_policies_and_the_api(
     rows = {row["id"]: row for row in owner_client.get("/api/rl/policies/").json()["results"]}
     assert rows[flat.pk]["did_not_learn"] == [reason]
     assert rows[learned.pk]["did_not_learn"] == []
+
+
+def test_it_sums_up_what_each_version_learned_from_in_one_line(in_workspace, owner_client):
+    """ "Learned from" reads as a sentence, each measured figure with its interval; the full
+    settings stay one click away."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from levers9.jobs.models import Job
+    from policies.selectors import learned_summary
+    from policies.services import version_register
+
+    lettings = World.objects.get(slug="lettings")
+    baseline = PolicyVersion.objects.get(world=lettings, number=1)
+    moves = version_register(
+        world=lettings,
+        name="trained",
+        parent=baseline,
+        move_strategy={},
+        learned_from={
+            "job": 1,
+            "algorithm": "q-learning-online",
+            "seed": 7,
+            "knobs": {"episodes": 4000},
+            "summary": {"mean_fraction_of_optimum": 0.934},
+        },
+    )
+    now = timezone.now()
+    Job.objects.create(
+        kind="train",
+        trainer="q-learning-online",
+        workspace_schema=in_workspace.schema_name,
+        pool_name="cpu",
+        card_type="cpu",
+        world=lettings,
+        produced_version=moves,
+        started_at=now - timedelta(seconds=125),
+        finished_at=now,
+    )
+    wording = version_register(
+        world=lettings,
+        name="trained",
+        parent=moves,
+        move_strategy={},
+        learned_from={
+            "algorithm": "rlhf",
+            "base": "SmolLM2-135M",
+            "preference_version": 3,
+            "pairs": {"total": 200, "train": 180, "held_out": 20},
+            "seed": 0,
+            "reward_model": {"held_out_accuracy": 0.62, "held_out_accuracy_ci": [0.55, 0.70]},
+            "metrics": {"reward_gain": 0.3408, "reward_gain_ci": [0.1012, 0.58]},
+        },
+    )
+    assert learned_summary(baseline) == "Hand-written start: scripted move rules and wording."
+    assert learned_summary(wording) == (
+        "RLHF on SmolLM2-135M from preference v3 (200 pairs), seed 0, from v2; reward model "
+        "held-out accuracy 0.62 [0.55, 0.70]; reward gain 0.34 [0.10, 0.58]"
+    )
+    html = owner_client.get("/policies/?world=lettings").content.decode()
+    assert (
+        "Q-learning on Lettings&#x27;s simulator, 2 min, seed 7, from v1; reaches 93% of the "
+        "best return on its scenarios"
+    ) in html
+    assert "held-out accuracy 0.62 [0.55, 0.70]" in html
+    assert "every setting" in html  # the full settings, folded
