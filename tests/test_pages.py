@@ -84,5 +84,5 @@ def test_it_shows_where_the_workspace_stands_on_each_mission(owner_client):
     assert "nothing frozen yet" in page
     assert "only v1 · baseline so far" in page
     assert "no evaluation yet" in page
-    assert "live: v1 · baseline" in page
+    assert "live in Lettings: v1 · baseline" in page  # each world names its own live version
     assert "Next:" in page
