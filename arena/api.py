@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from django.http import FileResponse, HttpResponse
+from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -35,7 +35,7 @@ from arena.models import (
     Turn,
     World,
 )
-from arena.preference_format import read_rows, trl_lines
+from arena.preference_format import read_rows, spreadsheet_lines, trl_lines
 from arena.selectors import (
     QueueSelection,
     duel_item,
@@ -899,12 +899,15 @@ class PreferenceVersionViewSet(DuelErrorsMixin, viewsets.ReadOnlyModelViewSet):
             OpenApiParameter(
                 "part",
                 str,
-                enum=["tsv", "manifest", "jsonl"],
-                description="The TSV (default), its manifest, or TRL's preference format (JSONL)",
+                enum=["tsv", "manifest", "jsonl", "spreadsheet"],
+                description="The TSV (default: the exact text training reads), its manifest, "
+                "TRL's preference format (JSONL), or CSV for a spreadsheet (cells that would "
+                "start a formula get a leading apostrophe)",
             )
         ],
         responses={
             (200, "text/tab-separated-values"): OpenApiTypes.BINARY,
+            (200, "text/csv"): OpenApiTypes.BINARY,
             (200, "application/json"): OpenApiTypes.OBJECT,
         },
     )
@@ -918,11 +921,26 @@ class PreferenceVersionViewSet(DuelErrorsMixin, viewsets.ReadOnlyModelViewSet):
         version = preference_version_get(number=number)
         path = preference_version_path(version)
         part = request.query_params.get("part") or "tsv"
-        if part not in ("tsv", "manifest", "jsonl"):
+        if part not in ("tsv", "manifest", "jsonl", "spreadsheet"):
             return Response(
-                {"detail": "part must be tsv, manifest or jsonl (TRL's preference format)."},
+                {
+                    "part": "part must be tsv, manifest, jsonl (TRL's preference format) or "
+                    "spreadsheet (CSV that is safe to open in a spreadsheet)."
+                },
                 status=400,
             )
+        if part == "spreadsheet":
+            if not path.is_file():
+                raise DuelNotFound(
+                    f"The file of v{version.number} is missing from the datasets volume."
+                )
+            response = StreamingHttpResponse(
+                spreadsheet_lines(path, sha256=version.sha256), content_type="text/csv"
+            )
+            response["Content-Disposition"] = (
+                f'attachment; filename="preferences-v{version.number}.csv"'
+            )
+            return response
         if part == "jsonl":
             rows = list(read_rows(path, sha256=version.sha256))
             lines = trl_lines(
