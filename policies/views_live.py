@@ -73,6 +73,12 @@ def canary_action(request, action: str):
         if world is None:
             raise LiveError("Make a world first: each world has its own canary.")
         if action == "start":
+            if not request.POST.get("candidate"):
+                # The form's only option reads "no other answering version": say so, no 404.
+                raise LiveError(
+                    f"No candidate chosen: no other version of {world.name} can answer yet. "
+                    "Train one, then start its canary."
+                )
             candidate = get_object_or_404(
                 PolicyVersion, pk=request.POST.get("candidate") or 0, world=world
             )
