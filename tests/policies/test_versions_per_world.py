@@ -201,3 +201,40 @@ def test_the_pages_offer_only_the_world_in_views_versions(lettings, charity, own
         assert page.status_code == 200, path
         assert "lettings-only" not in page.content.decode(), path
     assert "lettings-only" in owner_client.get("/policies/?world=lettings").content.decode()
+
+
+def test_train_makes_the_next_version_of_its_own_world(lettings, charity):
+    from levers9.jobs.models import Job
+    from trainers.move_strategy import SCRIPTED, strategy_table
+    from training.finish import version_from_move_strategy
+
+    _trained(lettings)
+    _trained(lettings)  # Lettings is at v3; the charity still at v1
+    job = Job.objects.create(
+        kind="train",
+        trainer="q-learning-online",
+        workspace_schema=charity.slug,
+        pool_name="cpu",
+        card_type="cpu",
+        world=charity,
+        parent_version=PolicyVersion.objects.get(world=charity, number=1),
+    )
+    table = strategy_table(SCRIPTED, scenario=None, max_turns=8)
+    version = version_from_move_strategy(
+        job, {"strategy": {"kind": "table", "default": table, "tables": {}}, "seed": 7}
+    )
+    assert (version.world, version.number) == (charity, 2)
+
+
+def test_train_refuses_a_parent_the_world_does_not_have(lettings, charity, owner_client):
+    _trained(lettings)  # v2 exists in Lettings only
+    refused = owner_client.post(
+        "/api/rl/train/move-strategy/", {"pack": "charity", "parent": 2}, "application/json"
+    )
+    assert refused.status_code == 400
+    assert "no version v2" in refused.json()["parent"][0]
+    from training.cards import train_move_strategy
+
+    lettings_v2 = PolicyVersion.objects.get(world=lettings, number=2)
+    with pytest.raises(VersionWorldMismatch):
+        train_move_strategy(world=charity, parent=lettings_v2)
