@@ -137,20 +137,21 @@ def wait_job(api: Api, job_id: int, *, limit_s: float) -> dict[str, Any]:
         time.sleep(3)
 
 
-def version_by_number(api: Api, number: int) -> dict[str, Any]:
-    for version in api.call("GET", "/api/rl/policies/?page_size=200")["results"]:
+def version_by_number(api: Api, number: int, *, pack: str) -> dict[str, Any]:
+    # Each world numbers its own versions: a number names a version of one pack.
+    for version in api.call("GET", f"/api/rl/policies/?page_size=200&pack={pack}")["results"]:
         if version["number"] == number:
             return version
     raise DemoError(f"No version v{number}")
 
 
-def wait_answering(api: Api, number: int, *, limit_s: float) -> dict[str, Any]:
+def wait_answering(api: Api, number: int, *, pack: str, limit_s: float) -> dict[str, Any]:
     """The version once its endpoint serves: a trained version arrives "starting" and its
     serve job loads the weights before the Duel may ask it (the Duel asks only versions that
     can answer)."""
     started = time.monotonic()
     while True:
-        version = version_by_number(api, number)
+        version = version_by_number(api, number, pack=pack)
         if version["can_answer"]:
             return version
         if time.monotonic() - started > limit_s:
@@ -158,8 +159,8 @@ def wait_answering(api: Api, number: int, *, limit_s: float) -> dict[str, Any]:
         time.sleep(3)
 
 
-def newest_answering(api: Api) -> dict[str, Any]:
-    versions = api.call("GET", "/api/rl/policies/?page_size=200")["results"]
+def newest_answering(api: Api, *, pack: str) -> dict[str, Any]:
+    versions = api.call("GET", f"/api/rl/policies/?page_size=200&pack={pack}")["results"]
     answering = [version for version in versions if version["can_answer"]]
     return max(answering, key=lambda version: version["number"])
 
@@ -259,9 +260,9 @@ def freeze_picks(api: Api, args: argparse.Namespace, judge: RubricJudge, target:
 
 def train_card(api: Api, args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
     """Start a wording card and wait for its version; the version."""
-    job = api.call("POST", "/api/rl/train/wording/", body)
+    job = api.call("POST", "/api/rl/train/wording/", {"pack": args.pack, **body})
     job = wait_job(api, job["id"], limit_s=args.job_limit)
-    return version_by_number(api, job["produced_version"])
+    return version_by_number(api, job["produced_version"], pack=args.pack)
 
 
 def dpo_stage(api: Api, args: argparse.Namespace, judge: RubricJudge, stages) -> dict[str, Any]:
@@ -269,7 +270,7 @@ def dpo_stage(api: Api, args: argparse.Namespace, judge: RubricJudge, stages) ->
     started = time.monotonic()
     if args.dpo_job:
         job = wait_job(api, args.dpo_job, limit_s=args.job_limit)
-        dpo = version_by_number(api, job["produced_version"])
+        dpo = version_by_number(api, job["produced_version"], pack=args.pack)
     else:
         frozen = freeze_picks(api, args, judge, args.dpo_picks, stages)
         started = time.monotonic()
@@ -285,7 +286,7 @@ def dpo_stage(api: Api, args: argparse.Namespace, judge: RubricJudge, stages) ->
     checkpoint_rows(api, args, dpo, stages)
 
     started = time.monotonic()
-    dpo = wait_answering(api, dpo["number"], limit_s=args.job_limit)
+    dpo = wait_answering(api, dpo["number"], pack=args.pack, limit_s=args.job_limit)
     picks = duel_answers(api, args.pack, judge, dpo["label"], pairs=3)
     if not picks:
         raise DemoError(f"{dpo['label']} wrote none of the Duel's new replies")
@@ -309,8 +310,8 @@ def release_round_trip(api: Api, args: argparse.Namespace, judge: RubricJudge, d
     version answers again."""
     started = time.monotonic()
     api.call("POST", f"/api/rl/policies/{dpo['id']}/release", {})
-    released = version_by_number(api, dpo["number"])
-    fallback = newest_answering(api)
+    released = version_by_number(api, dpo["number"], pack=args.pack)
+    fallback = newest_answering(api, pack=args.pack)
     if released["can_answer"] or fallback["number"] == dpo["number"]:
         raise DemoError(f"Released {dpo['label']} still counts as answering")
     made = api.call("POST", "/api/rl/duel/generate/", {"pack": args.pack, "count": 3})["made"]
@@ -325,7 +326,7 @@ def release_round_trip(api: Api, args: argparse.Namespace, judge: RubricJudge, d
     endpoint = api.call("POST", f"/api/rl/policies/{dpo['id']}/serve", {"gpu_count": 1})
     if endpoint.get("job_id"):
         wait_job(api, endpoint["job_id"], limit_s=args.job_limit)
-    wait_answering(api, dpo["number"], limit_s=args.job_limit)
+    wait_answering(api, dpo["number"], pack=args.pack, limit_s=args.job_limit)
     picks = duel_answers(api, args.pack, judge, dpo["label"], pairs=3)
     if not picks:
         raise DemoError(f"{dpo['label']} served again but wrote no Duel reply")
