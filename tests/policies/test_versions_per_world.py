@@ -238,3 +238,19 @@ def test_train_refuses_a_parent_the_world_does_not_have(lettings, charity, owner
     lettings_v2 = PolicyVersion.objects.get(world=lettings, number=2)
     with pytest.raises(VersionWorldMismatch):
         train_move_strategy(world=charity, parent=lettings_v2)
+
+
+def test_evaluate_takes_version_numbers_in_its_own_world(lettings, charity, owner_client):
+    _trained(lettings)  # v2 exists in Lettings only
+    refused = owner_client.post(
+        "/api/rl/evaluations/", {"pack": "charity", "candidate": 2}, "application/json"
+    )
+    assert refused.status_code == 400
+    assert "Charity chats has no version v2" in refused.json()["candidate"][0]
+    from evaluation.errors import EvaluationError
+    from evaluation.services import evaluation_start
+
+    lettings_v2 = PolicyVersion.objects.get(world=lettings, number=2)
+    charity_v1 = PolicyVersion.objects.get(world=charity, number=1)
+    with pytest.raises(EvaluationError, match="evaluate two versions of one world"):
+        evaluation_start(world=charity, candidate=lettings_v2, baseline=charity_v1)
