@@ -1,5 +1,6 @@
 """Websockets: an event from a real worker process reaches a signed-in browser of the same
-workspace, and a user of another workspace cannot subscribe.
+workspace, and a user of another workspace cannot subscribe; an unknown path and a database out
+of reach are refused with a close code, never a 500.
 
 These tests need committed rows (the socket's middleware reads the session on another
 thread, and the worker is another process), so they write outside the test transaction and
@@ -9,10 +10,12 @@ clean up after themselves.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
 import sys
+from unittest import mock
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -20,6 +23,7 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.sessions.backends.db import SessionStore
+from django.db import OperationalError
 from django_tenants.utils import schema_context
 
 from levers9.models import Workspace
@@ -34,7 +38,7 @@ def _session_cookie(slug: str, username: str) -> str:
         user = get_user_model().objects.get(username=username)
         session = SessionStore()
         session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[0]
+        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
         session[HASH_SESSION_KEY] = user.get_session_auth_hash()
         session.create()
         return session.session_key
@@ -45,13 +49,15 @@ def _forget_session(slug: str, key: str) -> None:
         SessionStore(session_key=key).delete()
 
 
-def _socket(host: str, session_key: str | None, topic: str = "jobs") -> WebsocketCommunicator:
+def _socket(
+    host: str, session_key: str | None, topic: str = "jobs", *, path: str | None = None
+) -> WebsocketCommunicator:
     from levers9.asgi import application
 
     headers = [(b"host", host.encode()), (b"origin", f"http://{host}".encode())]
     if session_key:
         headers.append((b"cookie", f"{settings.SESSION_COOKIE_NAME}={session_key}".encode()))
-    return WebsocketCommunicator(application, f"/ws/events/{topic}/", headers=headers)
+    return WebsocketCommunicator(application, path or f"/ws/events/{topic}/", headers=headers)
 
 
 @pytest.fixture
@@ -140,3 +146,26 @@ async def test_it_does_not_leak_events_across_workspaces(acme_session, rival_ses
     assert (await acme.receive_json_from(timeout=20))["type"] == "secret"
     assert await rival.receive_nothing(timeout=1.0)
     await asyncio.gather(acme.disconnect(), rival.disconnect())
+
+
+@pytest.mark.parametrize("path", ["/ws/nope/", "/ws/", "/ws/events/", "/anything/at/all"])
+async def test_it_refuses_an_unknown_path_without_an_error(acme_session, path, caplog):
+    """Channels' router raised for a path it does not know, and daphne answered 500 with a
+    traceback in its log; now the handshake is refused with 4404."""
+    socket = _socket("acme.localhost", acme_session, path=path)
+    assert (await socket.connect()) == (False, 4404)
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+async def test_it_refuses_another_workspaces_user_at_an_unknown_path_the_same_way(rival_session):
+    socket = _socket("acme.localhost", rival_session, path="/ws/nope/")
+    assert (await socket.connect()) == (False, 4404)
+
+
+async def test_it_asks_the_socket_to_come_back_later_while_the_database_is_gone(acme_session):
+    with mock.patch(
+        "levers9.websocket._resolve_socket", side_effect=OperationalError("connection refused")
+    ):
+        socket = _socket("acme.localhost", acme_session)
+        # 1013: try again later; the page's socket reconnects by itself.
+        assert (await socket.connect()) == (False, 1013)
