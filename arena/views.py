@@ -287,7 +287,9 @@ def environment_page(request):
         "arena/environment.html",
         {
             "page": "environment",
-            "worlds": [(world, connections.get(world.pk)) for world in worlds],
+            # Not "worlds": the header's world selector reads that name (the page frame's
+            # context), and these pairs made it an empty box on this page.
+            "judge_settings": [(world, connections.get(world.pk)) for world in worlds],
             "choices": {choice.provider: choice for choice in provider_choices()},
             "dimensions": [
                 (name, DIMENSION_LABELS[name], DIMENSION_HELP[name]) for name in DIMENSIONS
