@@ -45,7 +45,12 @@ def world_for_pack(pack: str | None, *, field: str = "pack") -> World:
 
 
 class EndpointSerializer(serializers.ModelSerializer):
-    version = serializers.SlugRelatedField(slug_field="number", read_only=True)
+    pack = serializers.CharField(
+        source="version.world.slug", read_only=True, help_text="The version's world"
+    )
+    version = serializers.SlugRelatedField(
+        slug_field="number", read_only=True, help_text="The version's number in its pack"
+    )
     version_label = serializers.CharField(source="version.label", read_only=True)
     mean_latency_ms = serializers.FloatField(read_only=True, allow_null=True)
     error_rate = serializers.FloatField(read_only=True, allow_null=True)
@@ -54,6 +59,7 @@ class EndpointSerializer(serializers.ModelSerializer):
         model = Endpoint
         fields = [
             "id",
+            "pack",
             "version",
             "version_label",
             "kind",
@@ -287,7 +293,7 @@ class EndpointViewSet(viewsets.ReadOnlyModelViewSet):
     permission_classes = [HasRole.at_least(OWNER)]
 
     def get_queryset(self):
-        return Endpoint.objects.select_related("version").order_by("-created_at", "-id")
+        return Endpoint.objects.select_related("version__world").order_by("-created_at", "-id")
 
     def list(self, request, *args, **kwargs):
         endpoints_list()

@@ -341,4 +341,4 @@ def _trained_seconds(version_ids: list[int]) -> dict[int, float]:
 
 def endpoints_list() -> list[Endpoint]:
     """Every endpoint, newest first, with its version."""
-    return list(Endpoint.objects.select_related("version").order_by("-created_at", "-id"))
+    return list(Endpoint.objects.select_related("version__world").order_by("-created_at", "-id"))
