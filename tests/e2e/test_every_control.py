@@ -1,0 +1,65 @@
+"""Every control on every page, in real Chromium at a phone's width: an owner opens every page
+of both demo worlds (Lettings, simulated; Persuasion, real recorded calls), submits every form
+and presses every button that does not start a long job (tests.e2e.crawler.LONG_JOBS names
+those, each with its reason). No error page, no JSON shown as a page, no console error and no
+page wider than 390 px."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests.e2e.conftest import sign_in
+from tests.e2e.crawler import LONG_JOBS, Crawler
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+CALLS = (
+    Path(settings.BASE_DIR).parent
+    / "shared"
+    / "data"
+    / "real-calls"
+    / "persuasionforgood"
+    / "calls.jsonl"
+)
+# The pages a person reaches from the header, in each world: the crawl must have opened them.
+PAGES = ("/", "/duel/", "/train/", "/evaluate/", "/policies/", "/world/", "/environment/")
+PAGES_TOO = ("/engines/", "/endpoints/", "/release/", "/calls/")
+
+
+def _demo_worlds(e2e_db, e2e_workspace) -> None:
+    """The demo's two worlds, as `manage.py demo_setup` makes them (fewer calls and pairs)."""
+    from arena.models import World
+    from arena.services import calls_import, duel_pairs_generate, world_create
+
+    with e2e_db(e2e_workspace):
+        world = world_create(
+            slug="persuasion",
+            name="Persuasion for Good (real calls)",
+            description="Real recorded persuasion chats with their real outcome.",
+        )
+        lines = CALLS.read_text(encoding="utf-8").splitlines()[:60]
+        calls_import(world=world, text="\n".join(lines), source=CALLS.name)
+        for each in World.objects.all():
+            duel_pairs_generate(world=each, count=8)
+
+
+@pytest.mark.skipif(not CALLS.exists(), reason="the shared real-call data is not here")
+def test_every_control_on_every_page_works(page, e2e_server, e2e_workspace, e2e_db):
+    _demo_worlds(e2e_db, e2e_workspace)
+    sign_in(page, e2e_server, e2e_workspace.slug, e2e_workspace.owner_email)
+    base = e2e_server.url_for(e2e_workspace.slug, "").rstrip("/")
+
+    crawler = Crawler(page, base, skip=LONG_JOBS)
+    findings = crawler.crawl(["/?world=lettings", "/?world=persuasion"])
+
+    opened = {path.split("?")[0] for path in crawler.visited}
+    assert set(PAGES) | set(PAGES_TOO) <= opened, f"not opened: {set(PAGES) - opened}"
+    assert any(path.startswith("/calls/") and path != "/calls/" for path in opened)
+    assert any("/duel/generate/" in form for form in crawler.submitted)
+    assert any("#pick-A" in button for button in crawler.pressed)
+    assert not findings, "\n".join(
+        [*map(str, findings), "", f"{len(crawler.visited)} pages, skipped:", *crawler.skipped]
+    )
