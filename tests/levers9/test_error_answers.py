@@ -147,7 +147,9 @@ def test_it_takes_a_body_at_the_limit(settings, owner_client, workspace):
     body = json.dumps(A_CALL)
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = len(body.encode())
     response = owner_client.post(
-        "/api/rl/packs/lettings/calls/import/", body, content_type="application/jsonl"
+        "/api/rl/packs/lettings/calls/import/?convert=real-calls",
+        body,
+        content_type="application/jsonl",
     )
     assert response.status_code == 200, response.content
     assert response.json()["created"] == 1
