@@ -3,6 +3,7 @@ schema.
 
     python -m bench.fuzz_api                 # bounded: a few examples per operation (CI)
     python -m bench.fuzz_api --full          # the full-length run, by hand (many minutes)
+    python -m bench.fuzz_api --paths import  # only the operations whose path matches
 
 Needs PostgreSQL: DATABASE_URL (a database of its own: the run migrates it, and the fuzzer's
 writes stay there), or else the embedded server. It seeds a workspace `fuzz` with an owner and
@@ -142,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-examples", type=int, default=None, help="per operation")
     parser.add_argument("--seed", type=int, default=1, help="the run's seed (reproducible)")
     parser.add_argument("--report-dir", type=Path, default=None, help="keep the reports here")
+    parser.add_argument(
+        "--paths",
+        default=None,
+        help="only the operations whose path matches this regular expression (a quick look by "
+        "hand, e.g. 'import'); CI fuzzes them all",
+    )
     args = parser.parse_args(argv)
 
     _setup_django()
@@ -206,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
             "--report-junit-path",
             str(junit),
         ]
+        if args.paths:
+            command += ["--include-path-regex", args.paths]
         print("$", " ".join(command).replace(token, "<token>"), flush=True)  # noqa: T201
         started = time.monotonic()
         request_log = report_dir / "requests.jsonl"
