@@ -97,7 +97,6 @@ def stub(monkeypatch):
 
 
 def test_it_evaluates_two_endpoint_versions_concurrently(committed_db, stub):
-    from arena.models import World
     from arena.services import calls_import, world_create
     from evaluation.models import Evaluation
     from evaluation.services import call_set_ensure, evaluation_run
@@ -108,10 +107,10 @@ def test_it_evaluates_two_endpoint_versions_concurrently(committed_db, stub):
     with fresh_workspace("evalconc") as created, schema_context(created.workspace.schema_name):
         world = world_create(slug="real", name="Real calls")
         calls_import(world=world, text="\n".join(lines))
-        baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
+        baseline = PolicyVersion.objects.get(world=world, number=1)
         versions = [
             version_register(
-                world=World.objects.get(slug="lettings"),
+                world=world,
                 name=name,
                 parent=baseline,
                 move_strategy={},
