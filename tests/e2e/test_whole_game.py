@@ -89,4 +89,4 @@ def test_it_plays_the_whole_game(page, game_server, e2e_workspace):
     page.click("tr[data-version='2'] button:has-text('Make live')")
     page.wait_for_selector("text=v2 · trained is live.")
     page.goto(f"{base}/")
-    assert "live: v2 · trained" in page.inner_text("[data-mission='6']")
+    assert "live in Lettings: v2 · trained" in page.inner_text("[data-mission='6']")
