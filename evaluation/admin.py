@@ -5,10 +5,13 @@ offers "run again" (a new evaluation of the same versions) as an action."""
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
 from evaluation.models import Evaluation, EvaluationCallSet, HeldOutCall
+from evaluation.selectors import evaluation_estimate
 from evaluation.services import EvaluationError, evaluation_start
 from levers9.roles import MANAGER, REVIEWER, RoleAdminMixin, has_role
 
@@ -86,8 +89,35 @@ class EvaluationAdmin(RoleAdminMixin, admin.ModelAdmin):
         description="Run the selected evaluations again (same versions, world, seed)",
         permissions=["rerun"],
     )
-    def run_again(self, request, queryset) -> None:
-        for evaluation in queryset.select_related("world", "candidate", "baseline"):
+    def run_again(self, request, queryset) -> TemplateResponse | None:
+        evaluations = list(queryset.select_related("world", "candidate", "baseline"))
+        estimated = [
+            (
+                evaluation,
+                evaluation_estimate(
+                    world=evaluation.world,
+                    candidate=evaluation.candidate,
+                    baseline=evaluation.baseline,
+                ),
+            )
+            for evaluation in evaluations
+        ]
+        # As the Evaluate page: a run expected over two minutes says how long and asks once.
+        if request.POST.get("post") != "yes" and any(
+            estimate.needs_confirming for _, estimate in estimated
+        ):
+            return TemplateResponse(
+                request,
+                "admin/evaluation/evaluation/run_again_confirm.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": "Run the evaluations again?",
+                    "opts": self.model._meta,
+                    "estimated": estimated,
+                    "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                },
+            )
+        for evaluation in evaluations:
             try:
                 started = evaluation_start(
                     world=evaluation.world,
@@ -101,6 +131,7 @@ class EvaluationAdmin(RoleAdminMixin, admin.ModelAdmin):
                 self.message_user(request, f"{evaluation}: {error}", messages.WARNING)
             else:
                 self.message_user(request, f"Started evaluation {started.pk}: {started.title}.")
+        return None
 
 
 class HeldOutCallInline(admin.TabularInline):

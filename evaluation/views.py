@@ -15,6 +15,7 @@ from evaluation.models import Evaluation
 from evaluation.selectors import (
     evaluation_chart_data,
     evaluation_episode,
+    evaluation_estimate,
     evaluation_latest_done,
     evaluation_versions_default,
     evaluations_recent,
@@ -98,6 +99,27 @@ def _evaluate_start(request, world: World | None):
     if world is None or candidate is None or baseline is None:
         messages.error(request, "Choose a world and two versions.")
         return redirect("evaluate")
+    # A long evaluation says how long and asks once: the page answers with the estimate and a
+    # Confirm that posts the same form again with confirm=1 (no script, no dialog).
+    estimate = evaluation_estimate(world=world, candidate=candidate, baseline=baseline)
+    if estimate.needs_confirming and request.POST.get("confirm") != "1":
+        return render(
+            request,
+            "evaluation/confirm_start.html",
+            {
+                "page": "evaluate",
+                "world": world,
+                "candidate": candidate,
+                "baseline": baseline,
+                "estimate": estimate,
+                "fields": [
+                    (name, request.POST[name])
+                    for name in ("candidate", "baseline", "seed", "world")
+                    if name in request.POST
+                ],
+                "action": request.get_full_path(),
+            },
+        )
     try:
         evaluation = evaluation_start(
             world=world, candidate=candidate, baseline=baseline, seed=seed, started_by=request.user

@@ -8,44 +8,14 @@ time budget (trainers.wording_spec), give or take the loading and the held-out m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from levers9.jobs.estimates import JobEstimate, estimate_from_runs
 from levers9.jobs.selectors import job_durations_recent
 from trainers.wording_spec import CPU_STAGE_SECONDS
 
-# A job expected to run longer than this asks to be confirmed before it starts.
-CONFIRM_OVER_SECONDS = 120.0
 # The stages each wording trainer runs to its budget: RLHF fits a reward model, then the policy.
 STAGES = {"rlhf": 2, "dpo": 1}
 # A stage's budget bounds its training; the base's load and the held-out measures come on top.
 BUDGET_SPREAD = (0.75, 1.25)
-
-
-@dataclass(frozen=True)
-class JobEstimate:
-    """What a job is expected to take, and what that rests on."""
-
-    low_seconds: float | None
-    high_seconds: float | None
-    basis: str
-
-    @property
-    def needs_confirming(self) -> bool:
-        # Not known at all (a GPU run never timed here) is not known to be short.
-        return self.high_seconds is None or self.high_seconds > CONFIRM_OVER_SECONDS
-
-    def span(self) -> str:
-        if self.high_seconds is None:
-            return "an unknown time"
-        low, high = _minutes(self.low_seconds or 0), _minutes(self.high_seconds)
-        return f"about {high} minutes" if low == high else f"{low}–{high} minutes"
-
-    def sentence(self) -> str:
-        return f"Expected to run {self.span()} ({self.basis})."
-
-
-def _minutes(seconds: float) -> int:
-    return max(1, round(seconds / 60))
 
 
 def wording_estimate(choice) -> JobEstimate:
@@ -61,13 +31,9 @@ def wording_estimate(choice) -> JobEstimate:
     past = job_durations_recent(
         trainer=choice.method, pool_name=choice.pool.name, matches=like_this_one
     )
-    if past:
-        runs = "run" if len(past) == 1 else f"{len(past)} runs"
-        return JobEstimate(
-            low_seconds=min(past),
-            high_seconds=max(past),
-            basis=f"from the last {runs} of {label} on {choice.pool.name} in this workspace",
-        )
+    from_runs = estimate_from_runs(past, what=f"of {label} on {choice.pool.name} in this workspace")
+    if from_runs is not None:
+        return from_runs
     stages = STAGES.get(choice.method, 1)
     if choice.pool.is_cpu:
         budget = stages * CPU_STAGE_SECONDS
