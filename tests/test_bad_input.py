@@ -77,7 +77,10 @@ def test_it_refuses_an_evaluation_seed_past_the_stored_range(owner_client, works
         baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
         candidate = version_register(
             world=World.objects.get(slug="lettings"),
-            name="other", parent=baseline, move_strategy=baseline.move_strategy, learned_from={}
+            name="other",
+            parent=baseline,
+            move_strategy=baseline.move_strategy,
+            learned_from={},
         )
     response = owner_client.post(
         "/api/rl/evaluations/",

@@ -44,7 +44,10 @@ def test_it_scores_the_same_versions_even(lettings, baseline, evaluate):
 
     twin = version_register(
         world=World.objects.get(slug="lettings"),
-        name="twin", parent=baseline, move_strategy={"kind": "scripted"}, learned_from={}
+        name="twin",
+        parent=baseline,
+        move_strategy={"kind": "scripted"},
+        learned_from={},
     )
     summary = evaluate(lettings, twin, baseline).summary
     assert summary["win_rate"] == 0.5

@@ -247,7 +247,9 @@ def test_the_train_page_shows_each_methods_numbers_and_the_dpo_number_to_beat(
 
     parent = PolicyVersion.objects.get(world__slug="lettings", number=1)
     dpo, rlhf = (
-        version_register(world=parent.world, name=name, parent=parent, move_strategy={}, learned_from={})
+        version_register(
+            world=parent.world, name=name, parent=parent, move_strategy={}, learned_from={}
+        )
         for name in ("dpo benchmark", "trained")
     )
     _done_wording_job(
