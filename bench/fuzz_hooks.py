@@ -124,12 +124,17 @@ def before_generate_path_parameters(ctx, strategy):
     operation = getattr(ctx, "operation", None)
     if operation is None or jsonl_schema(operation.path) is None:
         return strategy
-    known = strategy.flatmap(
-        lambda values: strategies.sampled_from(KNOWN_PACKS).map(
+
+    def with_a_known_pack(values):
+        # Negative cases come wrapped (schemathesis' GeneratedValue, with what was broken on
+        # purpose): they test the refusals of a bad path, so they stay as they were drawn.
+        if values is not None and not isinstance(values, dict):
+            return strategies.just(values)
+        return strategies.sampled_from(KNOWN_PACKS).map(
             lambda pack: {**(values or {}), "pack": pack}
         )
-    )
-    return strategies.one_of(known, strategy)
+
+    return strategies.one_of(strategy.flatmap(with_a_known_pack), strategy)
 
 
 @schemathesis.hook

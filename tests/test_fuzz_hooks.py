@@ -80,3 +80,29 @@ def test_schemathesis_sends_the_imports_json_lines(owner_client):
         assert line_bodies, f"no JSON lines for {operation.path}: {bodies[:5]}"
         first_line = line_bodies[0].split(b"\n")[0]
         assert isinstance(json.loads(first_line), dict)
+
+
+def test_a_negative_path_case_keeps_what_was_broken_on_purpose():
+    """Negative cases reach the pack hook wrapped in GeneratedValue: the CI fuzz run stopped
+    with "'GeneratedValue' object is not a mapping" on both imports when it took them for a
+    dict."""
+    from types import SimpleNamespace
+
+    from hypothesis import strategies as st
+    from schemathesis.generation.value import GeneratedValue
+
+    broken = GeneratedValue(value={"pack": "\x00"}, meta=None)
+    ctx = SimpleNamespace(operation=SimpleNamespace(path="/api/rl/packs/{pack}/calls/import/"))
+    hooked = fuzz_hooks.before_generate_path_parameters(ctx, st.just(broken))
+    positive = fuzz_hooks.before_generate_path_parameters(ctx, st.just({"pack": "zz"}))
+    drawn = []
+
+    @settings(max_examples=30, database=None)
+    @given(st.tuples(hooked, positive))
+    def draw(values):
+        drawn.append(values)
+
+    draw()
+    assert {type(negative) for negative, _ in drawn} == {GeneratedValue}
+    assert all(negative.value == {"pack": "\x00"} for negative, _ in drawn)
+    assert {value["pack"] for _, value in drawn} == {"zz", "lettings"}
