@@ -9,16 +9,14 @@ from the calls it replays. The fit itself is pure (trainers.judge_fit) and runs 
 A new fit starts when picks are frozen and when an override is saved ("feeds the next
 rescoring"), once the write is committed. Nobody clicked it, so it is background work: it waits
 in the CPU pool's background lane and never in front of a job a person started
-(levers9.pools), and requests are coalesced, at most one fit waiting per world: a request while
-one waits is packed into it with what the world has now; one may run while one waits. A fit
-that ends refits if the world has picks or overrides it did not read.
+(levers9.pools), and requests are coalesced to one fit on its way per world: a request while
+one waits or runs adds nothing, and a fit that ends refits if the world has picks or overrides
+it did not read, so every request is covered.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -40,9 +38,10 @@ from arena.models import (
     Pick,
     PreferenceVersion,
     World,
+    moments_dialogues_load,
 )
 from levers9.jobs.models import Job
-from levers9.jobs.services import job_repack, job_start
+from levers9.jobs.services import job_start
 from levers9.pools import pool_default
 
 JUDGE_FIT_KIND = "judge-fit"
@@ -74,8 +73,10 @@ def _group(moment: Moment) -> str:
 def judge_fit_rows(world: World) -> dict[str, list[dict[str, Any]]]:
     """The world's picks, overrides and outcome turns as the fit reads them."""
     held_out = held_out_call_ids(world=world)
+    picks = list(_frozen_picks(world))
+    moments_dialogues_load(pick.pair.moment for pick in picks)
     pairs = []
-    for pick in _frozen_picks(world):
+    for pick in picks:
         moment = pick.pair.moment
         if moment.call_id in held_out:
             continue
@@ -88,16 +89,20 @@ def judge_fit_rows(world: World) -> dict[str, list[dict[str, Any]]]:
                 reasons=pick.reasons or (),
             )
         )
+    overridden = list(
+        JudgeOverride.objects.filter(reply__moment__world=world)
+        .exclude(reply__moment__call_id__in=held_out)
+        .select_related("reply__moment")
+        .order_by("pk")
+    )
+    moments_dialogues_load(override.reply.moment for override in overridden)
     overrides = [
         override_row(
             context=override.reply.moment.dialogue(),
             reply=override.reply.text,
             scores=override.scores or {},
         )
-        for override in JudgeOverride.objects.filter(reply__moment__world=world)
-        .exclude(reply__moment__call_id__in=held_out)
-        .select_related("reply__moment")
-        .order_by("pk")
+        for override in overridden
     ]
     calls = (
         Call.objects.filter(world=world)
@@ -166,28 +171,24 @@ def judge_fit_start(
 
 
 def judge_refit_request(*, world: World, started_by=None) -> Job | None:
-    """A refit of the world's judge, coalesced: a fit of the world already waiting for its turn
-    is packed again with what the world has now (one waits per world, however many freezes and
-    overrides ask); else a background fit starts, even while another runs. None when the world
-    has nothing to learn from yet."""
-    waiting = Job.objects.filter(
-        kind=JUDGE_FIT_KIND, world=world, state=Job.State.PACKING, submitted_at=None
-    ).order_by("id")
+    """A refit of the world's judge, coalesced: while a fit of the world waits or runs, a
+    request adds nothing and costs nothing; that fit, when it ends, refits on what it did not
+    read (judge_fit_ended), off the request's path. Else a background fit starts. None when the
+    world has nothing to learn from yet.
+
+    Packing a fit reads every pick of the world: done inside each freeze while a fit was on its
+    way, a second freeze of 20,000 picks took 7.5-9.3 s instead of 0.2 s."""
+    active = (
+        Job.objects.filter(kind=JUDGE_FIT_KIND, world=world, state__in=Job.ACTIVE_STATES)
+        .order_by("-id")
+        .first()
+    )
+    if active is not None:
+        return active
     try:
-        for job in waiting:
-            spec, finish_needs = _judge_fit_pack(world, seed=_spec_seed(job))
-            if job_repack(job=job, spec=spec, finish_needs=finish_needs):
-                return job
         return judge_fit_start(world=world, started_by=started_by, on_request=False)
     except JudgeFitError:
         return None
-
-
-def _spec_seed(job: Job) -> int:
-    """The seed the waiting fit was packed with (a person's fit may have chosen one)."""
-    with contextlib.suppress(OSError, ValueError, TypeError):
-        return int(json.loads(Path(job.spec_path).read_text()).get("seed") or 0)
-    return 0
 
 
 def _read_up_to(world: World) -> dict[str, int]:

@@ -14,11 +14,10 @@ from typing import Any
 from django.db import connection
 
 from arena import judging
-from arena.models import Judgement, Moment, Reply, World
+from arena.models import Judgement, Moment, Reply, World, moments_dialogues_load
 from evaluation.fanout import Ask, answers_gather
 from evaluation.models import Evaluation
 from evaluation.replay import (
-    dialogues_load,
     endpoint_slots,
     judge_context,
     judgement_from,
@@ -48,7 +47,7 @@ def _openings_judge(
     on_answer: Callable[[int, int], None] | None,
 ) -> None:
     """Judge the given opening turns and keep the verdicts (failures as errors)."""
-    dialogues_load(moment for moment, _reply in missing)
+    moments_dialogues_load(moment for moment, _reply in missing)
     asks = [
         Ask(reply.pk, moment, judge_context(moment), text=reply.text, move=reply.move)
         for moment, reply in missing

@@ -135,28 +135,6 @@ def real_openings_ensure(
 # --- what the fan-out is asked with and what its answers become ---------------------------
 
 
-def dialogues_load(moments: Iterable[Moment]) -> None:
-    """Fill each real moment's dialogue from one query, so nothing reads turns per moment
-    (and threads answering the moments never touch the database for them)."""
-    real = [moment for moment in moments if moment.kind == Moment.Kind.REAL]
-    if not real:
-        return
-    turns_by_call: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
-    last = max(moment.turn_index for moment in real)
-    for call_id, index, speaker, text in (
-        Turn.objects.filter(call_id__in={moment.call_id for moment in real}, index__lt=last)
-        .order_by("call_id", "index")
-        .values_list("call_id", "index", "speaker", "text")
-    ):
-        turns_by_call[call_id].append((index, speaker, text))
-    for moment in real:
-        moment._dialogue_cache = [
-            {"speaker": speaker, "text": text}
-            for index, speaker, text in turns_by_call[moment.call_id]
-            if index < moment.turn_index
-        ]
-
-
 def judgements_in_force(reply_ids: Iterable[int], judge_model: str) -> dict[int, Judgement]:
     """The newest usable verdict of `judge_model` per reply (a rescoring's, if any): the
     cache a replayed yardstick and the lens read instead of asking the judge again."""

@@ -13,10 +13,18 @@ from django.db.models import QuerySet
 
 from arena.held_out import TURNS_PER_CALL
 from arena.judging import DIMENSION_LABELS, DIMENSIONS, RubricJudge
-from arena.models import Call, Judgement, JudgeVersion, Moment, Reply, Turn, World
+from arena.models import (
+    Call,
+    Judgement,
+    JudgeVersion,
+    Moment,
+    Reply,
+    Turn,
+    World,
+    moments_dialogues_load,
+)
 from evaluation import scoring
 from evaluation.models import Evaluation, EvaluationAnswer, EvaluationCallSet, HeldOutMoment
-from evaluation.replay import dialogues_load
 from levers9.jobs.estimates import JobEstimate, estimate_from_runs
 from levers9.jobs.selectors import job_durations_recent
 from policies.models import PolicyVersion
@@ -753,7 +761,7 @@ def evaluation_episode(evaluation: Evaluation, position: int) -> dict[str, Any] 
     held = _episode_held(evaluation, position)
     if not held:
         return None
-    dialogues_load(held_moment.moment for held_moment in held)
+    moments_dialogues_load(held_moment.moment for held_moment in held)
     labels = {
         "candidate": evaluation.candidate.label,
         "baseline": evaluation.baseline.label,

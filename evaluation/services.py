@@ -30,7 +30,7 @@ from arena.held_out import (  # noqa: F401 - callers import these from here
     TURNS_PER_CALL,
     held_out_call_ids,
 )
-from arena.models import Judgement, Reply, World
+from arena.models import Judgement, Reply, World, moments_dialogues_load
 from arena.recorded_replies import recorded_replies_pinned
 from evaluation.call_sets import call_set_ensure, scripted_episode
 from evaluation.errors import EvaluationError
@@ -48,7 +48,6 @@ from evaluation.models import (
     HeldOutMoment,
 )
 from evaluation.replay import (
-    dialogues_load,
     endpoint_slots,
     judge_context,
     judgement_from,
@@ -370,7 +369,7 @@ def _held_moments_load(evaluation: Evaluation) -> list[HeldOutMoment]:
     )
     if not held:
         raise EvaluationError(f"{evaluation.world.name} has no held-out moments to evaluate on.")
-    dialogues_load(held_moment.moment for held_moment in held)
+    moments_dialogues_load(held_moment.moment for held_moment in held)
     return held
 
 

@@ -159,30 +159,6 @@ def job_start(
     return job
 
 
-def job_repack(*, job: Job, spec: dict[str, Any], finish_needs: dict[str, Any]) -> bool:
-    """Pack a job still waiting for its cards again, with a newer spec: how background work is
-    coalesced (a new request folds into the one already waiting). False once the job is on its
-    way to a worker (or gone): the caller starts a new one instead."""
-    with transaction.atomic():
-        # The row lock makes job_place's claim wait for this write, so the task always reads
-        # the spec and the finish the same request packed.
-        waiting = (
-            Job.objects.select_for_update()
-            .filter(pk=job.pk, state=Job.State.PACKING, submitted_at=None, task_id="")
-            .exclude(spec_path="")
-            .first()
-        )
-        if waiting is None:
-            return False
-        spec_path = Path(waiting.spec_path)
-        fresh = spec_path.with_name("spec.json.new")
-        fresh.write_text(json.dumps({**spec, "job": job.pk}, indent=2, sort_keys=True))
-        fresh.replace(spec_path)
-        Job.objects.filter(pk=job.pk).update(finish_needs=finish_needs)
-    job_note(job.pk, "Packed again with newer data: a later request folded into this one.")
-    return True
-
-
 def job_place(*, job_id: int) -> bool:
     """Queue the job's task once its cards are granted; until then it waits in line and says
     how many requests are ahead. True once submitted."""

@@ -1,6 +1,6 @@
 """Judge refits are background work coalesced per world: however many freezes and overrules ask,
-at most one refit of a world waits (a request folds into it, and it is packed with what the
-world has now); one may run while one waits; another world, or workspace, has its own."""
+one refit of a world is on its way (a request while it waits or runs adds nothing, and the
+fit's end refits on what it did not read); another world, or workspace, has its own."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django_tenants.utils import schema_context
 
-from arena.judge_fitting import judge_refit_request
+from arena.judge_fitting import judge_fit_ended, judge_refit_request
 from arena.services import preference_freeze, preferences_import, world_create
 from levers9.jobs.models import Job
 from tests.arena.test_world_judge_fit import PAIRS, datasets, persuasion  # noqa: F401 - fixtures
@@ -43,14 +43,20 @@ def test_a_request_folds_into_the_refit_already_waiting(
     again = _request(persuasion, django_capture_on_commit_callbacks)
     assert again.pk == first.pk
     assert _fits(persuasion) == [first]
-    # The waiting refit now fits the new picks, and its finish knows it read them.
-    assert len(_spec(first)["pairs"]) > 0
+    # Nothing is read again inside the freeze: the waiting fit keeps what it was packed with,
+    # and its end sees the picks it did not read and asks for the refit that covers them.
+    assert not _spec(first)["pairs"]
+    Job.objects.filter(pk=first.pk).update(state=Job.State.DONE, submitted_at=first.created_at)
     first.refresh_from_db()
-    assert first.finish_needs["read_up_to"]["pick"] > 0
-    assert "Packed again with newer data" in first.notes
+    with django_capture_on_commit_callbacks(execute=True):
+        judge_fit_ended(first)
+    covering = _fits(persuasion)[-1]
+    assert covering.pk != first.pk
+    assert covering.background
+    assert len(_spec(covering)["pairs"]) > 0
 
 
-def test_one_runs_while_one_waits_and_no_more(
+def test_a_request_while_one_runs_adds_nothing(
     persuasion,  # noqa: F811 - the fixture
     django_capture_on_commit_callbacks,
 ):
@@ -58,15 +64,13 @@ def test_one_runs_while_one_waits_and_no_more(
     Job.objects.filter(pk=running.pk).update(
         state=Job.State.RUNNING, submitted_at=running.created_at, task_id="task-running"
     )
-    waiting = _request(persuasion, django_capture_on_commit_callbacks)
-    assert waiting.pk != running.pk
     for _ in range(3):
-        assert _request(persuasion, django_capture_on_commit_callbacks).pk == waiting.pk
-    assert _fits(persuasion) == [running, waiting]
-    # Another world of the workspace waits in its own right.
+        assert _request(persuasion, django_capture_on_commit_callbacks).pk == running.pk
+    assert _fits(persuasion) == [running]
+    # Another world of the workspace has its own.
     lettings = world_create(slug="lettings-coalesce", name="Lettings")
     assert _request(lettings, django_capture_on_commit_callbacks) is None  # nothing to learn
-    assert _fits(persuasion) == [running, waiting]
+    assert _fits(persuasion) == [running]
 
 
 def test_another_workspaces_request_never_folds_into_ours(
