@@ -65,6 +65,13 @@ def release_page(request):
     )
 
 
+def _whole_number(text: str | None) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
+
+
 @require_POST
 @role_required(OWNER)
 def canary_action(request, action: str):
@@ -79,9 +86,15 @@ def canary_action(request, action: str):
                     f"No candidate chosen: no other version of {world.name} can answer yet. "
                     "Train one, then start its canary."
                 )
-            candidate = get_object_or_404(
-                PolicyVersion, pk=request.POST.get("candidate") or 0, world=world
-            )
+            candidate = PolicyVersion.objects.filter(
+                pk=_whole_number(request.POST.get("candidate")), world=world
+            ).first()
+            if candidate is None:
+                # Another world's version, or one that is gone: say so on the page, no 404.
+                raise LiveError(
+                    f"That candidate is not a version of {world.name}: each world releases "
+                    "its own versions. Choose one from the list."
+                )
             try:
                 share = float(request.POST.get("share_percent") or 0) / 100
             except ValueError as error:

@@ -25,3 +25,23 @@ def test_another_workspace_cannot_start_one(outsider_client, workspace):
     assert response.status_code in {302, 403, 404}
     with schema_context(workspace.schema_name):
         assert not Canary.objects.exists()
+
+
+def test_another_worlds_version_is_refused_on_the_page(owner_client, workspace):
+    """A candidate of another world (a stale form, a second tab) answered a 404 page."""
+    from arena.services import world_create
+    from policies.models import PolicyVersion
+
+    with schema_context(workspace.schema_name):
+        world_create(slug="charity", name="Charity")
+        theirs = PolicyVersion.objects.get(world__slug="charity", number=1)
+    for candidate in (str(theirs.pk), "not-a-number"):
+        response = owner_client.post(
+            "/release/canary/start/",
+            {"world": "lettings", "candidate": candidate, "share_percent": "10"},
+        )
+        assert response.status_code == 302
+        page = owner_client.get(response["Location"]).content.decode()
+        assert "That candidate is not a version of Lettings" in page
+    with schema_context(workspace.schema_name):
+        assert not Canary.objects.exists()
