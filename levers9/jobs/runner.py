@@ -17,7 +17,6 @@ import logging
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from django.utils import timezone
 
 from levers9.jobs.kinds import job_kind, trainer_lookup
 from levers9.jobs.models import Job
+from levers9.jobs.processes import this_process
 from levers9.jobs.progress import job_event_send
 from levers9.models import CardAllocation
 from levers9.pools import cards_release
@@ -41,10 +41,6 @@ HEARTBEAT_INTERVAL = 2.0
 # A background trainer (a judge refit nobody clicked) runs beside a person's job on the same
 # cores: one thread, and the scheduler's leftovers, so the person's job keeps its usual pace.
 BACKGROUND_NICENESS = 10
-
-
-def this_process() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class JobCancelled(Exception):

@@ -28,8 +28,8 @@ from django.utils import timezone
 from levers9.jobs.kinds import job_kind, produced_listeners, trainer_lookup, watcher_hooks
 from levers9.jobs.limits import job_limits_check
 from levers9.jobs.models import Job
+from levers9.jobs.processes import this_process
 from levers9.jobs.progress import job_event_send
-from levers9.jobs.runner import this_process
 from levers9.models import GpuPool
 from levers9.pools import (
     BACKGROUND_JOB,

@@ -13,7 +13,7 @@ import threading
 from django.db import close_old_connections
 from django_tenants.utils import get_public_schema_name, schema_context
 
-from levers9.jobs.runner import this_process
+from levers9.jobs.processes import this_process
 
 logger = logging.getLogger(__name__)
 _started: threading.Thread | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from levers9.jobs.runner import this_process
+from levers9.jobs.processes import this_process
 from levers9.jobs.watcher import follow_all_workspaces, watch_forever
 
 
