@@ -26,7 +26,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.signals import got_request_exception
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.urls import is_valid_path
 from django.utils.functional import cached_property
@@ -39,6 +39,14 @@ logger = logging.getLogger(__name__)
 
 def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
+
+
+def _refused(request: HttpRequest, status: int, detail: str, **extra: Any) -> HttpResponse:
+    """A refusal made before any view: JSON under /api/ (with `extra` fields), plain text
+    elsewhere."""
+    if _is_api(request):
+        return JsonResponse({"detail": detail, **extra}, status=status)
+    return HttpResponse(detail, status=status, content_type="text/plain; charset=utf-8")
 
 
 class ApiJsonErrorsMiddleware:
@@ -85,9 +93,7 @@ class RefuseBadTextMiddleware:
         if not _is_api(request):
             problem = text_problem(request.path)
             if problem:
-                return HttpResponseBadRequest(
-                    f"The address cannot be read: {problem}", content_type="text/plain"
-                )
+                return _refused(request, 400, f"The address cannot be read: {problem}")
             return self.get_response(request)
         found = _bad_text_in_path(request) or _bad_text_in_query(request)
         found = found or _bad_text_in_json(request)
@@ -291,11 +297,7 @@ def upload_too_large_response(request: HttpRequest, limit: int) -> HttpResponse:
         f"set by {UPLOAD_LIMIT_NAME}). Send a smaller file, or split it: importing the same "
         "ids again changes nothing."
     )
-    if _is_api(request):
-        return JsonResponse(
-            {"detail": detail, "limit": UPLOAD_LIMIT_NAME, "limit_value": limit}, status=413
-        )
-    return HttpResponse(detail, status=413, content_type="text/plain; charset=utf-8")
+    return _refused(request, 413, detail, limit=UPLOAD_LIMIT_NAME, limit_value=limit)
 
 
 class UploadLimitMiddleware:
@@ -318,10 +320,7 @@ class UploadLimitMiddleware:
             except ValueError:
                 length = -1
             if length < 0:
-                detail = "The Content-Length header is not a number of bytes."
-                if _is_api(request):
-                    return JsonResponse({"detail": detail}, status=400)
-                return HttpResponseBadRequest(detail, content_type="text/plain")
+                return _refused(request, 400, "The Content-Length header is not a number of bytes.")
             if length > limit:
                 return upload_too_large_response(request, limit)
         else:
