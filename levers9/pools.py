@@ -103,20 +103,33 @@ def cards_request(
     )
 
 
+def is_background(allocation: CardAllocation) -> bool:
+    """Whether a request is work nobody clicked (it waits in the background lane)."""
+    return allocation.holder_kind == BACKGROUND_JOB
+
+
+def _in_lane(allocations, *, background: bool | None):
+    """Only the background lane's requests (True), only the rest (False), or all (None)."""
+    if background is None:
+        return allocations
+    if background:
+        return allocations.filter(holder_kind=BACKGROUND_JOB)
+    return allocations.exclude(holder_kind=BACKGROUND_JOB)
+
+
 def _cards_held(pool_id: int, *, background: bool | None = None) -> int:
     """Cards held on the pool: all of them, or only the background lane's (True) or only the
     rest's (False)."""
-    held = CardAllocation.objects.filter(pool_id=pool_id, state=CardAllocation.State.HELD)
-    if background is True:
-        held = held.filter(holder_kind=BACKGROUND_JOB)
-    elif background is False:
-        held = held.exclude(holder_kind=BACKGROUND_JOB)
+    held = _in_lane(
+        CardAllocation.objects.filter(pool_id=pool_id, state=CardAllocation.State.HELD),
+        background=background,
+    )
     return held.aggregate(cards=Sum("card_count"))["cards"] or 0
 
 
 def _fits(allocation: CardAllocation, pool: GpuPool) -> bool:
     """Whether the request's cards are free in its lane."""
-    background = allocation.holder_kind == BACKGROUND_JOB
+    background = is_background(allocation)
     if not pool.is_cpu:  # one lane: the devices are the devices
         return _cards_held(pool.pk) + allocation.card_count <= pool.card_count
     if background:
@@ -148,7 +161,7 @@ def cards_try_grant(*, allocation_id: int) -> bool:
         line = _lane(
             cards_serving_order(pool_id=allocation.pool_id),
             pool=allocation.pool,
-            background=allocation.holder_kind == BACKGROUND_JOB,
+            background=is_background(allocation),
         )
         head = line[0] if line else None
         if head is None or head.allocation.pk != allocation.pk or head.held_back:
@@ -191,7 +204,7 @@ class InLine:
 
     @property
     def background(self) -> bool:
-        return self.allocation.holder_kind == BACKGROUND_JOB
+        return is_background(self.allocation)
 
 
 def running_jobs_by_workspace(workspace_ids: set[int]) -> dict[int, int]:
@@ -212,13 +225,12 @@ def running_jobs_by_workspace(workspace_ids: set[int]) -> dict[int, int]:
 
 def _last_served(pool_id: int, workspace_ids: set[int], *, background: bool) -> dict[int, datetime]:
     """When each workspace was last served in one lane of the pool (each lane takes turns)."""
-    served = CardAllocation.objects.filter(
-        pool_id=pool_id, workspace_id__in=workspace_ids, granted_at__isnull=False
+    served = _in_lane(
+        CardAllocation.objects.filter(
+            pool_id=pool_id, workspace_id__in=workspace_ids, granted_at__isnull=False
+        ),
+        background=background,
     )
-    if background:
-        served = served.filter(holder_kind=BACKGROUND_JOB)
-    else:
-        served = served.exclude(holder_kind=BACKGROUND_JOB)
     rows = (
         served.order_by()  # the model's ordering would split the groups
         .values_list("workspace_id")
@@ -253,7 +265,7 @@ def cards_serving_order(*, pool_id: int) -> list[InLine]:
     keyed = []
     for allocation in waiting:
         workspace = allocation.workspace
-        background = allocation.holder_kind == BACKGROUND_JOB
+        background = is_background(allocation)
         turn = (background, workspace.pk)
         first_request.setdefault(turn, allocation.pk)
         held_back = (
@@ -335,7 +347,7 @@ def _jobs(count: int) -> str:
 def cards_queue_standing(*, allocation_id: int) -> QueueStanding:
     """Where the request stands in the line cards_try_grant serves (nothing ahead once held)."""
     allocation = CardAllocation.objects.select_related("pool", "workspace").get(pk=allocation_id)
-    background = allocation.holder_kind == BACKGROUND_JOB
+    background = is_background(allocation)
     if allocation.state != CardAllocation.State.WAITING:
         return QueueStanding(
             pool_name=allocation.pool.name,
