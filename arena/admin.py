@@ -56,7 +56,7 @@ from arena.services import (
     world_update,
 )
 from levers9.roles import MANAGER, RoleAdminMixin, has_role
-from trainers.simulator import MOVES
+from trainers.moves.simulator import MOVES
 
 
 class CallImportForm(forms.Form):
@@ -333,7 +333,7 @@ class CallAdmin(RoleAdminMixin, admin.ModelAdmin):
 
 def _move_choices() -> list[tuple[str, str]]:
     """Every world's own moves (a changelist mixes worlds), and the simulator's eight, which
-    the move classifier still writes everywhere (trainers.move_labels)."""
+    the move classifier still writes everywhere (trainers.moves.labels)."""
     names: dict[str, str] = {name: move_label(name) for name in MOVES}
     for moves in World.objects.values_list("moves", flat=True):
         for name in move_names(moves):
@@ -344,7 +344,7 @@ def _move_choices() -> list[tuple[str, str]]:
 @admin.register(Turn)
 class TurnAdmin(RoleAdminMixin, admin.ModelAdmin):
     """Move labels: the classifier's guess, corrected here by a reviewer (the rules are in
-    trainers/move_labels.py, MOVE_RULES)."""
+    trainers/moves/labels.py, MOVE_RULES)."""
 
     list_display = ["call", "index", "speaker", "short_text", "move_label", "move_label_source"]
     list_filter = ["speaker", "move_label", "move_label_source", "call__world"]

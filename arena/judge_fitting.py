@@ -3,7 +3,7 @@
 What a world has is what its judge learns from: the reviewers' frozen picks (with the reasons
 they ticked), their overrides of the judge, and the outcome labels of its real calls — never a
 call Evaluate holds out (arena.held_out), so a checkpoint is not scored by a judge that learned
-from the calls it replays. The fit itself is pure (trainers.judge_fit) and runs as a job of kind
+from the calls it replays. The fit itself is pure (trainers.judge.fit) and runs as a job of kind
 "judge-fit" (registered in arena.apps) on the CPU pool; its finish numbers the version.
 
 A new fit starts when picks are frozen and when an override is saved ("feeds the next
@@ -355,7 +355,7 @@ def _measure_model_judge_soon(world: World, *, started_by=None) -> None:
     """A world judged by a model is measured again on its (new) held-out picks after a freeze,
     as its fitted judge is refitted. Coalesced: a measurement still waiting reads the picks
     when it runs, so it already covers this freeze; one may run while one waits."""
-    from trainers.judge_fit import held_out_part
+    from trainers.judge.fit import held_out_part
 
     if (world.judge_provider or DEFAULT_JUDGE) == DEFAULT_JUDGE:
         return
@@ -372,7 +372,7 @@ def judge_measure_run(job_id: int, progress) -> dict[str, Any]:
     from arena.judges import model_judge_for_world
     from arena.judging import Turn
     from arena.judging.model_judge import comparisons_agreement, model_judge_compare
-    from trainers.judge_fit import held_out_part, pair_agreement
+    from trainers.judge.fit import held_out_part, pair_agreement
 
     job = Job.objects.get(pk=job_id)
     world = World.objects.get(pk=(job.finish_needs or {}).get("world"))

@@ -3,7 +3,7 @@
 A world stores them as `[{"name", "description"}]` (World.moves). The name is the key that
 replies, pairs, the map and move labels carry, so it is short and stable; the description is
 what a manager, a reviewer and (later) the move labeller read. Lettings keeps the simulator's
-eight (trainers.simulator.MOVES, so the simulator's replies land on the map); a world given no
+eight (trainers.moves.simulator.MOVES, so the simulator's replies land on the map); a world given no
 moves gets the small generic set below, which its manager can rename.
 
 Pure data and validation: no queries, so models, services, the API and pages share it.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from trainers.simulator import MOVE_LABELS, MOVES
+from trainers.moves.simulator import MOVE_LABELS, MOVES
 
 MIN_MOVES = 2
 MAX_MOVES = 16

@@ -54,7 +54,7 @@ def _pairs(limit: int) -> list[dict[str, Any]]:
 
 
 def _largest_base(models_dir: Path, *, smoke: bool) -> str:
-    from trainers.bases import SMOLLM2_BASE, TINY_BASE, base_dir, convert_smollm2, tiny_base
+    from trainers.wording.bases import SMOLLM2_BASE, TINY_BASE, base_dir, convert_smollm2, tiny_base
 
     if smoke:
         tiny_base(base_dir(TINY_BASE, models_dir), texts=["hello there", "no thanks"])
@@ -71,7 +71,7 @@ def _largest_base(models_dir: Path, *, smoke: bool) -> str:
 def _mean_tokens(base: str, models_dir: Path, pairs: list[dict[str, Any]]) -> float:
     """Mean tokens of a prompt with one reply, through the chat template (for tokens/s)."""
     from bench.wording import mean_conversation_tokens
-    from trainers.bases import load_tokenizer
+    from trainers.wording.bases import load_tokenizer
 
     return mean_conversation_tokens(load_tokenizer(base, models_dir=models_dir), pairs)
 
@@ -112,8 +112,8 @@ def main() -> None:
 
     import torch
 
-    from trainers import dpo, rlhf
-    from trainers.bases import cpu_has_bf16
+    from trainers.wording import dpo, rlhf
+    from trainers.wording.bases import cpu_has_bf16
 
     cards = torch.cuda.device_count()
     device = torch.cuda.get_device_name(0) if cards else "cpu"
@@ -221,7 +221,7 @@ def main() -> None:
         began = time.monotonic()
         command = [
             sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={cards}",
-            "-m", "trainers.dpo", "--spec", str(spec_file), "--out", str(out_file),
+            "-m", "trainers.wording.dpo", "--spec", str(spec_file), "--out", str(out_file),
         ]  # fmt: skip
         # Our own interpreter and module, with paths this script wrote.
         finished = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603

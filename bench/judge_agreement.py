@@ -2,7 +2,7 @@
 
     python -m bench.judge_agreement [--seed 0] [--score-items 1000]
 
-Fits the judge exactly as a world's fit does (trainers.judge_fit) on the shared real data:
+Fits the judge exactly as a world's fit does (trainers.judge.fit) on the shared real data:
 the PersuasionForGood calls (the opening's first four agent turns, labelled won when the
 persuadee donated) and the hh-rlhf harmless pairs (real human preferences). A fifth of each is
 held out by group (a call, a pair) before anything is fitted; the figures are on that part only,
@@ -27,7 +27,7 @@ import numpy as np
 
 from arena.judging import DIMENSIONS
 from arena.judging.fitted import FittedJudge, outcome_rows, preference_rows
-from trainers.judge_fit import (
+from trainers.judge.fit import (
     BOOTSTRAP,
     JudgeFitSpec,
     auc,

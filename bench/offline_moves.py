@@ -5,11 +5,12 @@
 
 Pure Python, no database: the same code the platform runs, on the file.
 
-1. The move labeller (trainers.move_labels.WorldMoveLabeller) labels every agent turn with the
+1. The move labeller (trainers.moves.labels.WorldMoveLabeller) labels every agent turn with the
    world's generic moves (arena.moves.GENERIC_MOVES): how often each move is given. Agreement
    with reviewers' corrections needs corrections; the shared file has none, so none is claimed.
-2. The off-line learner (trainers.offline_moves) fits on the calls that are not held out, and
-   trainers.offline_comparison measures it on the held-out calls against the real agents' own
+2. The off-line learner (trainers.moves.offline_outcome) fits
+   on the calls that are not held out, and
+   trainers.moves.offline_comparison measures it on the held-out calls against the real agents' own
    moves: won share of the calls agreeing with it at least as much as average against the
    rest, the difference and its 95% bootstrap interval. The held-out calls are chosen as
    arena.held_out chooses them (40 by a hash of the id, calls with 4+ agent turns first).
@@ -28,9 +29,9 @@ from itertools import islice
 from pathlib import Path
 
 from arena.moves import GENERIC_MOVES
-from trainers.move_labels import fit_world_labeller
-from trainers.offline_comparison import comparison_trust, outcome_policy_comparison
-from trainers.offline_moves import fit
+from trainers.moves.labels import fit_world_labeller
+from trainers.moves.offline_comparison import comparison_trust, outcome_policy_comparison
+from trainers.moves.offline_outcome import fit
 
 CALLS = Path("/work/shared/data/real-calls/persuasionforgood/calls.jsonl")
 HELD_OUT_CALLS = 40  # arena.held_out.HELD_OUT_CALLS

@@ -25,8 +25,9 @@ import argparse  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 
-from trainers import move_ppo, q_learning  # noqa: E402
-from trainers.simulator import DEFAULT_SCENARIOS  # noqa: E402
+from trainers.moves import ppo as move_ppo  # noqa: E402
+from trainers.moves import q_learning  # noqa: E402
+from trainers.moves.simulator import DEFAULT_SCENARIOS  # noqa: E402
 
 TARGET_FRACTION = 0.98
 TARGET_SECONDS = 30.0

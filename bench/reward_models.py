@@ -9,9 +9,10 @@ outcomes  the shared PersuasionForGood calls (real outcomes), every agent turn o
           opening: the logistic reward model, 15% of the calls held out whole, AUC by call (a
           call's score is the mean over its opening turns).
 
-Each reward model is fitted exactly as the RLHF card fits it on a CPU (`trainers.reward_model`
+Each reward model is fitted exactly as the RLHF card fits it on a CPU
+(`trainers.wording.reward_model`
 with the spec's time budget and no steps set), then the world's default judge
-(`trainers.judge_fit`) is fitted on the same training rows and scores the same held-out rows.
+(`trainers.judge.fit`) is fitted on the same training rows and scores the same held-out rows.
 Prints both with 95% bootstrap intervals, their paired difference, how much of the data the
 reward model read, wall time and peak memory (this process's maximum RSS).
 """
@@ -30,8 +31,7 @@ import numpy as np
 from arena.judging import DIMENSIONS
 from arena.judging.fitted import outcome_rows, preference_rows
 from bench.judge_agreement import CALLS, PAIRS, _auc_gap, _lines, _paired_interval
-from trainers.bases import SMOLLM2_BASE, quiet_transformers
-from trainers.judge_fit import (
+from trainers.judge.fit import (
     JudgeFitSpec,
     auc,
     fit,
@@ -39,8 +39,9 @@ from trainers.judge_fit import (
     pair_agreement,
     per_call_scores,
 )
-from trainers.reward_model import fit_reward_model, reward_model_config
-from trainers.wording_spec import (
+from trainers.wording.bases import SMOLLM2_BASE, quiet_transformers
+from trainers.wording.reward_model import fit_reward_model, reward_model_config
+from trainers.wording.spec import (
     StageProgress,
     held_out_split,
     outcome_examples_from_calls,

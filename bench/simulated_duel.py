@@ -2,7 +2,7 @@
 
     python -m bench.simulated_duel [--episodes 1000] [--repeats 20] [--no-q-learning]
 
-The duel (trainers.simulated_duel) plays two move strategies on the same seeded customers of
+The duel (trainers.moves.simulated_duel) plays two move strategies on the same seeded customers of
 the six default scenarios and compares them by the paired difference in won share and return.
 Timed on ONE core: the duel of 2 x `episodes` calls (worlds cold, then warm, best of
 `repeats`), and the calls per second of a long duel. Then the figures of the exact optimum
@@ -22,17 +22,17 @@ import argparse  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-from trainers import q_learning  # noqa: E402
-from trainers.move_common import table_strategy  # noqa: E402
-from trainers.move_strategy import SCRIPTED  # noqa: E402
-from trainers.simulated_duel import simulated_duel  # noqa: E402
-from trainers.simulator import (  # noqa: E402
+from trainers.moves import q_learning  # noqa: E402
+from trainers.moves.common import table_strategy  # noqa: E402
+from trainers.moves.simulated_duel import simulated_duel  # noqa: E402
+from trainers.moves.simulator import (  # noqa: E402
     DEFAULT_MAX_TURNS,
     DEFAULT_SCENARIOS,
     LettingsWorld,
     n_states_for,
 )
-from trainers.value_iteration import solve_world  # noqa: E402
+from trainers.moves.strategy import SCRIPTED  # noqa: E402
+from trainers.moves.value_iteration import solve_world  # noqa: E402
 
 LONG_DUEL_EPISODES = 200_000
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainers.simulator import DEFAULT_SCENARIOS, LettingsWorld, Scenario
-from trainers.value_iteration import best_fixed_sequence_return, solve_world
+from trainers.moves.simulator import DEFAULT_SCENARIOS, LettingsWorld, Scenario
+from trainers.moves.value_iteration import best_fixed_sequence_return, solve_world
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from trainers.bases import TINY_BASE, base_dir, load_base, quiet_transformers, tiny_base
-from trainers.wording_spec import outcome_examples_from_calls, parse_wording_spec
+from trainers.wording.bases import TINY_BASE, base_dir, load_base, quiet_transformers, tiny_base
+from trainers.wording.spec import outcome_examples_from_calls, parse_wording_spec
 
 DEFAULT_CALLS = (
     Path(__file__).resolve().parents[2] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
@@ -181,7 +181,7 @@ def bench_base(
     stages: tuple[str, ...] = ("rlhf", "dpo", "outcomes"),
     rlhf_source: str = "picks",
 ) -> list[Row]:
-    from trainers.reward_model import RewardModelConfig, fit_on_outcomes
+    from trainers.wording.reward_model import RewardModelConfig, fit_on_outcomes
 
     slug = base.replace("/", "--")
     common = {
@@ -203,7 +203,7 @@ def bench_base(
     rows.append(Row(base, "load base", None, time.perf_counter() - started, ""))
     parameters = sum(p.numel() for p in model.parameters())
     tokens_per_row = mean_conversation_tokens(tokenizer, pairs)
-    from trainers.bases import device_arguments
+    from trainers.wording.bases import device_arguments
 
     precision = "bfloat16" if device_arguments().get("bf16") else "float32"
     flops = matmul_flops(precision)
@@ -266,7 +266,7 @@ def _rlhf_rows(
     parameters: int,
     flops: float,
 ) -> list[Row]:
-    from trainers import rlhf
+    from trainers.wording import rlhf
 
     spec = {**common, "output_dir": str(work_dir)}
     if rlhf_source == "outcomes":
@@ -351,7 +351,7 @@ def _dpo_rows(
     parameters: int,
     flops: float,
 ) -> list[Row]:
-    from trainers import dpo
+    from trainers.wording import dpo
 
     rows: list[Row] = []
     dpo_dir = str(work_dir)
@@ -462,7 +462,7 @@ def _signed(value: float | None, bounds: list[float] | None) -> str:
 
 def mean_conversation_tokens(tokenizer: Any, pairs: list[dict[str, Any]]) -> float:
     """Mean tokens of one side of a pair (the call so far and a reply) through the template."""
-    from trainers.bases import conversation_ids
+    from trainers.wording.bases import conversation_ids
 
     counts = []
     for pair in pairs[:200]:

@@ -25,8 +25,8 @@ from arena.preference_format import dialogue_json
 from evaluation.errors import EvaluationError
 from evaluation.models import EvaluationCallSet, HeldOutCall, HeldOutMoment
 from evaluation.replay import real_openings_ensure
-from trainers.move_strategy import SCRIPTED, strategy_policy_array
-from trainers.simulator import LettingsWorld, Persona, episode_dialogue, run_episode
+from trainers.moves.simulator import LettingsWorld, Persona, episode_dialogue, run_episode
+from trainers.moves.strategy import SCRIPTED, strategy_policy_array
 
 
 def _advisory_lock(name: str) -> None:

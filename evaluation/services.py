@@ -11,7 +11,7 @@ calls they are scripted customers on fixed seeds: a reference call per scenario 
 played by the scripted agent, whose first four agent turns are the moments.
 
 On scripted customers the judge only scores wording; the simulator knows who won. So there
-both versions also play 1,000 seeded customers on the simulator (trainers.simulated_duel) and
+both versions also play 1,000 seeded customers on the simulator (trainers.moves.simulated_duel) and
 the verdict rests on the paired difference in won share, the judge's win rate kept beside it.
 On real calls the judge's win rate stays the verdict, with the judge's measured agreement.
 """
@@ -55,9 +55,9 @@ from evaluation.replay import (
     world_judge,
 )
 from policies.models import PolicyVersion
-from trainers.move_strategy import SCRIPTED
-from trainers.simulated_duel import DEFAULT_EPISODES, simulated_duel
-from trainers.simulator import Scenario as SimulatedScenario
+from trainers.moves.simulated_duel import DEFAULT_EPISODES, simulated_duel
+from trainers.moves.simulator import Scenario as SimulatedScenario
+from trainers.moves.strategy import SCRIPTED
 
 # How long a checkpoint waits for its new version's endpoint to start answering.
 ANSWER_WAIT_SECONDS = 20 * 60

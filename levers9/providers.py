@@ -50,14 +50,14 @@ from urllib.parse import urlparse
 
 from levers9.outbound import host_allowed, outbound_problem
 from trainers.conversation import CALL_CONNECTS, CUSTOMER_WAITS, STAGE_DIRECTIONS
-from trainers.move_strategy import SCRIPTED, choose_move
-from trainers.simulator import (
+from trainers.moves.simulator import (
     DEFAULT_MAX_TURNS,
     Persona,
     describe_state,
     scripted_reply,
     state_index,
 )
+from trainers.moves.strategy import SCRIPTED, choose_move
 
 logger = logging.getLogger(__name__)
 

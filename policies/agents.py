@@ -32,8 +32,8 @@ from levers9.providers import (
     provider_for,
 )
 from policies.models import Endpoint, PolicyVersion
-from trainers.offline_moves import outcome_choose_move
-from trainers.simulator import Persona
+from trainers.moves.offline_outcome import outcome_choose_move
+from trainers.moves.simulator import Persona
 
 AGENT_MAX_TOKENS = 160
 

@@ -2,7 +2,7 @@
 
 A trained version (provider "trained": merged weights on the models volume) arrives on its own
 endpoint. Serving is a job (the platform's, kind "serve" and trainer "serve" registered by
-policies.apps, which runs trainers.serve_local on a worker of the pool):
+policies.apps, which runs trainers.serving.local on a worker of the pool):
 
   version_serve      checks, creates the endpoint (starting), starts the serve job, which
                      waits in the pool's line for its cards like any job

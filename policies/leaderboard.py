@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from arena.models import Pick, World
 from policies.models import PolicyVersion
-from trainers.leaderboard import Rating, bradley_terry
+from trainers.stats.leaderboard import Rating, bradley_terry
 
 # (labels by version id, of one world's versions) -> (winner, loser) label pairs; a source
 # leaves out every game with a version not among the labels.

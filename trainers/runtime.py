@@ -1,6 +1,6 @@
 """The contract between a trainer process and the job platform that runs it.
 
-A trainer is `python -m trainers.<name> --spec spec.json [--out result.json]`:
+A trainer is `python -m trainers.<group>.<name> --spec spec.json [--out result.json]`:
   * it reads the spec (plain JSON) and calls `run(spec, progress=...)`;
   * while it works, it reports progress as one JSON line per update on stdout:
         {"levers9": "progress", "step": 120, "total": 1000, "metrics": {"return": 3.2}}

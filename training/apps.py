@@ -4,12 +4,12 @@ from django.apps import AppConfig
 
 # Trainer name → the module a worker runs as `python -m <module> --spec ... --out ...`.
 TRAINER_MODULES = {
-    "q-learning-online": "trainers.q_learning",
-    "ppo": "trainers.move_ppo",
-    "reward-model": "trainers.move_reward_model",
-    "offline-outcome": "trainers.offline_moves",
-    "rlhf": "trainers.rlhf",
-    "dpo": "trainers.dpo",
+    "q-learning-online": "trainers.moves.q_learning",
+    "ppo": "trainers.moves.ppo",
+    "reward-model": "trainers.moves.reward_model",
+    "offline-outcome": "trainers.moves.offline_outcome",
+    "rlhf": "trainers.wording.rlhf",
+    "dpo": "trainers.wording.dpo",
 }
 
 

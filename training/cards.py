@@ -9,8 +9,8 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
-from trainers.move_strategy import SCRIPTED
-from trainers.simulator import DEFAULT_MAX_TURNS
+from trainers.moves.simulator import DEFAULT_MAX_TURNS
+from trainers.moves.strategy import SCRIPTED
 
 MOVE_STRATEGY_ALGORITHM = "q-learning-online"
 

@@ -15,10 +15,10 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import JobError, job_produced, job_start
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
-from trainers.engines import ALGORITHMS, KnobError, validate_spec
-from trainers.move_strategy import SCRIPTED
-from trainers.offline_comparison import offline_agreement
-from trainers.simulator import DEFAULT_MAX_TURNS, MOVES
+from trainers.moves.engines import ALGORITHMS, KnobError, validate_spec
+from trainers.moves.offline_comparison import offline_agreement
+from trainers.moves.simulator import DEFAULT_MAX_TURNS, MOVES
+from trainers.moves.strategy import SCRIPTED
 from training.cards import world_scenarios_spec
 from training.finish import version_from_move_strategy
 

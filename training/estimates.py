@@ -3,14 +3,14 @@ minutes asks to be confirmed on the page (the API starts at once; its callers ch
 
 An estimate reads this workspace's past runs of the same kind on the same pool first (they
 measured this machine), and otherwise the trainer's budget: on a CPU each stage stops at its
-time budget (trainers.wording_spec), give or take the loading and the held-out measures.
+time budget (trainers.wording.spec), give or take the loading and the held-out measures.
 """
 
 from __future__ import annotations
 
 from levers9.jobs.estimates import JobEstimate, estimate_from_runs
 from levers9.jobs.selectors import job_durations_recent
-from trainers.wording_spec import CPU_STAGE_SECONDS
+from trainers.wording.spec import CPU_STAGE_SECONDS
 
 # The stages each wording trainer runs to its budget: RLHF fits a reward model, then the policy.
 STAGES = {"rlhf": 2, "dpo": 1}

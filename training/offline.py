@@ -1,6 +1,7 @@
 """The move-strategy card on a world with no simulator: learn off-line from the world's
-labelled real calls and their outcomes (trainers.offline_moves), then measure the strategy on
-the held-out calls it never saw (trainers.offline_comparison) when it becomes a version.
+labelled real calls and their outcomes
+(trainers.moves.offline_outcome), then measure the strategy on
+the held-out calls it never saw (trainers.moves.offline_comparison) when it becomes a version.
 
 Held out by call: Call.held_out (arena.held_out) marks the calls Evaluate replays; the spec
 this card packs never holds one, so the trainer process cannot learn from them. Calls with an
@@ -17,8 +18,8 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
-from trainers.offline_comparison import comparison_trust, outcome_policy_comparison
-from trainers.offline_moves import ALGORITHM, LEARNER
+from trainers.moves.offline_comparison import comparison_trust, outcome_policy_comparison
+from trainers.moves.offline_outcome import ALGORITHM, LEARNER
 
 OFFLINE_ALGORITHM = ALGORITHM
 OFFLINE_LEARNER = LEARNER

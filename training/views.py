@@ -23,7 +23,7 @@ from training.cards import train_move_strategy
 def train(request):
     from arena.models import PreferenceVersion
     from levers9.models import GpuPool
-    from trainers.wording_spec import MIN_PAIRS
+    from trainers.wording.spec import MIN_PAIRS
     from training.wording import bases_offered
 
     jobs = list(job_list_recent())
@@ -227,7 +227,7 @@ def job_action(request, job_id: int, action: str):
 
 def _form_knobs(post, algorithm: str) -> dict:
     """Knob values from the form as JSON numbers; blank fields keep the defaults."""
-    from trainers.engines import knob_help
+    from trainers.moves.engines import knob_help
 
     knobs = {}
     for row in knob_help(algorithm):
@@ -248,7 +248,7 @@ def _form_knobs(post, algorithm: str) -> dict:
 
 @role_required(MANAGER)
 def engines(request):
-    from trainers.engines import ALGORITHMS, knob_help
+    from trainers.moves.engines import ALGORITHMS, knob_help
 
     runs = Job.objects.filter(kind="engines").select_related("produced_version")[:30]
     chosen = request.POST.get("algorithm") or request.GET.get("algorithm") or "q-learning-online"

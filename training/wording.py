@@ -19,8 +19,8 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
 from levers9.models import GpuPool
 from policies.models import PolicyVersion
-from trainers.bases import LISTED_BASES, default_base
-from trainers.wording_spec import MIN_PAIRS, outcome_examples_from_calls, parse_wording_spec
+from trainers.wording.bases import LISTED_BASES, default_base
+from trainers.wording.spec import MIN_PAIRS, outcome_examples_from_calls, parse_wording_spec
 
 # The bounds of a card's numbers: seeds are unsigned 32-bit (numpy's and torch's), and more
 # epochs than this is a typo, not a plan.

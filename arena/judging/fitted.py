@@ -1,6 +1,6 @@
 """The fitted judge at scoring time, and the rows a fit learns from (pure Python, no Django).
 
-A world's fit (trainers.judge_fit) leaves a model on the datasets volume; `FittedJudge` loads it
+A world's fit (trainers.judge.fit) leaves a model on the datasets volume; `FittedJudge` loads it
 and answers the same `Judge` protocol as the rubric judge, with a won-probability where the world
 had outcome labels. The rubric's numbers are one of its feature groups, so this module computes
 them the same way for fitting (`rubric_numbers`) and for scoring.
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from arena.judging.rubric import DIMENSIONS, Judgement, RubricJudge, Turn
-from trainers.judge_fit import FittedJudgeModel
-from trainers.wording_spec import outcome_examples_from_calls
+from trainers.judge.fit import FittedJudgeModel
+from trainers.wording.spec import outcome_examples_from_calls
 
 _RUBRIC = RubricJudge()
 

@@ -1,5 +1,5 @@
 """Move labels on a world's real calls (workspace schema): every agent turn carries one of the
-WORLD's own moves (World.moves), given by the labeller in trainers.move_labels from the moves'
+WORLD's own moves (World.moves), given by the labeller in trainers.moves.labels from the moves'
 descriptions, the labelling rules as cue words and the reviewers' corrections.
 
 A reviewer's correction is the turn's own label with source "reviewer" (the Turn admin sets
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from arena.models import Call, Turn, World
-from trainers.move_labels import Correction, fit_world_labeller, labeller_agreement
+from trainers.moves.labels import Correction, fit_world_labeller, labeller_agreement
 
 REVIEWER = "reviewer"
 CLASSIFIER = "classifier"

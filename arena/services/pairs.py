@@ -28,7 +28,7 @@ from arena.selectors import policy_versions_numbered
 from arena.services._common import _advisory_lock
 from arena.services.move_labels import calls_label_moves
 from levers9.tasks import enqueue_in_workspace
-from trainers.simulator import (
+from trainers.moves.simulator import (
     MOVES,
     LettingsWorld,
     Persona,
@@ -204,7 +204,7 @@ def _synthetic_drafts(
     """Moments from simulated calls of the world's scenarios, played by the first version's
     move strategy; the versions answer, and with one voice only the simulator voices a
     different move against it."""
-    from trainers.move_strategy import SCRIPTED, strategy_policy_array
+    from trainers.moves.strategy import SCRIPTED, strategy_policy_array
 
     scenarios = list(world.scenarios.order_by("slug"))
     if scenario_slug:

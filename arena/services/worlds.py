@@ -9,7 +9,7 @@ from typing import Any
 from arena.errors import DuelBadInput
 from arena.models import Scenario, World
 from arena.moves import MovesInvalid, lettings_moves, moves_clean
-from trainers.simulator import DEFAULT_SCENARIOS
+from trainers.moves.simulator import DEFAULT_SCENARIOS
 
 LETTINGS_WORLD_SLUG = "lettings"
 NAME_MAX = 200

@@ -14,7 +14,7 @@ from django_tenants.utils import schema_context
 from arena.judge_fitting import judge_fit_finish
 from arena.models import JudgeVersion, Pick, World
 from levers9.jobs.models import Job
-from trainers import judge_fit
+from trainers.judge import fit as judge_fit
 
 SHARED = Path(settings.BASE_DIR).parent / "shared" / "data"
 PAIRS = SHARED / "preferences" / "hh-rlhf-harmless" / "pairs.jsonl"

@@ -20,7 +20,7 @@ from arena.recorded_replies import recorded_reply
 from arena.services import calls_import, duel_pairs_generate, world_create
 from policies.agents import VersionCannotAnswer, version_reply
 from policies.models import PolicyVersion
-from trainers.simulator_wording import AGENT_LINES, OBJECTION_ANSWERS
+from trainers.moves.simulator_wording import AGENT_LINES, OBJECTION_ANSWERS
 
 CALLS = Path(settings.BASE_DIR).parent / "shared" / "data" / "real-calls" / "persuasionforgood"
 LETTINGS_WORDS = re.compile(r"\b(viewing|property|landlord|tenancy|flat|rent)\b", re.IGNORECASE)

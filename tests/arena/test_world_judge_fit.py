@@ -15,7 +15,7 @@ from arena.judge_fitting import judge_fit_finish, judge_fit_rows, judge_fit_star
 from arena.models import Call, JudgeVersion, World
 from arena.services import calls_import, world_create
 from levers9.jobs.models import Job
-from trainers import judge_fit
+from trainers.judge import fit as judge_fit
 
 REAL_CALLS = Path(settings.BASE_DIR).parent / "shared/data/real-calls/persuasionforgood/calls.jsonl"
 # Enough calls to hold forty out and learn from the rest, few enough for a quick fit.

@@ -17,7 +17,7 @@ from arena.services import (
     move_labels_agreement,
     world_create,
 )
-from trainers.simulator import MOVES
+from trainers.moves.simulator import MOVES
 
 CALLS = Path("/work/shared/data/real-calls/persuasionforgood/calls.jsonl")
 LETTINGS_ONLY = set(MOVES) - {"greet", "handle_objection", "reassure", "close"}

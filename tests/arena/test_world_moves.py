@@ -14,7 +14,7 @@ from django_tenants.utils import schema_context
 from arena.models import World
 from arena.moves import GENERIC_MOVES, LETTINGS_MOVES
 from tests.conftest import client_for, make_user
-from trainers.simulator import MOVES
+from trainers.moves.simulator import MOVES
 
 DONATION_MOVES = [
     {"name": "greet", "description": "Say hello and ask how they are."},

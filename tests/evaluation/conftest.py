@@ -16,7 +16,7 @@ REAL_CALLS = Path(settings.BASE_DIR).parent / "shared/data/real-calls/persuasion
 def pushy_strategy() -> dict:
     """A move table that offers a slot at every turn: worse than the baseline's checklist
     wherever the checklist does anything else."""
-    from trainers.simulator import DEFAULT_MAX_TURNS, n_states_for
+    from trainers.moves.simulator import DEFAULT_MAX_TURNS, n_states_for
 
     return {"kind": "table", "default": ["offer_slot"] * n_states_for(DEFAULT_MAX_TURNS)}
 

@@ -11,10 +11,10 @@ from evaluation import scoring
 from evaluation.selectors import judge_agreement, verdict_explained, version_verdicts
 from evaluation.services import SIMULATED_DUEL_SEED, _verdict_fields
 from tests.evaluation.conftest import pushy_in
-from trainers.move_common import table_strategy
-from trainers.simulated_duel import simulated_duel
-from trainers.simulator import LettingsWorld, Persona, Scenario
-from trainers.value_iteration import solve_world
+from trainers.moves.common import table_strategy
+from trainers.moves.simulated_duel import simulated_duel
+from trainers.moves.simulator import LettingsWorld, Persona, Scenario
+from trainers.moves.value_iteration import solve_world
 
 
 def _scenarios(world) -> list[Scenario]:
@@ -111,7 +111,7 @@ def test_it_leaves_the_verdict_to_the_judge_where_the_simulator_cannot_play(
     lettings, pushy, baseline, evaluate
 ):
     from policies.models import PolicyVersion
-    from trainers.simulator import n_states_for
+    from trainers.moves.simulator import n_states_for
 
     evaluation = evaluate(lettings, pushy, baseline)
     judged = {"verdict": "even"}
@@ -322,7 +322,7 @@ def fitted_world(in_workspace, datasets, django_capture_on_commit_callbacks):
     from arena.judge_fitting import judge_fit_finish, judge_fit_start
     from arena.services import calls_import, world_create
     from tests.evaluation.conftest import REAL_CALLS
-    from trainers import judge_fit
+    from trainers.judge import fit as judge_fit
 
     world = world_create(slug="persuasion", name="Persuasion for good")
     lines = REAL_CALLS.read_text().splitlines()[: 2 * HELD_OUT_CALLS + 40]

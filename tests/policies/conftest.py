@@ -76,7 +76,7 @@ def serve_trainer(monkeypatch):
     """The serve trainer, as policies registers it with the job platform."""
     from levers9.jobs.kinds import trainer_lookup
 
-    assert trainer_lookup("serve").module == "trainers.serve_local"
+    assert trainer_lookup("serve").module == "trainers.serving.local"
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from levers9.providers import ModelTarget, TransformersProvider, local_models_fo
 from policies.agents import version_reply
 from policies.endpoints import endpoint_release, endpoint_serve_finish, version_serve
 from policies.models import Endpoint, PolicyVersion
-from trainers import serve_local
-from trainers.serve_local import ServeConfig, vllm_command
+from trainers.serving import local as serve_local
+from trainers.serving.local import ServeConfig, vllm_command
 
 
 def test_it_builds_the_gpu_command_with_an_adapter():
@@ -149,9 +149,9 @@ def _tiny_weights(folder: Path) -> Path:
     pytest.importorskip("torch", reason="torch is not installed (the training requirements)")
     pytest.importorskip("transformers", reason="transformers is not installed")
     try:
-        from trainers.bases import tiny_base
+        from trainers.wording.bases import tiny_base
     except ImportError:
-        pytest.skip("trainers.bases.tiny_base (the wording work) is not in this tree")
+        pytest.skip("trainers.wording.bases.tiny_base (the wording work) is not in this tree")
     model, tokenizer = tiny_base(folder, texts=["Good morning, is the flat still free?"])
     # Untrained, it only ever says blank lines: keep it to tokens that show on a page.
     blank = [i for i in range(len(tokenizer)) if not tokenizer.decode([i]).strip()]

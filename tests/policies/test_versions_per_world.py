@@ -205,7 +205,7 @@ def test_the_pages_offer_only_the_world_in_views_versions(lettings, charity, own
 
 def test_train_makes_the_next_version_of_its_own_world(lettings, charity):
     from levers9.jobs.models import Job
-    from trainers.move_strategy import SCRIPTED, strategy_table
+    from trainers.moves.strategy import SCRIPTED, strategy_table
     from training.finish import version_from_move_strategy
 
     _trained(lettings)

@@ -7,8 +7,8 @@ import pytest
 import torch
 from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 
-import trainers.cpu_log_probs as cpu_log_probs
-from trainers.cpu_log_probs import OPTIONAL_OUTPUTS, LogProbsOnTheCpu, on_the_cpu
+import trainers.wording.cpu_log_probs as cpu_log_probs
+from trainers.wording.cpu_log_probs import OPTIONAL_OUTPUTS, LogProbsOnTheCpu, on_the_cpu
 
 ALL = ("log_probs", *OPTIONAL_OUTPUTS)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trainers.engines import (
+from trainers.moves.engines import (
     ALGORITHMS,
     KnobError,
     knob_help,
@@ -18,8 +18,8 @@ from trainers.engines import (
     validate_knobs,
     validate_spec,
 )
-from trainers.move_ppo import PPOConfig
-from trainers.q_learning import QLearningConfig
+from trainers.moves.ppo import PPOConfig
+from trainers.moves.q_learning import QLearningConfig
 from trainers.runtime import parse_progress_line
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +148,7 @@ def test_it_runs_headless_from_a_spec(tmp_path):
         )
     )
     completed = subprocess.run(
-        [sys.executable, "-m", "trainers.q_learning", "--spec", str(spec), "--out", str(out)],
+        [sys.executable, "-m", "trainers.moves.q_learning", "--spec", str(spec), "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,

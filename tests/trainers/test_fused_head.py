@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainers.bases import (
+from trainers.wording.bases import (
     TINY_BASE,
     base_dir,
     conversation_ids,
@@ -14,7 +14,7 @@ from trainers.bases import (
     load_base,
     tiny_base,
 )
-from trainers.dpo import completion_logps
+from trainers.wording.dpo import completion_logps
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,8 @@ never more than half of them, and whole calls only."""
 
 from __future__ import annotations
 
-from trainers import dpo, rlhf
-from trainers.wording_spec import held_out_split
+from trainers.wording import dpo, rlhf
+from trainers.wording.spec import held_out_split
 
 
 def _groups(calls: int, rows_per_call: int = 4) -> list[str]:

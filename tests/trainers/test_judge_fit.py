@@ -7,7 +7,7 @@ import numpy as np
 
 from arena.judging import DIMENSIONS
 from arena.judging.fitted import override_row, pair_row
-from trainers.judge_fit import FittedJudgeModel, JudgeFitSpec, fit, pair_agreement
+from trainers.judge.fit import FittedJudgeModel, JudgeFitSpec, fit, pair_agreement
 
 # Two words no rule knows: only a learned judge can tell which replies reviewers prefer.
 GOOD, POOR = "zorbl", "quaxen"
@@ -77,7 +77,7 @@ def test_it_never_measures_on_a_row_it_was_fitted_on():
     assert report["trained_on"]["pairs"] + report["held_out"]["pairs"] == len(pairs)
     # The split is by group: every held-out group is absent from the training part.
     spec = _spec(pairs)
-    from trainers.judge_fit import _split
+    from trainers.judge.fit import _split
 
     train, held = _split(pairs, spec)
     assert {row["group"] for row in train}.isdisjoint({row["group"] for row in held})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainers.leaderboard import bradley_terry
+from trainers.stats.leaderboard import bradley_terry
 
 
 def test_it_ranks_the_stronger_version_first_with_an_interval():

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from trainers.move_labels import (
+from trainers.moves.labels import (
     MOVE_RULES,
     customer_objection,
     label_agent_turns,
     label_move,
     move_rules_table,
 )
-from trainers.simulator import DIALECTS, MOVES, scripted_reply
+from trainers.moves.simulator import DIALECTS, MOVES, scripted_reply
 
 CALLS = Path("/work/shared/data/real-calls/persuasionforgood/calls.jsonl")
 PITCHED = [{"speaker": "agent", "text": "The flat is £1,450 per month."}]

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from trainers.move_ppo import run
-from trainers.simulator import LettingsWorld, scenario_by_slug
+from trainers.moves.ppo import run
+from trainers.moves.simulator import LettingsWorld, scenario_by_slug
 
 SCENARIO = "family-relocating"
 SMALL = {"iterations": 40, "batch_episodes": 512, "time_budget_s": 0}

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from trainers.move_reward_model import FEATURE_NAMES, run, sequence_features
-from trainers.simulator import MOVES
+from trainers.moves.reward_model import FEATURE_NAMES, run, sequence_features
+from trainers.moves.simulator import MOVES
 
 RULE = "order:reassure<propose_viewing"
 

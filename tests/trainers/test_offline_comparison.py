@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.offline_comparison import offline_agreement, walk_call
-from trainers.simulator import n_states_for
+from trainers.moves.offline_comparison import offline_agreement, walk_call
+from trainers.moves.simulator import n_states_for
 
 SCRIPTED = {"kind": "scripted"}
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from trainers.offline_comparison import comparison_trust, outcome_policy_comparison
-from trainers.offline_moves import fit, outcome_choose_move, run
+from trainers.moves.offline_comparison import comparison_trust, outcome_policy_comparison
+from trainers.moves.offline_outcome import fit, outcome_choose_move, run
 
 MOVES = ["greet", "ask", "inform", "propose_next_step", "close"]
 

@@ -3,8 +3,8 @@ on (with an outcome reward, the reward model's held-out calls, not a tenth of th
 
 from __future__ import annotations
 
-from trainers import rlhf
-from trainers.wording_spec import held_out_split, outcome_examples_from_calls
+from trainers.wording import rlhf
+from trainers.wording.spec import held_out_split, outcome_examples_from_calls
 
 
 def _calls(count: int) -> list[dict]:

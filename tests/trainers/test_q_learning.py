@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from trainers.move_common import scenario_report
-from trainers.move_strategy import strategy_policy_array
-from trainers.q_learning import QLearningConfig, run
-from trainers.simulator import DEFAULT_SCENARIOS, MOVES, LettingsWorld, scenario_by_slug
-from trainers.value_iteration import policy_return, solve_world
+from trainers.moves.common import scenario_report
+from trainers.moves.q_learning import QLearningConfig, run
+from trainers.moves.simulator import DEFAULT_SCENARIOS, MOVES, LettingsWorld, scenario_by_slug
+from trainers.moves.strategy import strategy_policy_array
+from trainers.moves.value_iteration import policy_return, solve_world
 
 # Two scenarios whose best moves differ (a family and an urgent mover), with default knobs.
 DEFAULT_RUN_SCENARIOS = ["family-relocating", "urgent-mover-timing"]

@@ -7,8 +7,8 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_info
 
-from trainers.judge_fit import REGULARISATION_GRID, regularisation_by_group
-from trainers.reward_probe import _dense_fit, _scale, fit_outcome_probe, fit_pair_probe
+from trainers.judge.fit import REGULARISATION_GRID, regularisation_by_group
+from trainers.wording.reward_probe import _dense_fit, _scale, fit_outcome_probe, fit_pair_probe
 
 
 def _outcome_rows(count: int, *, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

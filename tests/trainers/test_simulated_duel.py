@@ -9,10 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from trainers.move_common import table_strategy
-from trainers.move_strategy import SCRIPTED, strategy_policy_array
-from trainers.simulated_duel import episodes_per_scenario, simulated_duel
-from trainers.simulator import (
+from trainers.moves.common import table_strategy
+from trainers.moves.simulated_duel import episodes_per_scenario, simulated_duel
+from trainers.moves.simulator import (
     DEFAULT_DYNAMICS,
     DEFAULT_MAX_TURNS,
     DEFAULT_SCENARIOS,
@@ -20,7 +19,8 @@ from trainers.simulator import (
     LettingsWorld,
     n_states_for,
 )
-from trainers.value_iteration import policy_return, solve_world
+from trainers.moves.strategy import SCRIPTED, strategy_policy_array
+from trainers.moves.value_iteration import policy_return, solve_world
 
 STATES = n_states_for(DEFAULT_MAX_TURNS)
 
@@ -148,7 +148,7 @@ def test_it_plays_two_thousand_calls_well_under_a_second(optimal):
 
 
 def test_it_runs_headless_from_a_spec_of_plain_values(tmp_path, capsys):
-    from trainers.simulated_duel import main, run
+    from trainers.moves.simulated_duel import main, run
 
     spec = {"candidate": _fixed("offer_slot"), "scenarios": ["family-relocating"], "episodes": 300}
     result = run(spec)

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from trainers.simulator import (
+from trainers.moves.simulator import (
     CLOSE,
     DEFAULT_SCENARIOS,
     LOST_STATE,
@@ -298,7 +298,7 @@ def test_it_shows_a_simulated_call_as_a_dialogue() -> None:
 
 def test_it_never_imports_django() -> None:
     code = (
-        "import sys, trainers.simulator, trainers.value_iteration; "
+        "import sys, trainers.moves.simulator, trainers.moves.value_iteration; "
         "sys.exit(1 if any(m.split('.')[0] == 'django' for m in sys.modules) else 0)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)

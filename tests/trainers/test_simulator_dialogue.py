@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainers.simulator import (
+from trainers.moves.simulator import (
     DEFAULT_SCENARIOS,
     MOVES,
     LettingsWorld,
@@ -16,7 +16,7 @@ from trainers.simulator import (
     run_episode,
     said_again,
 )
-from trainers.simulator_wording import AGENT_LINES, CUSTOMER_LINES, OBJECTION_ANSWERS
+from trainers.moves.simulator_wording import AGENT_LINES, CUSTOMER_LINES, OBJECTION_ANSWERS
 
 
 def _dialogues():

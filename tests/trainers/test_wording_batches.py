@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from trainers.bases import activation_bytes, activations_fit
-from trainers.wording_spec import length_grouped_order
+from trainers.wording.bases import activation_bytes, activations_fit
+from trainers.wording.spec import length_grouped_order
 
 
 def _padding(lengths: list[int], order: list[int], batch_size: int) -> int:

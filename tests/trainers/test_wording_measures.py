@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainers.wording_measures import (
+from trainers.wording.measures import (
     did_not_learn,
     includes_chance,
     outcome_measure,
     pair_measure,
     positions_in_call,
 )
-from trainers.wording_spec import trim_prompt
+from trainers.wording.spec import trim_prompt
 
 
 def test_pair_accuracy_carries_an_interval_that_says_when_it_is_chance():
@@ -112,7 +112,7 @@ def test_trimming_drops_old_turns_by_tokens_and_never_cuts_the_reply():
 
 
 def test_bf16_is_used_on_a_cpu_only_where_it_has_bf16_units(monkeypatch):
-    from trainers.bases import cpu_has_bf16
+    from trainers.wording.bases import cpu_has_bf16
 
     monkeypatch.delenv("LEVERS9_CPU_BF16", raising=False)
     assert cpu_has_bf16("flags\t\t: fpu sse2 avx2 amx_bf16 amx_tile\n") is True

@@ -13,7 +13,7 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import JobError
 from policies.models import PolicyVersion
 from tests.conftest import client_for, make_user
-from trainers.q_learning import run as q_learning_run
+from trainers.moves.q_learning import run as q_learning_run
 from training.engines import (
     KnobError,
     calls_label_moves,

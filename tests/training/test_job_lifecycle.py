@@ -28,7 +28,7 @@ from levers9.jobs.services import (
 from levers9.models import CardAllocation
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
-from trainers.move_strategy import SCRIPTED, strategy_table
+from trainers.moves.strategy import SCRIPTED, strategy_table
 
 
 def _learned_result() -> dict:
@@ -276,7 +276,7 @@ def test_a_failed_job_says_one_sentence_and_keeps_the_traceback_out(caplog):
 
     traceback = (
         "Traceback (most recent call last):\n"
-        '  File "/srv/levers9/trainers/dpo.py", line 12, in run\n'
+        '  File "/srv/levers9/trainers/wording/dpo.py", line 12, in run\n'
         "    model = load(base)\n"
         "ValueError: the base 'x/y' is not on the models volume\n"
     )

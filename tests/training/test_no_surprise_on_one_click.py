@@ -23,7 +23,7 @@ from training.estimates import wording_estimate
 
 @pytest.fixture
 def few_pairs_will_do(monkeypatch):
-    from trainers import wording_spec
+    from trainers.wording import spec as wording_spec
 
     monkeypatch.setitem(wording_spec.MIN_PAIRS, "dpo", 2)
     monkeypatch.setitem(wording_spec.MIN_PAIRS, "rlhf", 2)

@@ -19,7 +19,7 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import JOB_TASK, job_finish
 from policies.models import PolicyVersion
 from tests.conftest import client_for
-from trainers.offline_moves import run
+from trainers.moves.offline_outcome import run
 from training.cards import train_move_strategy
 
 CALLS = Path("/work/shared/data/real-calls/persuasionforgood/calls.jsonl")

@@ -18,7 +18,7 @@ from arena.services import (
 from levers9.pools import pool_default
 from policies import agents
 from policies.models import PolicyVersion
-from trainers.wording_spec import parse_wording_spec
+from trainers.wording.spec import parse_wording_spec
 from training.wording import WordingChoice, wording_spec_build
 
 PROMPT = "You are Ada, the letting agent of Hearth & Key. Be brief and kind."

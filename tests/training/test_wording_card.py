@@ -122,7 +122,7 @@ def test_the_api_starts_a_card_and_packs_the_outcome_world(
     frozen, owner_client, monkeypatch, django_capture_on_commit_callbacks
 ):
     from arena.services import calls_import
-    from trainers import wording_spec
+    from trainers.wording import spec as wording_spec
 
     monkeypatch.setitem(wording_spec.MIN_PAIRS, "rlhf", 2)
     calls = World.objects.create(slug="calls", name="Real calls")
@@ -173,7 +173,7 @@ def test_the_api_starts_a_card_and_packs_the_outcome_world(
 def test_the_api_refuses_a_bad_card_saying_why_and_starts_nothing(
     frozen, owner_client, monkeypatch, body, said
 ):
-    from trainers import wording_spec
+    from trainers.wording import spec as wording_spec
 
     if "asks for" not in said:
         # Enough pairs, so the refusal is about the field under test.

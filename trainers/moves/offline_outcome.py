@@ -1,7 +1,7 @@
 """offline-outcome: a move strategy learned off-line from labelled real calls and their
 outcomes, for a world with no simulator.
 
-    python -m trainers.offline_moves --spec spec.json --out result.json
+    python -m trainers.moves.offline_outcome --spec spec.json --out result.json
 
 The spec (plain JSON):
     {"algorithm": "offline-outcome",
@@ -27,7 +27,7 @@ highest share overall.
 
 This is observational evidence (agents who made a move may have made it because the call was
 going well): the platform measures the strategy on held-out calls it never saw
-(trainers.offline_comparison.outcome_policy_comparison) and says how far to trust it.
+(trainers.moves.offline_comparison.outcome_policy_comparison) and says how far to trust it.
 
 Pure Python + numpy; never imports Django.
 """

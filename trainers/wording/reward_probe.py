@@ -68,7 +68,7 @@ def last_token_features(
     hidden = int(model.config.hidden_size)
     features = np.zeros((len(token_rows), hidden), dtype=np.float32)
     started, tokens, done = time.monotonic(), 0, 0
-    from trainers.bases import inference_precision
+    from trainers.wording.bases import inference_precision
 
     was_training = model.training
     model.eval()
@@ -155,7 +155,7 @@ def _fit_head(
     stops at `deadline`: judge_fit), and that strength."""
     from sklearn.linear_model import LogisticRegression
 
-    from trainers.judge_fit import regularisation_by_group
+    from trainers.judge.fit import regularisation_by_group
 
     with _dense_fit():
         strength = regularisation_by_group(

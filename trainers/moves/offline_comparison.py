@@ -4,7 +4,7 @@ it agree more on the calls that were won than on the calls that were lost?
     offline_agreement(strategy, calls) -> {"won": {...}, "lost": {...}, "difference": ...}
 
 A call is {"outcome": "won" | "lost", "turns": [{"speaker", "text", "move"?}], "scenario"?}.
-Agent turns without a "move" (or "move_label") are labelled by trainers.move_labels.
+Agent turns without a "move" (or "move_label") are labelled by trainers.moves.labels.
 
 A recorded call has no simulator state, so `walk_call` approximates one at each agent turn
 from what was said before it (coarse on purpose; the simulator's own variables, read off the
@@ -22,7 +22,7 @@ transcript):
 A strategy that agrees more with won calls than with lost ones chooses like the agents who won;
 it is observational evidence, not a won rate.
 
-For a world with no simulator the strategy is an "outcome" one (trainers.offline_moves) over
+For a world with no simulator the strategy is an "outcome" one (trainers.moves.offline_outcome) over
 the world's own moves, and `outcome_policy_comparison` measures it on the HELD-OUT calls only
 (which it never learned from): each call's agreement is the share of its agent turns where the
 real agent made the move the policy would have; the calls that agree at least as much as the
@@ -41,10 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from trainers.move_labels import customer_objection, label_move
-from trainers.move_strategy import choose_move
-from trainers.offline_moves import outcome_choose_move
-from trainers.simulator import DEFAULT_MAX_TURNS, MOVES, state_index
+from trainers.moves.labels import customer_objection, label_move
+from trainers.moves.offline_outcome import outcome_choose_move
+from trainers.moves.simulator import DEFAULT_MAX_TURNS, MOVES, state_index
+from trainers.moves.strategy import choose_move
 
 RAPPORT_MOVES = frozenset({"greet", "confirm", "reassure", "handle_objection"})
 OUTCOMES = ("won", "lost")

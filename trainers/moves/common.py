@@ -1,7 +1,7 @@
 """What every move learner shares: knobs, the spec's scenarios, the table strategy, the report.
 
-q-learning-online (``trainers.q_learning``), ppo (``trainers.move_ppo``) and reward-model
-(``trainers.move_reward_model``) take the same spec and report in the same shape because they
+q-learning-online (``trainers.moves.q_learning``), ppo (``trainers.moves.ppo``) and reward-model
+(``trainers.moves.reward_model``) take the same spec and report in the same shape because they
 build both from here:
 
   * knobs: typed config fields that carry their help line and allowed range, checked by
@@ -12,7 +12,7 @@ build both from here:
   * the exact report of a learned table against value iteration's optimum and the parent;
   * learning curves, downsampled per scenario and averaged over the scenarios.
 
-``trainers.engines`` is the registry over the learners.
+``trainers.moves.engines`` is the registry over the learners.
 
 Pure Python + numpy; never imports Django.
 """
@@ -28,8 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.move_strategy import SCRIPTED, strategy_policy_array
-from trainers.simulator import (
+from trainers.moves.simulator import (
     DEFAULT_MAX_TURNS,
     DEFAULT_SCENARIOS,
     MOVES,
@@ -38,7 +37,8 @@ from trainers.simulator import (
     Scenario,
     describe_state,
 )
-from trainers.value_iteration import (
+from trainers.moves.strategy import SCRIPTED, strategy_policy_array
+from trainers.moves.value_iteration import (
     TIE_TOLERANCE,
     ValueIterationResult,
     greedy_policy,
@@ -274,7 +274,7 @@ def default_table(
 
 
 def table_strategy(default: np.ndarray, tables: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """A table move strategy (see trainers.move_strategy), moves by name."""
+    """A table move strategy (see trainers.moves.strategy), moves by name."""
     return {
         "kind": "table",
         "default": [MOVES[int(move)] for move in default],

@@ -1,7 +1,8 @@
 """RLHF on the wording: the route the Arena ships.
 
 Two fits on the same base:
-  1. the reward model (`trainers.reward_model`): a LoRA and a scalar head, from the Duel's picks
+  1. the reward model (`trainers.wording.reward_model`): a LoRA and a scalar head,
+     from the Duel's picks
      (Bradley-Terry) or from the real calls' outcome labels (logistic), measured on held-out
      pairs or calls;
   2. the policy, a second LoRA: it samples replies to the pairs' real-call openings, the reward
@@ -15,7 +16,7 @@ TRL 1.16 has no PPOTrainer: the policy update is TRL's `GRPOTrainer` with `beta 
 `num_iterations > 1` (several updates per batch of samples, so the ratio moves and the clip
 bites) and one small subclass for batch-level advantages.
 
-    python -m trainers.rlhf --spec spec.json --out result.json
+    python -m trainers.wording.rlhf --spec spec.json --out result.json
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from trainers.bases import (
+from trainers.runtime import Progress, silent_progress, trainer_main
+from trainers.wording.bases import (
     CHAT_TEMPLATE_KWARGS,
     activations_fit,
     conversation_ids,
@@ -42,16 +44,15 @@ from trainers.bases import (
     train_quietly,
     training_arguments,
 )
-from trainers.reward_model import (
+from trainers.wording.measures import did_not_learn, interval
+from trainers.wording.reward_model import (
     RewardModelConfig,
     RewardModelFit,
     fit_reward_model,
     reward_model_config,
     score,
 )
-from trainers.runtime import Progress, silent_progress, trainer_main
-from trainers.wording_measures import did_not_learn, interval
-from trainers.wording_spec import (
+from trainers.wording.spec import (
     Message,
     StageProgress,
     WordingSpec,

@@ -1,8 +1,9 @@
 """ppo over moves: a softmax policy over the eight moves, improved with PPO's clipped objective.
 
-    python -m trainers.move_ppo --spec spec.json --out result.json
+    python -m trainers.moves.ppo --spec spec.json --out result.json
 
-The spec is q-learning-online's (see trainers.q_learning) with "algorithm": "ppo" and the knobs
+The spec is q-learning-online's (see trainers.moves.q_learning)
+with "algorithm": "ppo" and the knobs
 of PPOConfig. The result has the same shape: a greedy table move strategy, per scenario the
 exact learned, optimal and parent returns, the fraction of the optimum and the moves where it
 differs, and a learning curve; plus PPO's own metrics (clip fraction, approximate KL, entropy).
@@ -35,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.move_common import (
+from trainers.moves.common import (
     check_algorithm,
     config_from_knobs,
     default_table,
@@ -52,9 +53,9 @@ from trainers.move_common import (
     table_from_scores,
     table_strategy,
 )
-from trainers.move_strategy import SCRIPTED
+from trainers.moves.simulator import LettingsWorld
+from trainers.moves.strategy import SCRIPTED
 from trainers.runtime import Progress, silent_progress, trainer_main
-from trainers.simulator import LettingsWorld
 
 ALGORITHM = "ppo"
 

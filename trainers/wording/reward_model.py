@@ -10,10 +10,10 @@ Two ways to fit it, chosen on the RLHF card ("reward source"):
     out by call (no call on both sides), AUC reported.
 
 Either way the head starts from a linear probe on the base's frozen last-token features
-(`trainers.reward_probe`); on a CPU time budget that probe is the head and no step follows.
+(`trainers.wording.reward_probe`); on a CPU time budget that probe is the head and no step follows.
 
 The reward is read at the last non-pad token, so the pad token always differs from eos
-(`trainers.bases.ensure_distinct_pad`). RLHF uses `score()` to rate the policy's replies.
+(`trainers.wording.bases.ensure_distinct_pad`). RLHF uses `score()` to rate the policy's replies.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.bases import (
+from trainers.wording.bases import (
     CHAT_TEMPLATE_KWARGS,
     conversation_ids,
     inference_precision,
@@ -37,8 +37,8 @@ from trainers.bases import (
     train_quietly,
     training_arguments,
 )
-from trainers.wording_measures import outcome_measure, pair_measure, positions_in_call
-from trainers.wording_spec import (
+from trainers.wording.measures import outcome_measure, pair_measure, positions_in_call
+from trainers.wording.spec import (
     Message,
     OutcomeExample,
     Pair,
@@ -83,7 +83,8 @@ class RewardModelConfig:
     seed: int = 0
     """Seeds the split, the head's initialisation and the data order."""
     probe: bool = True
-    """Start the head from a linear probe on the base's frozen features (trainers.reward_probe)
+    """Start the head from a linear probe on the base's frozen features
+    (trainers.wording.reward_probe)
     before the LoRA steps; False starts from a random head."""
     probe_share: float = 0.6
     """Share of a time-budgeted stage the probe may spend reading training rows when LoRA
@@ -121,7 +122,7 @@ class RewardModelFit:
     held_out_groups: list[str]
     seconds: float
     history: list[dict[str, float]] = field(default_factory=list)
-    # The held-out figures with their intervals (trainers.wording_measures).
+    # The held-out figures with their intervals (trainers.wording.measures).
     measured: dict[str, Any] = field(default_factory=dict)
     # How much of the planned passes ran before a time budget ended the stage.
     data_seen: dict[str, Any] = field(default_factory=dict)
@@ -202,7 +203,7 @@ def _reply(text: str) -> list[Message]:
     return [{"role": "assistant", "content": text}]
 
 
-# --- the probe the head starts from (trainers.reward_probe) ------------------------------------
+# --- the probe the head starts from (trainers.wording.reward_probe) ------------------------------
 
 
 def _fine_tunes(config: RewardModelConfig, budget_seconds: float | None) -> bool:
@@ -231,7 +232,7 @@ def _probe_deadline(
     """When the probe's work ends: a share of the budget when the Trainer follows, else the
     whole budget, counted from `stage_started` (time.monotonic(): the base's load and the
     tokenising count against the stage too). The held-out measuring and the head's fit are
-    reserved inside it (trainers.reward_probe; FIT_RESERVE_SHARE)."""
+    reserved inside it (trainers.wording.reward_probe; FIT_RESERVE_SHARE)."""
     if budget_seconds is None:
         return None
     return stage_started + budget_seconds * (config.probe_share if fine_tunes else 1.0)
@@ -348,7 +349,7 @@ def _probe_pairs(
 ) -> tuple[dict[str, Any] | None, dict[str, list[float]] | None]:
     """Fit the head on chosen-minus-rejected features of the training pairs it can afford,
     write it into the model; its own held-out accuracy comes from the same frozen features."""
-    from trainers.reward_probe import fit_pair_probe, last_token_features, set_head
+    from trainers.wording.reward_probe import fit_pair_probe, last_token_features, set_head
 
     order = _seeded_order(train, config.seed)
     rows = [conversation_ids(tokenizer, conversations[i][side]) for i in order for side in (0, 1)]
@@ -684,7 +685,7 @@ def _probe_outcomes(
 ) -> tuple[dict[str, Any] | None, dict[str, list[float]] | None]:
     """Fit the head on won/lost from the features of the training turns it can afford (held
     out by call like everything else), write it into the model, and measure it by call."""
-    from trainers.reward_probe import fit_outcome_probe, last_token_features, set_head
+    from trainers.wording.reward_probe import fit_outcome_probe, last_token_features, set_head
 
     order = _seeded_order(train, config.seed)
     held_rows = [conversation_ids(tokenizer, conversations[i]) for i in held]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainers.simulator import MOVES, LettingsWorld
+from trainers.moves.simulator import MOVES, LettingsWorld
 
 # Q-values closer than this count as a tie; ties go to the lowest move index, so the
 # greedy policy does not flip with float noise between runs or machines.

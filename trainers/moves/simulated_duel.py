@@ -11,7 +11,7 @@ the bootstrap resamples episodes within each scenario, so every resample keeps t
 mix the duel was designed with. Customers and bootstrap have separate seeds: a new bootstrap
 seed moves the interval, never the calls.
 
-Headless: ``python -m trainers.simulated_duel --spec spec.json`` with {"candidate",
+Headless: ``python -m trainers.moves.simulated_duel --spec spec.json`` with {"candidate",
 "baseline" (move strategies; absent: the scripted v1), "scenarios" (slugs or objects; absent:
 the default six), "seed", "episodes", "bootstrap_seed", "max_turns"}.
 
@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from trainers.move_common import max_turns_from_spec, scenarios_from_spec
-from trainers.move_strategy import SCRIPTED, strategy_policy_array
+from trainers.moves.common import max_turns_from_spec, scenarios_from_spec
+from trainers.moves.simulator import DEFAULT_MAX_TURNS, LettingsWorld, Scenario, simulate_returns
+from trainers.moves.strategy import SCRIPTED, strategy_policy_array
 from trainers.runtime import Progress, silent_progress, trainer_main
-from trainers.simulator import DEFAULT_MAX_TURNS, LettingsWorld, Scenario, simulate_returns
 
 DEFAULT_EPISODES = 1000
 """Episodes each version plays, spread over the scenarios."""

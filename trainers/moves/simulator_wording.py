@@ -3,7 +3,7 @@
 Every line the lettings simulator speaks, in both registers (formal and casual, the
 simulator's ``DIALECTS``): what the agent says for each move, how it answers each objection,
 and what the customer says in each situation of the call. Which line is said when is the
-simulator's business (``trainers.simulator``: ``scripted_reply``, ``scripted_customer_line``,
+simulator's business (``trainers.moves.simulator``: ``scripted_reply``, ``scripted_customer_line``,
 ``episode_dialogue``); this module only holds the words, so they can be read and edited apart
 from the world's dynamics.
 

@@ -5,9 +5,9 @@ A sales agent at Levers9 Lettings talks to one customer. The customer is a hidde
 observable state of the call (stage, objection status, coarse interest and trust, turn)
 and picks one of eight moves a turn. Transition probabilities and rewards are built once
 per persona as dense numpy arrays, so value iteration on them is exact
-(``trainers.value_iteration``), and the same arrays drive a fast vectorised sampler for
+(``trainers.moves.value_iteration``), and the same arrays drive a fast vectorised sampler for
 Q-learning and evaluation. ``scripted_reply`` and ``episode_dialogue`` turn moves and states
-into the scripted dialogue, in the words of ``trainers.simulator_wording``.
+into the scripted dialogue, in the words of ``trainers.moves.simulator_wording``.
 
 Pure Python + numpy; never imports Django.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.simulator_wording import (
+from trainers.moves.simulator_wording import (
     AGENT_LINES,
     CUSTOMER_FAMILY_OPENING,
     CUSTOMER_LINES,
@@ -996,7 +996,7 @@ def simulate_returns(
 
 
 # --- Scripted wording --------------------------------------------------------------------
-# Which line is said when; the words themselves are in trainers.simulator_wording.
+# Which line is said when; the words themselves are in trainers.moves.simulator_wording.
 
 
 def scripted_reply(move: str, dialect: str, state: Mapping[str, Any] | None = None) -> str:

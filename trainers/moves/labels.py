@@ -2,7 +2,7 @@
 
     label_move(context, text) -> (move, reason)
 
-Every agent turn gets one of the eight moves (trainers.simulator.MOVES) and a one-line reason
+Every agent turn gets one of the eight moves (trainers.moves.simulator.MOVES) and a one-line reason
 a reviewer can read and, in the admin, correct. The rules are ordered; the first that matches
 wins (MOVE_RULES lists them in that order, with their patterns). Some rules look at the call so
 far: answering a concern the customer has just raised is handling the objection, and talk
@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainers.simulator import MOVES
+from trainers.moves.simulator import MOVES
 
 # --- Customer concerns -------------------------------------------------------------------
 

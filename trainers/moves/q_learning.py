@@ -1,6 +1,6 @@
 """q-learning-online: tabular Q-learning of a move strategy on the lettings simulator.
 
-    python -m trainers.q_learning --spec spec.json --out result.json
+    python -m trainers.moves.q_learning --spec spec.json --out result.json
 
 The spec (plain JSON):
     {"algorithm": "q-learning-online",
@@ -27,8 +27,8 @@ positive (a ratio of two negative returns reads backwards); ``gap_to_optimum`` (
 learned, >= 0) is always there.
 
 The spec's scenarios, the knobs' checks, the tables and the exact report are what every move
-learner shares (``trainers.move_common``), so ``move_ppo`` and ``move_reward_model`` report in
-the same shape; ``trainers.engines`` is the registry over them.
+learner shares (``trainers.moves.common``), so ``move_ppo`` and ``move_reward_model`` report in
+the same shape; ``trainers.moves.engines`` is the registry over them.
 
 Pure Python + numpy; never imports Django.
 """
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.move_common import (
+from trainers.moves.common import (
     check_algorithm,
     config_from_knobs,
     default_table,
@@ -60,9 +60,9 @@ from trainers.move_common import (
     table_from_scores,
     table_strategy,
 )
-from trainers.move_strategy import SCRIPTED
+from trainers.moves.simulator import LettingsWorld
+from trainers.moves.strategy import SCRIPTED
 from trainers.runtime import Progress, silent_progress, trainer_main
-from trainers.simulator import LettingsWorld
 
 ALGORITHM = "q-learning-online"
 

@@ -10,8 +10,8 @@ and the CPU default, `smollm2-135m-instruct`, is converted once from the GGUF fi
 `tiny_base(path)` builds a tiny Qwen3-like model and a byte-level tokenizer locally, for tests
 and benchmarks.
 
-It also holds what the wording trainers (`trainers.reward_model`, `trainers.rlhf`,
-`trainers.dpo`) share: the chat-template switches, the LoRA config on the projections, the
+It also holds what the wording trainers (`trainers.wording.reward_model`, `trainers.wording.rlhf`,
+`trainers.wording.dpo`) share: the chat-template switches, the LoRA config on the projections, the
 training arguments every trainer sets alike, and quiet logs. Pure Python (torch/transformers),
 never Django.
 """
@@ -598,7 +598,8 @@ def inference_precision(model: Any) -> Any:
 
 def fused_head_for_the_cpu() -> None:
     """Make TRL's fused LM head (DPO's and the policy's log-probabilities) fit a CPU: project
-    only the positions that have a label, and fold the tiles in place (`trainers.cpu_log_probs`).
+    only the positions that have a label, and fold the tiles in place
+    (`trainers.wording.cpu_log_probs`).
 
     Why the first: TRL 1.16 compacts to the labelled positions only where Triton runs (CUDA,
     XPU); on any other device it projects every position — the prompt and the padding as well
@@ -612,7 +613,7 @@ def fused_head_for_the_cpu() -> None:
     choices stay for every other device."""
     import trl.trainer.utils as trl_utils
 
-    from trainers.cpu_log_probs import on_the_cpu
+    from trainers.wording.cpu_log_probs import on_the_cpu
 
     original = getattr(trl_utils, "_use_triton", None)
     if original is not None and not getattr(original, "compacts_on_cpu", False):

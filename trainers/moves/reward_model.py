@@ -1,6 +1,6 @@
 """reward-model over moves: a readable reward on move sequences, from picks or from outcomes.
 
-    python -m trainers.move_reward_model --spec spec.json --out result.json
+    python -m trainers.moves.reward_model --spec spec.json --out result.json
 
 The spec (plain JSON):
     {"algorithm": "reward-model",
@@ -15,7 +15,7 @@ Examples.
             (or "preferred": "a" | "b"; or a bare [sequence_a, sequence_b, a_preferred])
   outcomes: {"id", "moves": [move, ...], "won": bool}, or a recorded call
             {"id", "outcome": "won" | "lost", "turns": [{"speaker", "text", "move"?}]} whose
-            agent turns without a move are labelled by trainers.move_labels.
+            agent turns without a move are labelled by trainers.moves.labels.
 
 The model. Every sequence becomes a vector of named features (FEATURES: how often each move is
 made, which move opens, which move directly follows which, and a few order facts such as
@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.move_common import (
+from trainers.moves.common import (
     KnobError,
     check_algorithm,
     config_from_knobs,
@@ -65,11 +65,11 @@ from trainers.move_common import (
     table_from_scores,
     table_strategy,
 )
-from trainers.move_labels import label_agent_turns
-from trainers.move_strategy import SCRIPTED
+from trainers.moves.labels import label_agent_turns
+from trainers.moves.simulator import MOVE_INDEX, MOVES, N_ACTIONS, LettingsWorld, describe_state
+from trainers.moves.strategy import SCRIPTED
+from trainers.moves.value_iteration import value_iteration
 from trainers.runtime import Progress, silent_progress, trainer_main
-from trainers.simulator import MOVE_INDEX, MOVES, N_ACTIONS, LettingsWorld, describe_state
-from trainers.value_iteration import value_iteration
 
 ALGORITHM = "reward-model"
 SOURCES = ("picks", "outcomes")

@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from trainers import move_ppo, move_reward_model, q_learning
-from trainers.move_common import (
+from trainers.moves import ppo as move_ppo
+from trainers.moves import q_learning
+from trainers.moves import reward_model as move_reward_model
+from trainers.moves.common import (
     KnobError,
     config_from_knobs,
     knob_rows,
@@ -60,7 +62,7 @@ ALGORITHMS: dict[str, Engine] = {
         "its greedy moves are measured exactly against the optimum.",
         config=q_learning.QLearningConfig,
         run=q_learning.run,
-        module="trainers.q_learning",
+        module="trainers.moves.q_learning",
     ),
     move_reward_model.ALGORITHM: Engine(
         name=move_reward_model.ALGORITHM,
@@ -69,7 +71,7 @@ ALGORITHMS: dict[str, Engine] = {
         "from real-call outcomes (logistic), held out by call.",
         config=move_reward_model.RewardModelConfig,
         run=move_reward_model.run,
-        module="trainers.move_reward_model",
+        module="trainers.moves.reward_model",
     ),
     move_ppo.ALGORITHM: Engine(
         name=move_ppo.ALGORITHM,
@@ -78,7 +80,7 @@ ALGORITHMS: dict[str, Engine] = {
         "objective on simulated calls.",
         config=move_ppo.PPOConfig,
         run=move_ppo.run,
-        module="trainers.move_ppo",
+        module="trainers.moves.ppo",
     ),
 }
 

@@ -19,7 +19,7 @@ and the AUC of the won-probability by call (mean over a call's opening turns); t
 numbers for the rubric side by side, each with a bootstrap interval. The version the world
 uses is the one fitted on the training part, so the numbers it shows are about itself.
 
-Pure Python (numpy, scipy, scikit-learn), no Django: `python -m trainers.judge_fit --spec
+Pure Python (numpy, scipy, scikit-learn), no Django: `python -m trainers.judge.fit --spec
 spec.json --out result.json`, the model written as plain arrays and a vocabulary (no pickles).
 """
 
@@ -147,7 +147,7 @@ def regularisation_by_group(
     deadline: float | None = None,
 ) -> float:
     """The C of the grid that cross-validates best on these (training) rows, by group (also
-    the reward models' probe: trainers.reward_probe). The grid runs from the strongest
+    the reward models' probe: trainers.wording.reward_probe). The grid runs from the strongest
     regularisation (the quickest fits) to the weakest; once `deadline` (time.monotonic())
     passes, no weaker strength is tried and the best of those tried is chosen."""
     from sklearn.linear_model import LogisticRegression

@@ -34,9 +34,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from trainers.bases import FREE_HEAP_BOUND, return_freed_memory, validate_base
 from trainers.conversation import Message, conversation_messages
 from trainers.runtime import Progress
+from trainers.wording.bases import FREE_HEAP_BOUND, return_freed_memory, validate_base
 
 Trainer = Literal["rlhf", "dpo"]
 
@@ -504,7 +504,7 @@ class StageProgress:
                 self.planned_steps = 0
                 self.stopped_by_budget = False
                 # What is left of the stage's budget when its Trainer starts (a probe before
-                # it may have spent some: trainers.reward_probe).
+                # it may have spent some: trainers.wording.reward_probe).
                 self.budget_seconds = stages.budget_seconds
 
             def on_train_begin(self, args, state, control, **kwargs):
@@ -515,7 +515,7 @@ class StageProgress:
             def on_step_end(self, args, state, control, **kwargs):
                 # A step reuses the memory it frees (its LM-head tiles come back many times),
                 # but batches differ in length, and a heap kept whole across steps fragments
-                # (trainers.bases.return_freed_memory): give it back once 2 GiB lie free.
+                # (trainers.wording.bases.return_freed_memory): give it back once 2 GiB lie free.
                 return_freed_memory(above_bytes=FREE_HEAP_BOUND)
                 budget = self.budget_seconds
                 if budget is not None and time.monotonic() - self.started > budget:

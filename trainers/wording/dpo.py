@@ -6,7 +6,7 @@ Held-out preference accuracy — how often the implicit reward β·log(π/π_ref
 reply above the rejected one — is computed here over the whole held-out set. The LoRA is then
 merged into the base and saved on the models volume, like RLHF's.
 
-    python -m trainers.dpo --spec spec.json --out result.json
+    python -m trainers.wording.dpo --spec spec.json --out result.json
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from trainers.bases import (
+from trainers.runtime import Progress, silent_progress, trainer_main
+from trainers.wording.bases import (
     CHAT_TEMPLATE_KWARGS,
     activations_fit,
     conversation_ids,
@@ -32,9 +33,8 @@ from trainers.bases import (
     train_quietly,
     training_arguments,
 )
-from trainers.runtime import Progress, silent_progress, trainer_main
-from trainers.wording_measures import did_not_learn, interval, pair_measure
-from trainers.wording_spec import (
+from trainers.wording.measures import did_not_learn, interval, pair_measure
+from trainers.wording.spec import (
     Message,
     Pair,
     StageProgress,

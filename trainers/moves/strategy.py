@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.simulator import MOVES, describe_state, n_states_for
+from trainers.moves.simulator import MOVES, describe_state, n_states_for
 
 SCRIPTED = {"kind": "scripted"}
 

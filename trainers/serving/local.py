@@ -1,6 +1,6 @@
 """Serve a trained version: the worker side of a serve job.
 
-    python -m trainers.serve_local --spec spec.json --out result.json
+    python -m trainers.serving.local --spec spec.json --out result.json
 
 Three engines, chosen by the dashboard from the pool (policies.endpoints):
   * vllm          a GPU pool: vLLM serves the merged weights on the version's cards

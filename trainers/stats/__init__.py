@@ -1,0 +1,3 @@
+"""Statistics over versions: the Bradley-Terry leaderboard.
+
+Pure Python; never imports Django."""
