@@ -2,15 +2,11 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
-# Trainer name → the module a worker runs as `python -m <module> --spec ... --out ...`.
-TRAINER_MODULES = {
-    "q-learning-online": "trainers.moves.q_learning",
-    "ppo": "trainers.moves.ppo",
-    "reward-model": "trainers.moves.reward_model",
-    "offline-outcome": "trainers.moves.offline_outcome",
-    "rlhf": "trainers.wording.rlhf",
-    "dpo": "trainers.wording.dpo",
-}
+from trainers.registry import Family, trainer_module, trainers_of
+
+# The trainers that Train cards and Engines runs start; trainers.registry names each one's
+# module (what a worker runs as `python -m <module> --spec ... --out ...`).
+TRAINING_FAMILIES = (Family.MOVE_STRATEGY, Family.MOVE_REWARD, Family.OFFLINE_MOVES, Family.WORDING)
 
 
 class TrainingConfig(AppConfig):
@@ -27,6 +23,6 @@ class TrainingConfig(AppConfig):
         # becomes a version only when someone promotes it (training.engines).
         job_kind_register(JobKind("train", "Train card", finish=train_job_finish))
         job_kind_register(JobKind("engines", "Engines run"))
-        for name, module in TRAINER_MODULES.items():
-            trainer_register(name, module=module)
+        for name in trainers_of(*TRAINING_FAMILIES):
+            trainer_register(name, module=trainer_module(name))
         mission_register(4, level_up_mission)

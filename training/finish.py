@@ -12,6 +12,7 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import job_note
 from policies.models import PolicyVersion
 from policies.services import version_register
+from trainers.registry import Family, trainers_of
 
 # What a version keeps of a move-strategy result (the full result stays on the job).
 _RETURN_KEYS = (
@@ -180,9 +181,10 @@ def version_from_offline_moves(job: Job, result: dict[str, Any]) -> PolicyVersio
     )
 
 
-MOVE_STRATEGY_TRAINERS = {"q-learning-online", "ppo"}
-OFFLINE_MOVE_TRAINERS = {"offline-outcome"}
-WORDING_TRAINERS = {"rlhf", "dpo"}
+# Which version a Train card's result becomes, by its trainer's family (trainers.registry).
+MOVE_STRATEGY_TRAINERS = trainers_of(Family.MOVE_STRATEGY)
+OFFLINE_MOVE_TRAINERS = trainers_of(Family.OFFLINE_MOVES)
+WORDING_TRAINERS = trainers_of(Family.WORDING)
 
 
 def train_job_finish(job: Job, result: dict[str, Any]) -> PolicyVersion | None:

@@ -6,7 +6,8 @@
     knob_help(algorithm) -> [{name, type, default, help, min, max, ...}]   for the form
     run_algorithm(spec, progress) -> dict              the chosen trainer's plain-value result
 
-Each trainer also runs headless: `python -m <Engine.module> --spec spec.json --out out.json`.
+Each trainer also runs headless: `python -m <Engine.module> --spec spec.json --out out.json`;
+the module is the one ``trainers.registry`` keeps for the learner's name.
 
 Pure Python; never imports Django.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -30,6 +32,7 @@ from trainers.moves.common import (
     max_turns_from_spec,
     scenarios_from_spec,
 )
+from trainers.registry import trainer_module
 from trainers.runtime import Progress, silent_progress
 
 __all__ = [
@@ -54,34 +57,43 @@ class Engine:
     """What `python -m` runs for this engine."""
 
 
+def _engine(learner: ModuleType, *, config: type, label: str, summary: str) -> Engine:
+    """A learner's entry: its name and run from its module, its module from the registry."""
+    return Engine(
+        name=learner.ALGORITHM,
+        label=label,
+        summary=summary,
+        config=config,
+        run=learner.run,
+        module=trainer_module(learner.ALGORITHM),
+    )
+
+
 ALGORITHMS: dict[str, Engine] = {
-    q_learning.ALGORITHM: Engine(
-        name=q_learning.ALGORITHM,
-        label="Q-learning (online)",
-        summary="A table of move values per scenario, learned from simulated calls; "
-        "its greedy moves are measured exactly against the optimum.",
-        config=q_learning.QLearningConfig,
-        run=q_learning.run,
-        module="trainers.moves.q_learning",
-    ),
-    move_reward_model.ALGORITHM: Engine(
-        name=move_reward_model.ALGORITHM,
-        label="Reward model over moves",
-        summary="A readable reward on move sequences, fitted from picks (Bradley-Terry) or "
-        "from real-call outcomes (logistic), held out by call.",
-        config=move_reward_model.RewardModelConfig,
-        run=move_reward_model.run,
-        module="trainers.moves.reward_model",
-    ),
-    move_ppo.ALGORITHM: Engine(
-        name=move_ppo.ALGORITHM,
-        label="PPO over moves",
-        summary="A softmax policy over moves per scenario, improved with the clipped "
-        "objective on simulated calls.",
-        config=move_ppo.PPOConfig,
-        run=move_ppo.run,
-        module="trainers.moves.ppo",
-    ),
+    engine.name: engine
+    for engine in (
+        _engine(
+            q_learning,
+            config=q_learning.QLearningConfig,
+            label="Q-learning (online)",
+            summary="A table of move values per scenario, learned from simulated calls; "
+            "its greedy moves are measured exactly against the optimum.",
+        ),
+        _engine(
+            move_reward_model,
+            config=move_reward_model.RewardModelConfig,
+            label="Reward model over moves",
+            summary="A readable reward on move sequences, fitted from picks (Bradley-Terry) or "
+            "from real-call outcomes (logistic), held out by call.",
+        ),
+        _engine(
+            move_ppo,
+            config=move_ppo.PPOConfig,
+            label="PPO over moves",
+            summary="A softmax policy over moves per scenario, improved with the clipped "
+            "objective on simulated calls.",
+        ),
+    )
 }
 
 
