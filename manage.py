@@ -11,7 +11,7 @@ _NO_DATABASE_COMMANDS = {"embeddedpg", "help", "--help", "-h", "version", "--ver
 
 
 def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "levers9.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     command = sys.argv[1] if len(sys.argv) > 1 else "help"
     if command in _NO_DATABASE_COMMANDS:
         os.environ["LEVERS9_EMBEDDED_PG_MANUAL"] = "1"

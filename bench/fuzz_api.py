@@ -38,7 +38,7 @@ def _setup_django() -> None:
         from levers9 import embedded_pg
 
         embedded_pg.start(say=print)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "levers9.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()

@@ -8,7 +8,7 @@
   seconds) when it is set, so the run's request count and its slowest operations are known.
 - Where an operation also takes JSON, its form encodings are left out: the bounded run spends
   its requests on the bodies clients send. (This fuzzing found daphne's Twisted layer refusing
-  a malformed multipart body with a bare 400; levers9.asgi now hands such bodies to Django,
+  a malformed multipart body with a bare 400; config.asgi now hands such bodies to Django,
   tested with a real daphne in tests/levers9/test_serve_outlives_the_web_process.py.)
 """
 

@@ -64,7 +64,7 @@ def start_web(port: int) -> subprocess.Popen:
             "127.0.0.1",
             "-p",
             str(port),
-            "levers9.asgi:application",
+            "config.asgi:application",
         ],
         cwd=settings.BASE_DIR,
         env=_environment({"LEVERS9_JOB_WATCHER": "1"}),

@@ -119,7 +119,7 @@ def test_it_accepts_a_socket_only_from_its_own_host(host, origin, accepted):
 
 @pytest.mark.asyncio
 async def test_it_refuses_a_socket_opened_from_another_workspaces_page(monkeypatch):
-    from levers9.asgi import application
+    from config.asgi import application
 
     looked_up = []
 

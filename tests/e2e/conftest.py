@@ -99,7 +99,7 @@ def e2e_server(django_db_setup, tmp_path_factory):
         **os.environ,
         "DATABASE_URL": database_url_for_workers(),
         "LEVERS9_DATASETS_DIR": str(datasets_dir),
-        "DJANGO_SETTINGS_MODULE": "levers9.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
     }
     env.pop("REDIS_URL", None)  # the server uses the database for its channel layer
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the server keeps Django's async checks
@@ -113,7 +113,7 @@ def e2e_server(django_db_setup, tmp_path_factory):
                 "127.0.0.1",
                 "-p",
                 str(port),
-                "levers9.asgi:application",
+                "config.asgi:application",
             ],
             cwd=settings.BASE_DIR,
             env=env,

@@ -89,7 +89,7 @@ def test_the_schema_documents_the_429_on_writes_only(owner_client):
 def test_with_redis_every_web_process_counts_the_same_writes():
     """REDIS_URL puts the throttles' counts in Redis, so processes share one limit; the
     embedded demo (one web process) counts in memory."""
-    from levers9.settings import cache_settings
+    from config.settings import cache_settings
 
     shared = cache_settings("redis://127.0.0.1:6379/0")["default"]
     assert shared["BACKEND"] == "django.core.cache.backends.redis.RedisCache"

@@ -52,7 +52,7 @@ def _forget_session(slug: str, key: str) -> None:
 def _socket(
     host: str, session_key: str | None, topic: str = "jobs", *, path: str | None = None
 ) -> WebsocketCommunicator:
-    from levers9.asgi import application
+    from config.asgi import application
 
     headers = [(b"host", host.encode()), (b"origin", f"http://{host}".encode())]
     if session_key:

@@ -96,7 +96,7 @@ class Command(BaseCommand):
                     host,
                     "-p",
                     str(port),
-                    "levers9.asgi:application",
+                    "config.asgi:application",
                 ],
                 env={**os.environ, "LEVERS9_JOB_WATCHER": "1"},
             )

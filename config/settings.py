@@ -109,8 +109,8 @@ LEVERS9_TASK_PACKAGES = frozenset({"levers9", "arena", "policies", "training", "
 TENANT_MODEL = "levers9.Workspace"
 TENANT_DOMAIN_MODEL = "levers9.Domain"
 PUBLIC_SCHEMA_NAME = "public"
-PUBLIC_SCHEMA_URLCONF = "levers9.urls_public"
-ROOT_URLCONF = "levers9.urls"
+PUBLIC_SCHEMA_URLCONF = "config.urls_public"
+ROOT_URLCONF = "config.urls"
 SHOW_PUBLIC_IF_NO_TENANT_FOUND = False
 # Set the search path only when the schema changes, not before every query.
 TENANT_LIMIT_SET_CALLS = True
@@ -156,8 +156,8 @@ TEMPLATES = [
     },
 ]
 
-WSGI_APPLICATION = "levers9.wsgi.application"
-ASGI_APPLICATION = "levers9.asgi.application"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
 
 # --- database --------------------------------------------------------------------------
 

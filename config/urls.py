@@ -1,4 +1,7 @@
-"""URLs of a workspace (tenant) host: pages, the API under /api/rl/, the workspace admin."""
+"""URLs of a workspace (tenant) host: pages, the API under /api/rl/, the workspace admin.
+
+Every app's pages and API viewsets are put together here, above the apps, so that the
+platform's router (levers9.api) names none of them."""
 
 from __future__ import annotations
 
