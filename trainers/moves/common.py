@@ -79,6 +79,14 @@ def knob(
     )
 
 
+_SEED_HELP = "Seed of the numpy generator; with the scenario's own seed it fixes every draw."
+
+
+def seed_knob(help_line: str = _SEED_HELP) -> Any:
+    """The `seed` knob every move learner has: any 32-bit seed, 0 unless the spec says."""
+    return knob(0, help_line, minimum=0, maximum=2**32 - 1)
+
+
 def _range_text(meta: Mapping[str, Any]) -> str:
     parts = []
     if meta["min"] is not None:

@@ -31,30 +31,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from trainers.moves.common import (
-    check_algorithm,
-    config_from_knobs,
-    default_table,
-    downsample_curve,
-    knob,
-    knobs_with_spec_seed,
-    max_turns_from_spec,
-    mean_curve,
-    parent_policy,
-    scenario_report,
-    scenario_rng,
-    scenarios_from_spec,
-    summarise,
-    table_from_scores,
-    table_strategy,
-)
+from trainers.moves.common import knob, seed_knob
 from trainers.moves.simulator import LettingsWorld
-from trainers.moves.strategy import SCRIPTED
+from trainers.moves.tabular_run import Learned, StepReport, run_tabular_learner
 from trainers.runtime import Progress, silent_progress, trainer_main
 
 ALGORITHM = "ppo"
@@ -118,12 +102,7 @@ class PPOConfig:
         minimum=0,
         maximum=3600,
     )
-    seed: int = knob(
-        0,
-        "Seed of the numpy generator; with the scenario's own seed it fixes every draw.",
-        minimum=0,
-        maximum=2**32 - 1,
-    )
+    seed: int = seed_knob()
 
 
 # --- Policy helpers ----------------------------------------------------------------------
@@ -177,6 +156,155 @@ class PPOOutcome:
 IterationReport = Callable[[int, int, dict[str, float]], None]
 
 
+@dataclass(frozen=True)
+class _Rollouts:
+    """A batch of calls sampled from the policy, turn-major: shape (max_turns, batch)."""
+
+    states: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    live: np.ndarray
+    """Whether the call was still going at that turn (finished calls are inert)."""
+
+
+def _sample_calls(
+    world: LettingsWorld, logits: np.ndarray, batch: int, rng: np.random.Generator
+) -> _Rollouts:
+    """`batch` calls from the current policy; every call of the batch steps together."""
+    horizon, n_actions = world.max_turns, world.n_actions
+    states = np.empty((horizon, batch), dtype=np.int64)
+    actions = np.empty((horizon, batch), dtype=np.int64)
+    rewards = np.zeros((horizon, batch))
+    live = np.empty((horizon, batch), dtype=bool)
+    current = np.full(batch, world.initial_state, dtype=np.int64)
+    # The policy is a table: its cumulative probabilities are worked out once per batch.
+    cumulative = np.exp(_log_softmax(logits)).cumsum(axis=1)
+    for turn in range(horizon):
+        draws = rng.random(batch)[:, None]
+        moves = (cumulative[current] < draws).sum(axis=1).clip(max=n_actions - 1)
+        live[turn] = ~world.terminal_mask[current]
+        states[turn], actions[turn] = current, moves
+        current, rewards[turn], _finished = world.step_batch(current, moves, rng)
+    return _Rollouts(states=states, actions=actions, rewards=rewards, live=live)
+
+
+def _returns_to_go(rewards: np.ndarray, discount: float) -> np.ndarray:
+    returns = np.zeros_like(rewards)
+    following = np.zeros(rewards.shape[1])
+    for turn in reversed(range(len(rewards))):
+        following = rewards[turn] + discount * following
+        returns[turn] = following
+    return returns
+
+
+@dataclass
+class _ValueBaseline:
+    """A running mean of the returns from each state: the baseline of the next batch, never
+    of this one, so a sample's own return never cancels its advantage."""
+
+    values: np.ndarray
+    seen: np.ndarray
+
+    @classmethod
+    def empty(cls, n_states: int) -> _ValueBaseline:
+        return cls(values=np.zeros(n_states), seen=np.zeros(n_states, dtype=bool))
+
+    def advantages(self, states: np.ndarray, returns: np.ndarray) -> np.ndarray:
+        """Returns less the baseline (the batch mean where a state has none), normalised."""
+        advantages = returns - np.where(self.seen[states], self.values[states], returns.mean())
+        return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+    def update(self, states: np.ndarray, returns: np.ndarray) -> np.ndarray:
+        """Fold this batch's returns in; the samples counted per state, shape (S,)."""
+        n_states = len(self.values)
+        counts = np.bincount(states, minlength=n_states)
+        sums = np.bincount(states, weights=returns, minlength=n_states)
+        seen = counts > 0
+        self.values[seen] = np.where(
+            self.seen[seen],
+            0.5 * self.values[seen] + 0.5 * sums[seen] / counts[seen],
+            sums[seen] / counts[seen],
+        )
+        self.seen |= seen
+        return counts
+
+
+@dataclass(frozen=True)
+class _LastEpoch:
+    ratio: np.ndarray
+    """pi(a_t | s_t) / pi_old(a_t | s_t) per sample, before the last step."""
+    state_entropy: np.ndarray
+    """H(pi(. | s)) per state, shape (S,)."""
+
+
+def _clipped_updates(
+    logits: np.ndarray,
+    optimiser: _Adam,
+    pairs: np.ndarray,
+    advantages: np.ndarray,
+    counts: np.ndarray,
+    config: PPOConfig,
+) -> _LastEpoch:
+    """`update_epochs` steps on the clipped surrogate plus the entropy bonus, on one batch:
+    several, so the ratio moves and the clip can bite."""
+    n_states, n_actions = logits.shape
+    old_log_probs = _log_softmax(logits).reshape(-1)[pairs]
+    for _epoch in range(config.update_epochs):
+        log_table = _log_softmax(logits)
+        table = np.exp(log_table)
+        ratio = np.exp(log_table.reshape(-1)[pairs] - old_log_probs)
+        clipped = ((advantages > 0) & (ratio > 1 + config.clip_range)) | (
+            (advantages < 0) & (ratio < 1 - config.clip_range)
+        )
+        # d/dlogits[s] of ratio * A is ratio * A * (onehot(a) - pi(.|s)), zero where
+        # clipped; summed per state it is W(s, a) - W(s) * pi(.|s) with W the summed
+        # weights, so the gradient is built on the (S, A) table, not per sample.
+        weight = np.where(clipped, 0.0, ratio * advantages)
+        by_pair = np.bincount(pairs, weights=weight, minlength=n_states * n_actions)
+        by_pair = by_pair.reshape(n_states, n_actions)
+        gradient = by_pair - by_pair.sum(axis=1, keepdims=True) * table
+        # Entropy bonus per sample is its state's entropy: dH/dlogits = -pi (log pi + H).
+        state_entropy = -(table * log_table).sum(axis=1)
+        gradient += (
+            config.entropy_coef * counts[:, None] * (-table * (log_table + state_entropy[:, None]))
+        )
+        optimiser.ascend(logits, gradient / len(pairs))
+    return _LastEpoch(ratio=ratio, state_entropy=state_entropy)
+
+
+def _epoch_metrics(last: _LastEpoch, counts: np.ndarray, clip_range: float) -> dict[str, float]:
+    log_ratio = np.log(last.ratio)
+    return {
+        "clip_fraction": float(np.mean(np.abs(last.ratio - 1.0) > clip_range)),
+        "approx_kl": float(np.mean(last.ratio - 1.0 - log_ratio)),
+        "entropy": float(np.average(last.state_entropy, weights=counts)),
+    }
+
+
+def _ppo_iteration(
+    world: LettingsWorld,
+    logits: np.ndarray,
+    optimiser: _Adam,
+    baseline: _ValueBaseline,
+    config: PPOConfig,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, dict[str, float]]:
+    """Sample a batch, take advantages, improve the policy: (samples per state, metrics)."""
+    calls = _sample_calls(world, logits, config.batch_episodes, rng)
+    returns = _returns_to_go(calls.rewards, config.discount)
+    sample_states = calls.states[calls.live]
+    sample_returns = returns[calls.live]
+    advantages = baseline.advantages(sample_states, sample_returns)
+    counts = baseline.update(sample_states, sample_returns)
+    pairs = sample_states * world.n_actions + calls.actions[calls.live]
+    last = _clipped_updates(logits, optimiser, pairs, advantages, counts, config)
+    metrics = {
+        "mean_return": float(calls.rewards.sum(axis=0).mean()),
+        **_epoch_metrics(last, counts, config.clip_range),
+    }
+    return counts, metrics
+
+
 def learn_policy(
     world: LettingsWorld,
     config: PPOConfig,
@@ -185,118 +313,34 @@ def learn_policy(
     time_budget_s: float = 0.0,
     on_iteration: IterationReport | None = None,
 ) -> PPOOutcome:
-    n_states, n_actions, horizon = world.n_states, world.n_actions, world.max_turns
-    logits = np.zeros((n_states, n_actions))
+    logits = np.zeros((world.n_states, world.n_actions))
     optimiser = _Adam(config.learning_rate, np.zeros_like(logits), np.zeros_like(logits))
-    baseline = np.zeros(n_states)
-    baseline_seen = np.zeros(n_states, dtype=bool)
-    visits = np.zeros(n_states)
+    baseline = _ValueBaseline.empty(world.n_states)
+    visits = np.zeros(world.n_states)
     batch = config.batch_episodes
     curve_episodes: list[int] = []
     curve_returns: list[float] = []
     clip_fractions: list[float] = []
-    approx_kl = entropy = 0.0
+    metrics = {"approx_kl": 0.0, "entropy": 0.0}
     started = time.perf_counter()
-
     for iteration in range(config.iterations):
         if time_budget_s > 0.0 and time.perf_counter() - started >= time_budget_s:
             break
-
-        # --- rollouts: every call of the batch steps together; finished calls are inert ---
-        states = np.empty((horizon, batch), dtype=np.int64)
-        actions = np.empty((horizon, batch), dtype=np.int64)
-        rewards = np.zeros((horizon, batch))
-        live = np.empty((horizon, batch), dtype=bool)
-        current = np.full(batch, world.initial_state, dtype=np.int64)
-        # The policy is a table: its cumulative probabilities are worked out once per batch.
-        cumulative = np.exp(_log_softmax(logits)).cumsum(axis=1)
-        for turn in range(horizon):
-            draws = rng.random(batch)[:, None]
-            moves = (cumulative[current] < draws).sum(axis=1).clip(max=n_actions - 1)
-            live[turn] = ~world.terminal_mask[current]
-            states[turn], actions[turn] = current, moves
-            current, rewards[turn], _finished = world.step_batch(current, moves, rng)
-
-        # --- returns-to-go and advantages against the value baseline ---
-        returns = np.zeros((horizon, batch))
-        following = np.zeros(batch)
-        for turn in reversed(range(horizon)):
-            following = rewards[turn] + config.discount * following
-            returns[turn] = following
-        sample_states = states[live]
-        sample_actions = actions[live]
-        sample_returns = returns[live]
-        advantages = sample_returns - np.where(
-            baseline_seen[sample_states], baseline[sample_states], sample_returns.mean()
-        )
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        counts = np.bincount(sample_states, minlength=n_states)
-        sums = np.bincount(sample_states, weights=sample_returns, minlength=n_states)
-        seen = counts > 0
-        # A running mean per state: the baseline of the next batch, never of this one, so a
-        # sample's own return never cancels its advantage.
-        baseline[seen] = np.where(
-            baseline_seen[seen],
-            0.5 * baseline[seen] + 0.5 * sums[seen] / counts[seen],
-            sums[seen] / counts[seen],
-        )
-        baseline_seen |= seen
+        counts, metrics = _ppo_iteration(world, logits, optimiser, baseline, config, rng)
         visits += counts
-
-        # --- clipped surrogate: several epochs on the same batch so the ratio moves ---
-        n_samples = len(sample_states)
-        pairs = sample_states * n_actions + sample_actions
-        old_log_probs = _log_softmax(logits).reshape(-1)[pairs]
-        for _epoch in range(config.update_epochs):
-            log_table = _log_softmax(logits)
-            table = np.exp(log_table)
-            ratio = np.exp(log_table.reshape(-1)[pairs] - old_log_probs)
-            clipped = ((advantages > 0) & (ratio > 1 + config.clip_range)) | (
-                (advantages < 0) & (ratio < 1 - config.clip_range)
-            )
-            # d/dlogits[s] of ratio * A is ratio * A * (onehot(a) - pi(.|s)), zero where
-            # clipped; summed per state it is W(s, a) - W(s) * pi(.|s) with W the summed
-            # weights, so the gradient is built on the (S, A) table, not per sample.
-            weight = np.where(clipped, 0.0, ratio * advantages)
-            by_pair = np.bincount(pairs, weights=weight, minlength=n_states * n_actions)
-            by_pair = by_pair.reshape(n_states, n_actions)
-            gradient = by_pair - by_pair.sum(axis=1, keepdims=True) * table
-            # Entropy bonus per sample is its state's entropy: dH/dlogits = -pi (log pi + H).
-            state_entropy = -(table * log_table).sum(axis=1)
-            gradient += (
-                config.entropy_coef
-                * counts[:, None]
-                * (-table * (log_table + state_entropy[:, None]))
-            )
-            optimiser.ascend(logits, gradient / n_samples)
-
-        log_ratio = np.log(ratio)
-        clip_fraction = float(np.mean(np.abs(ratio - 1.0) > config.clip_range))
-        approx_kl = float(np.mean(ratio - 1.0 - log_ratio))
-        entropy = float(np.average(state_entropy, weights=counts))
-        clip_fractions.append(clip_fraction)
+        clip_fractions.append(metrics["clip_fraction"])
         curve_episodes.append((iteration + 1) * batch)
-        curve_returns.append(float(rewards.sum(axis=0).mean()))
+        curve_returns.append(metrics["mean_return"])
         if on_iteration is not None:
-            on_iteration(
-                iteration + 1,
-                config.iterations,
-                {
-                    "mean_return": curve_returns[-1],
-                    "clip_fraction": clip_fraction,
-                    "approx_kl": approx_kl,
-                    "entropy": entropy,
-                },
-            )
-
+            on_iteration(iteration + 1, config.iterations, metrics)
     return PPOOutcome(
         logits=logits,
         visits=visits,
         curve_episodes=curve_episodes,
         curve_returns=curve_returns,
         clip_fractions=clip_fractions,
-        approx_kl=approx_kl,
-        entropy=entropy,
+        approx_kl=metrics["approx_kl"],
+        entropy=metrics["entropy"],
         episodes_played=len(curve_episodes) * batch,
     )
 
@@ -304,80 +348,41 @@ def learn_policy(
 # --- The run -----------------------------------------------------------------------------
 
 
+def learn_scenario(
+    world: LettingsWorld,
+    config: PPOConfig,
+    rng: np.random.Generator,
+    time_budget_s: float,
+    report: StepReport,
+) -> Learned:
+    """One scenario's policy; its greedy table is the most likely move per state."""
+
+    def on_iteration(done: int, planned: int, metrics: dict[str, float]) -> None:
+        report(done, **{name: round(value, 4) for name, value in metrics.items()})
+
+    outcome = learn_policy(
+        world, config, rng, time_budget_s=time_budget_s, on_iteration=on_iteration
+    )
+    return Learned(
+        scores=outcome.logits,
+        state_visits=outcome.visits,
+        episodes=outcome.episodes_played,
+        curve_episodes=outcome.curve_episodes,
+        curve_returns=outcome.curve_returns,
+        metrics=_metrics(outcome),
+    )
+
+
 def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[str, Any]:
     """Train one policy per scenario with PPO and report the greedy tables exactly."""
-    started = time.perf_counter()
-    check_algorithm(spec, ALGORITHM)
-    config: PPOConfig = config_from_knobs(
-        PPOConfig, knobs_with_spec_seed(spec), algorithm=ALGORITHM
+    return run_tabular_learner(
+        spec,
+        progress,
+        algorithm=ALGORITHM,
+        config_type=PPOConfig,
+        steps_each=lambda config: config.iterations,
+        learn=learn_scenario,
     )
-    scenarios = scenarios_from_spec(spec)
-    max_turns = max_turns_from_spec(spec)
-    parent_strategy = spec.get("parent_strategy") or SCRIPTED
-    per_scenario_budget = config.time_budget_s / len(scenarios)
-    total_steps = config.iterations * len(scenarios)
-
-    worlds, outcomes, curves = [], [], []
-    for position, scenario in enumerate(scenarios):
-        world = LettingsWorld(scenario.persona, max_turns=max_turns)
-        offset = position * config.iterations
-
-        def on_iteration(
-            done: int, planned: int, metrics: dict[str, float], *, _slug=scenario.slug, _at=offset
-        ) -> None:
-            progress(
-                _at + done,
-                total_steps,
-                scenario=_slug,
-                **{name: round(value, 4) for name, value in metrics.items()},
-            )
-
-        outcome = learn_policy(
-            world,
-            config,
-            scenario_rng(config.seed, scenario),
-            time_budget_s=per_scenario_budget,
-            on_iteration=on_iteration,
-        )
-        worlds.append(world)
-        outcomes.append(outcome)
-        curves.append(downsample_curve(outcome.curve_episodes, outcome.curve_returns))
-
-    # --- greedy tables (most likely move), the default table, exact returns ---
-    fallback_default = parent_policy(parent_strategy, scenario=None, max_turns=max_turns)
-    default = default_table(
-        [o.logits for o in outcomes], [o.visits for o in outcomes], fallback_default
-    )
-    tables: dict[str, np.ndarray] = {}
-    reports = []
-    for scenario, world, outcome, curve in zip(scenarios, worlds, outcomes, curves, strict=True):
-        parent = parent_policy(parent_strategy, scenario=scenario.slug, max_turns=max_turns)
-        table = table_from_scores(outcome.logits, outcome.visits > 0, parent)
-        tables[scenario.slug] = table
-        report = scenario_report(world, scenario, table, parent=parent, default=default)
-        report["episodes"] = outcome.episodes_played
-        report["learning_curve"] = curve
-        report["metrics"] = _metrics(outcome)
-        reports.append(report)
-
-    progress(total_steps, total_steps, stage="done")
-    per_scenario = [report["metrics"] for report in reports]
-    return {
-        "algorithm": ALGORITHM,
-        "strategy": table_strategy(default, tables),
-        "scenarios": reports,
-        "summary": summarise(reports),
-        "metrics": {
-            name: float(np.mean([metrics[name] for metrics in per_scenario]))
-            for name in per_scenario[0]
-        },
-        "learning_curve": mean_curve(curves),
-        "curve": {"x": "episode", "y": "mean_return"},
-        "knobs": asdict(config),
-        "seed": config.seed,
-        "max_turns": max_turns,
-        "seconds": time.perf_counter() - started,
-    }
 
 
 def _metrics(outcome: PPOOutcome) -> dict[str, float]:

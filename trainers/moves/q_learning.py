@@ -27,8 +27,9 @@ positive (a ratio of two negative returns reads backwards); ``gap_to_optimum`` (
 learned, >= 0) is always there.
 
 The spec's scenarios, the knobs' checks, the tables and the exact report are what every move
-learner shares (``trainers.moves.common``), so ``move_ppo`` and ``move_reward_model`` report in
-the same shape; ``trainers.moves.engines`` is the registry over them.
+learner shares (``trainers.moves.common``), and the run itself is the pipeline q-learning-online
+shares with ppo (``trainers.moves.tabular_run``): only ``learn_scenario`` is its own, so ppo and
+reward-model report in the same shape; ``trainers.moves.engines`` is the registry over them.
 
 Pure Python + numpy; never imports Django.
 """
@@ -38,30 +39,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from trainers.moves.common import (
-    check_algorithm,
-    config_from_knobs,
-    default_table,
-    downsample_curve,
-    knob,
-    knobs_with_spec_seed,
-    max_turns_from_spec,
-    mean_curve,
-    parent_policy,
-    scenario_report,
-    scenario_rng,
-    scenarios_from_spec,
-    summarise,
-    table_from_scores,
-    table_strategy,
-)
+from trainers.moves.common import knob, seed_knob
 from trainers.moves.simulator import LettingsWorld
-from trainers.moves.strategy import SCRIPTED
+from trainers.moves.tabular_run import Learned, StepReport, run_tabular_learner
 from trainers.runtime import Progress, silent_progress, trainer_main
 
 ALGORITHM = "q-learning-online"
@@ -133,12 +118,7 @@ class QLearningConfig:
         maximum=1,
         exclusive_minimum=True,
     )
-    seed: int = knob(
-        0,
-        "Seed of the numpy generator; with the scenario's own seed it fixes every draw.",
-        minimum=0,
-        maximum=2**32 - 1,
-    )
+    seed: int = seed_knob()
 
 
 # --- Q-learning --------------------------------------------------------------------------
@@ -161,6 +141,115 @@ BatchReport = Callable[[int, int, float, float], None]
 """(batches done, batches planned, epsilon, mean return of the batch)."""
 
 
+@dataclass
+class _QTable:
+    """Q(s, a) and its visit counts, with each state's best value and greedy move kept in
+    step: a batch reads those for every call and turn, far more often than Q changes."""
+
+    q_values: np.ndarray
+    visits: np.ndarray
+    best_values: np.ndarray
+    best_moves: np.ndarray
+
+    @classmethod
+    def zeros(cls, n_states: int, n_actions: int) -> _QTable:
+        q_values = np.zeros((n_states, n_actions))
+        return cls(
+            q_values=q_values,
+            visits=np.zeros((n_states, n_actions)),
+            best_values=q_values.max(axis=1),
+            best_moves=q_values.argmax(axis=1),
+        )
+
+    def epsilon_greedy(
+        self, states: np.ndarray, epsilon: float, rng: np.random.Generator
+    ) -> np.ndarray:
+        """A move for every live call at once: random with probability epsilon, else greedy."""
+        greedy = self.best_moves[states]
+        explore = rng.random(len(states)) < epsilon
+        return np.where(explore, rng.integers(0, self.q_values.shape[1], len(states)), greedy)
+
+    def td_update(
+        self,
+        states: np.ndarray,
+        actions: np.ndarray,
+        targets: np.ndarray,
+        config: QLearningConfig,
+    ) -> None:
+        """Move each (state, move) toward its targets at its visit-count step size."""
+        n_states, n_actions = self.q_values.shape
+        # Flat views: a (state, move) pair is one index, so a batch's updates are bincounts.
+        flat_q = self.q_values.reshape(-1)
+        flat_visits = self.visits.reshape(-1)
+        pairs = states * n_actions + actions
+        counts = np.bincount(pairs, minlength=n_states * n_actions)
+        sums = np.bincount(pairs, weights=targets, minlength=n_states * n_actions)
+        touched = np.flatnonzero(counts)
+        repeats = counts[touched]
+        flat_visits[touched] += repeats
+        rate = np.minimum(
+            1.0, config.learning_rate / flat_visits[touched] ** config.learning_rate_decay
+        )
+        # k samples of one pair in a batch act as k sequential steps toward their mean
+        # target: the kept share of the old value is (1 - rate) ** k.
+        step = 1.0 - (1.0 - rate) ** repeats
+        flat_q[touched] += step * (sums[touched] / repeats - flat_q[touched])
+        changed = np.unique(touched // n_actions)
+        self.best_values[changed] = self.q_values[changed].max(axis=1)
+        self.best_moves[changed] = self.q_values[changed].argmax(axis=1)
+
+
+def _epsilon(config: QLearningConfig, done_fraction: float) -> float:
+    """Exploration falls linearly over the first part of the training, then stays."""
+    decay = min(done_fraction / config.epsilon_decay_fraction, 1.0)
+    return config.epsilon_start + (config.epsilon_end - config.epsilon_start) * decay
+
+
+def _done_fraction(
+    batch_index: int, n_batches: int, started: float, time_budget_s: float
+) -> float | None:
+    """How far the training is, by batches or by time whichever is further; None once the
+    time budget is spent."""
+    done_fraction = batch_index / n_batches
+    if time_budget_s > 0.0:
+        elapsed_fraction = (time.perf_counter() - started) / time_budget_s
+        if elapsed_fraction >= 1.0:
+            return None
+        done_fraction = max(done_fraction, elapsed_fraction)
+    return done_fraction
+
+
+def _play_batch(
+    world: LettingsWorld,
+    table: _QTable,
+    config: QLearningConfig,
+    rng: np.random.Generator,
+    *,
+    size: int,
+    epsilon: float,
+) -> float:
+    """Play `size` calls side by side, learning from every step; their mean return."""
+    live = np.arange(size)  # which calls of the batch are still going
+    states = np.full(size, world.initial_state, dtype=np.int64)
+    returns = np.zeros(size)
+    for _turn in range(world.max_turns):
+        actions = table.epsilon_greedy(states, epsilon, rng)
+        next_states, rewards, finished = world.step_batch(states, actions, rng)
+        returns[live] += rewards
+        # TD target: r + discount * max_a' Q(s', a'), 0 after the call ends.
+        bootstrap = np.where(finished, 0.0, table.best_values[next_states])
+        table.td_update(states, actions, rewards + config.discount * bootstrap, config)
+        keep = ~finished
+        live, states = live[keep], next_states[keep]
+        if not len(states):
+            break
+    return float(returns.mean())
+
+
+def batches_per_scenario(config: QLearningConfig) -> int:
+    return math.ceil(config.episodes / min(config.batch_episodes, config.episodes))
+
+
 def learn_q_table(
     world: LettingsWorld,
     config: QLearningConfig,
@@ -170,80 +259,28 @@ def learn_q_table(
     on_batch: BatchReport | None = None,
 ) -> QLearningOutcome:
     """One scenario's Q table from `config.episodes` simulated calls (or `time_budget_s`)."""
-    n_states, n_actions = world.n_states, world.n_actions
-    q_values = np.zeros((n_states, n_actions))
-    visits = np.zeros((n_states, n_actions))
-    # Flat views: a (state, move) pair is one index, so a batch's updates are bincounts.
-    flat_q = q_values.reshape(-1)
-    flat_visits = visits.reshape(-1)
-    # Each state's best value and greedy move, refreshed only where an update landed: the
-    # batch reads them for every call and turn, far more often than Q changes per state.
-    best_values = q_values.max(axis=1)
-    best_moves = q_values.argmax(axis=1)
+    table = _QTable.zeros(world.n_states, world.n_actions)
     batch = min(config.batch_episodes, config.episodes)
-    n_batches = math.ceil(config.episodes / batch)
+    n_batches = batches_per_scenario(config)
     curve_episodes: list[int] = []
     curve_returns: list[float] = []
     played = 0
     started = time.perf_counter()
-
     for batch_index in range(n_batches):
-        # --- exploration schedule: linear decay over the first part of the training ---
-        done_fraction = batch_index / n_batches
-        if time_budget_s > 0.0:
-            elapsed_fraction = (time.perf_counter() - started) / time_budget_s
-            if elapsed_fraction >= 1.0:
-                break
-            done_fraction = max(done_fraction, elapsed_fraction)
-        decay = min(done_fraction / config.epsilon_decay_fraction, 1.0)
-        epsilon = config.epsilon_start + (config.epsilon_end - config.epsilon_start) * decay
-
+        done_fraction = _done_fraction(batch_index, n_batches, started, time_budget_s)
+        if done_fraction is None:
+            break
+        epsilon = _epsilon(config, done_fraction)
         size = min(batch, config.episodes - played)
-        live = np.arange(size)  # which calls of the batch are still going
-        states = np.full(size, world.initial_state, dtype=np.int64)
-        returns = np.zeros(size)
-        for _turn in range(world.max_turns):
-            # --- epsilon-greedy moves for every live call at once ---
-            greedy = best_moves[states]
-            explore = rng.random(len(states)) < epsilon
-            actions = np.where(explore, rng.integers(0, n_actions, len(states)), greedy)
-            next_states, rewards, finished = world.step_batch(states, actions, rng)
-            returns[live] += rewards
-
-            # --- TD update: target r + discount * max_a' Q(s', a'), 0 after the call ends ---
-            bootstrap = np.where(finished, 0.0, best_values[next_states])
-            targets = rewards + config.discount * bootstrap
-            pairs = states * n_actions + actions
-            counts = np.bincount(pairs, minlength=n_states * n_actions)
-            sums = np.bincount(pairs, weights=targets, minlength=n_states * n_actions)
-            touched = np.flatnonzero(counts)
-            repeats = counts[touched]
-            flat_visits[touched] += repeats
-            rate = np.minimum(
-                1.0, config.learning_rate / flat_visits[touched] ** config.learning_rate_decay
-            )
-            # k samples of one pair in a batch act as k sequential steps toward their mean
-            # target: the kept share of the old value is (1 - rate) ** k.
-            step = 1.0 - (1.0 - rate) ** repeats
-            flat_q[touched] += step * (sums[touched] / repeats - flat_q[touched])
-            changed = np.unique(touched // n_actions)
-            best_values[changed] = q_values[changed].max(axis=1)
-            best_moves[changed] = q_values[changed].argmax(axis=1)
-
-            keep = ~finished
-            live, states = live[keep], next_states[keep]
-            if not len(states):
-                break
-
+        mean_return = _play_batch(world, table, config, rng, size=size, epsilon=epsilon)
         played += size
         curve_episodes.append(played)
-        curve_returns.append(float(returns.mean()))
+        curve_returns.append(mean_return)
         if on_batch is not None:
-            on_batch(batch_index + 1, n_batches, float(epsilon), curve_returns[-1])
-
+            on_batch(batch_index + 1, n_batches, float(epsilon), mean_return)
     return QLearningOutcome(
-        q_values=q_values,
-        visits=visits,
+        q_values=table.q_values,
+        visits=table.visits,
         curve_episodes=curve_episodes,
         curve_returns=curve_returns,
         episodes_played=played,
@@ -253,84 +290,43 @@ def learn_q_table(
 # --- The run -----------------------------------------------------------------------------
 
 
+def learn_scenario(
+    world: LettingsWorld,
+    config: QLearningConfig,
+    rng: np.random.Generator,
+    time_budget_s: float,
+    report: StepReport,
+) -> Learned:
+    """One scenario's Q table, in the terms the tables and the report take."""
+
+    def on_batch(done: int, planned: int, epsilon: float, mean_return: float) -> None:
+        report(
+            done,
+            episodes=min(done * config.batch_episodes, config.episodes),
+            epsilon=round(epsilon, 4),
+            mean_return=round(mean_return, 4),
+        )
+
+    outcome = learn_q_table(world, config, rng, time_budget_s=time_budget_s, on_batch=on_batch)
+    return Learned(
+        scores=outcome.q_values,
+        state_visits=outcome.visits.sum(axis=1),
+        episodes=outcome.episodes_played,
+        curve_episodes=outcome.curve_episodes,
+        curve_returns=outcome.curve_returns,
+    )
+
+
 def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[str, Any]:
     """Train one Q table per scenario and report them exactly (see the module docstring)."""
-    started = time.perf_counter()
-    check_algorithm(spec, ALGORITHM)
-    config: QLearningConfig = config_from_knobs(
-        QLearningConfig, knobs_with_spec_seed(spec), algorithm=ALGORITHM
+    return run_tabular_learner(
+        spec,
+        progress,
+        algorithm=ALGORITHM,
+        config_type=QLearningConfig,
+        steps_each=batches_per_scenario,
+        learn=learn_scenario,
     )
-    scenarios = scenarios_from_spec(spec)
-    max_turns = max_turns_from_spec(spec)
-    parent_strategy = spec.get("parent_strategy") or SCRIPTED
-    per_scenario_budget = config.time_budget_s / len(scenarios)
-    batches_each = math.ceil(config.episodes / min(config.batch_episodes, config.episodes))
-    total_steps = batches_each * len(scenarios)
-
-    worlds, outcomes, curves = [], [], []
-    for position, scenario in enumerate(scenarios):
-        world = LettingsWorld(scenario.persona, max_turns=max_turns)
-
-        def on_batch(
-            done: int,
-            planned: int,
-            epsilon: float,
-            mean_return: float,
-            *,
-            _slug=scenario.slug,
-            _offset=position * batches_each,
-        ) -> None:
-            progress(
-                _offset + done,
-                total_steps,
-                scenario=_slug,
-                episodes=min(done * config.batch_episodes, config.episodes),
-                epsilon=round(epsilon, 4),
-                mean_return=round(mean_return, 4),
-            )
-
-        outcome = learn_q_table(
-            world,
-            config,
-            scenario_rng(config.seed, scenario),
-            time_budget_s=per_scenario_budget,
-            on_batch=on_batch,
-        )
-        worlds.append(world)
-        outcomes.append(outcome)
-        curves.append(downsample_curve(outcome.curve_episodes, outcome.curve_returns))
-
-    # --- greedy tables, the default table, and their exact returns ---
-    fallback_default = parent_policy(parent_strategy, scenario=None, max_turns=max_turns)
-    state_visits = [outcome.visits.sum(axis=1) for outcome in outcomes]
-    visited = [visits > 0 for visits in state_visits]
-    default = default_table([o.q_values for o in outcomes], state_visits, fallback_default)
-    tables: dict[str, np.ndarray] = {}
-    reports = []
-    for scenario, world, outcome, seen, curve in zip(
-        scenarios, worlds, outcomes, visited, curves, strict=True
-    ):
-        parent = parent_policy(parent_strategy, scenario=scenario.slug, max_turns=max_turns)
-        table = table_from_scores(outcome.q_values, seen, parent)
-        tables[scenario.slug] = table
-        report = scenario_report(world, scenario, table, parent=parent, default=default)
-        report["episodes"] = outcome.episodes_played
-        report["learning_curve"] = curve
-        reports.append(report)
-
-    progress(total_steps, total_steps, stage="done")
-    return {
-        "algorithm": ALGORITHM,
-        "strategy": table_strategy(default, tables),
-        "scenarios": reports,
-        "summary": summarise(reports),
-        "learning_curve": mean_curve(curves),
-        "curve": {"x": "episode", "y": "mean_return"},
-        "knobs": asdict(config),
-        "seed": config.seed,
-        "max_turns": max_turns,
-        "seconds": time.perf_counter() - started,
-    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,6 +61,7 @@ from trainers.moves.common import (
     parent_policy,
     scenario_report,
     scenarios_from_spec,
+    seed_knob,
     summarise,
     table_from_scores,
     table_strategy,
@@ -112,12 +113,7 @@ class RewardModelConfig:
         minimum=0,
         maximum=100,
     )
-    seed: int = knob(
-        0,
-        "Seed of the numpy generator that picks the held-out groups.",
-        minimum=0,
-        maximum=2**32 - 1,
-    )
+    seed: int = seed_knob("Seed of the numpy generator that picks the held-out groups.")
 
 
 # --- Features of a move sequence ---------------------------------------------------------
