@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from arena.errors import DuelError
+from arena.judge.overrides import judgements_rescore
 from arena.models import (
     Call,
     DuelPair,
@@ -49,7 +50,6 @@ from arena.services import (
     calls_import,
     duel_pairs_request_opinion,
     duel_reservations_release,
-    judgements_rescore,
     preference_freeze,
     preferences_import,
     world_create,

@@ -15,14 +15,11 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
-from arena.errors import DuelError, DuelNotFound
-from arena.judge_fitting import (
-    JudgeFitError,
-    judge_fit_start,
-    judge_measure_start,
-    judge_measurement_latest,
-    judge_score_items,
-)
+from arena.errors import DuelError, DuelNotFound, JudgeFitError
+from arena.judge.agreement import judge_measure_start, judge_measurement_latest
+from arena.judge.fitting import judge_fit_start
+from arena.judge.overrides import judge_override_submit, judgements_rescore
+from arena.judge.scoring import judge_score_items
 from arena.models import (
     Call,
     JudgeOverride,
@@ -61,8 +58,6 @@ from arena.services import (
     duel_next,
     duel_pairs_request,
     duel_skip,
-    judge_override_submit,
-    judgements_rescore,
     pick_submit,
     preference_freeze,
     preferences_import,

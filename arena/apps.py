@@ -10,14 +10,16 @@ class ArenaConfig(AppConfig):
     verbose_name = "Arena"
 
     def ready(self) -> None:
-        from arena.judge_fitting import (
-            JUDGE_FIT_KIND,
-            JUDGE_FIT_TRAINER,
+        from arena.judge.agreement import (
             JUDGE_MEASURE_KIND,
             JUDGE_MEASURE_TRAINER,
+            judge_measure_run,
+        )
+        from arena.judge.fitting import (
+            JUDGE_FIT_KIND,
+            JUDGE_FIT_TRAINER,
             judge_fit_ended,
             judge_fit_finish,
-            judge_measure_run,
         )
         from arena.missions import duel_mission
         from arena.selectors import world_list_with_counts

@@ -1,5 +1,5 @@
-"""Errors of the Duel, the freeze and a model connection (Environment → Judge), each with the
-HTTP status an API or page answers with.
+"""Errors of the Duel, the freeze, a model connection (Environment → Judge) and the judge's fit,
+each with the HTTP status an API or page answers with.
 
 Raised by services and selectors before anything is written, so a refused request never
 loses what was already saved.
@@ -53,3 +53,8 @@ class ModelConnectionConflict(ModelConnectionError):
     """Well formed, but not offered here: a hosted provider whose key is not set on the pod."""
 
     status = 409
+
+
+class JudgeFitError(ValueError):
+    """Why a world's judge cannot be fitted or measured now, or why items cannot be scored;
+    said as is (the API answers 400)."""

@@ -15,7 +15,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.functional import cached_property
 
-from arena.judging import DIMENSIONS
+from arena.judge.rubric import DIMENSIONS
 from arena.moves import generic_moves, move_names
 
 DEFAULT_JUDGE = "rubric"
@@ -527,7 +527,7 @@ class JudgeOverride(models.Model):
 
 
 class JudgeVersion(models.Model):
-    """One fit of a world's judge (arena.judges): numbered per world, with what it learned from
+    """One fit of a world's judge (arena.judge): numbered per world, with what it learned from
     and its agreement on held-out data next to the rubric's. Judgements, evaluations and the
     lens record it by name ("fitted v3")."""
 

@@ -16,11 +16,10 @@ from django.db import connection
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
 from arena.errors import DuelBadInput, DuelNotFound
-from arena.judging import DIMENSION_LABELS, DIMENSIONS
+from arena.judge.agreement import judge_agreement
 from arena.models import (
     DuelPair,
     Judgement,
-    JudgeOverride,
     Moment,
     Pick,
     PreferenceVersion,
@@ -29,10 +28,6 @@ from arena.models import (
 )
 from arena.moves import move_label
 from arena.preference_format import PreferencePair, PreferenceRow, read_pairs, read_rows
-
-# A reviewer's verdict and the judge's score agree when they are this close (verdicts are
-# given as 0, 0.5 or 1, so this reads "in the same third of the scale").
-AGREEMENT_TOLERANCE = 0.25
 
 
 def world_list_with_counts() -> QuerySet[World]:
@@ -344,42 +339,6 @@ def reviewer_agreement(world: World | None = None) -> dict[str, Any]:
         "compared": compared,
         "agreed": agreed,
         "rate": round(agreed / compared, 4) if compared else None,
-    }
-
-
-def judge_agreement(world: World | None = None) -> dict[str, dict[str, Any]]:
-    """Per dimension: how often reviewers who looked at a reply agreed with the judge.
-
-    Every override counts once per dimension: a dimension the reviewer left alone is an
-    agreement; one they set agrees when within AGREEMENT_TOLERANCE of the judge's score.
-    """
-    overrides = JudgeOverride.objects.all()
-    if world is not None:
-        overrides = overrides.filter(reply__moment__world=world)
-    reviewed: Counter[str] = Counter()
-    agreed: Counter[str] = Counter()
-    for scores, judge_scores in overrides.values_list("scores", "judge_scores").iterator():
-        for dimension in DIMENSIONS:
-            reviewed[dimension] += 1
-            if dimension not in scores:
-                agreed[dimension] += 1
-                continue
-            judge_score = judge_scores.get(dimension)
-            if (
-                judge_score is not None
-                and abs(float(scores[dimension]) - float(judge_score)) <= AGREEMENT_TOLERANCE
-            ):
-                agreed[dimension] += 1
-    return {
-        dimension: {
-            "label": DIMENSION_LABELS[dimension],
-            "reviewed": reviewed[dimension],
-            "agreed": agreed[dimension],
-            "rate": round(agreed[dimension] / reviewed[dimension], 4)
-            if reviewed[dimension]
-            else None,
-        }
-        for dimension in DIMENSIONS
     }
 
 

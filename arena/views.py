@@ -15,15 +15,11 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from arena.agents import agents
-from arena.errors import DuelError
-from arena.judge_fitting import (
-    JudgeFitError,
-    judge_fit_start,
-    judge_measure_start,
-    judge_measurement_latest,
-    judge_version_latest,
-)
-from arena.judging import DIMENSION_HELP, DIMENSION_LABELS, DIMENSIONS
+from arena.errors import DuelError, JudgeFitError
+from arena.judge.agreement import judge_measure_start, judge_measurement_latest
+from arena.judge.fitting import judge_fit_start
+from arena.judge.rubric import DIMENSION_HELP, DIMENSION_LABELS, DIMENSIONS
+from arena.judge.versions import judge_version_latest
 from arena.models import Call, JudgeConnection, World
 from arena.moves import (
     MAX_MOVES,

@@ -36,7 +36,7 @@ PAIRS = SHARED / "preferences" / "hh-rlhf-harmless" / "pairs.jsonl"
 
 def _pairs(limit: int) -> list[dict[str, Any]]:
     """The shared pairs as spec pairs (each pair its own hold-out group)."""
-    from arena.judging.fitted import preference_rows
+    from arena.judge.fitted import preference_rows
 
     if not PAIRS.exists():
         raise SystemExit(f"The shared preference pairs are not at {PAIRS}.")

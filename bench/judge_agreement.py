@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from arena.judging import DIMENSIONS
-from arena.judging.fitted import FittedJudge, outcome_rows, preference_rows
+from arena.judge.fitted import FittedJudge, outcome_rows, preference_rows
+from arena.judge.rubric import DIMENSIONS
 from trainers.judge.fit import (
     BOOTSTRAP,
     JudgeFitSpec,

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from arena.judging import DIMENSIONS
-from arena.judging.fitted import outcome_rows, preference_rows
+from arena.judge.fitted import outcome_rows, preference_rows
+from arena.judge.rubric import DIMENSIONS
 from bench.judge_agreement import CALLS, PAIRS, _auc_gap, _lines, _paired_interval
 from trainers.judge.fit import (
     JudgeFitSpec,

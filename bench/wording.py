@@ -142,7 +142,7 @@ def frozen_pairs(path: Path) -> list[dict[str, Any]]:
 
 def hh_pairs() -> list[dict[str, Any]]:
     """The shared hh-rlhf harmless pairs (real human preferences) in the spec's format."""
-    from arena.judging.fitted import preference_rows
+    from arena.judge.fitted import preference_rows
 
     path = (
         Path(__file__).resolve().parents[2] / "shared/data/preferences/hh-rlhf-harmless/pairs.jsonl"

@@ -34,7 +34,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from arena.judging.rubric import RubricJudge, Turn
+from arena.judge.rubric import RubricJudge, Turn
 
 
 class DemoError(RuntimeError):

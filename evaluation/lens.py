@@ -13,7 +13,8 @@ from typing import Any
 
 from django.db import connection
 
-from arena import judging
+from arena.judge.resolve import judge_for_world
+from arena.judge.rubric import RubricJudge
 from arena.models import Judgement, Moment, Reply, World, moments_dialogues_load
 from evaluation.fanout import Ask, answers_gather
 from evaluation.models import Evaluation
@@ -23,7 +24,6 @@ from evaluation.replay import (
     judgement_from,
     judgements_in_force,
     real_openings_ensure,
-    world_judge,
 )
 
 LENS_BANDS = 5
@@ -71,7 +71,7 @@ def lens_scores_ensure(
 ) -> int:
     """Judge the real agent's opening turns of every call of the world not judged yet by the
     world's judge (the cache the lens reads); returns how many it judged now."""
-    judge = judge or world_judge(world)
+    judge = judge or judge_for_world(world)
     missing = _openings_unjudged(world=world, judge_model=judge.model_name)
     if not missing:
         return 0
@@ -98,12 +98,12 @@ def world_score_vs_outcome(
     calls it covers until then."""
     from evaluation.selectors import score_vs_outcome
 
-    judge = world_judge(world)
+    judge = judge_for_world(world)
     lens = score_vs_outcome(
         world=world, judge_model=judge.model_name, bands=bands, evaluation=evaluation
     )
     incomplete = lens["calls_scored"] < lens["calls_with_openings"]
-    if incomplete and isinstance(judge, judging.RubricJudge):
+    if incomplete and isinstance(judge, RubricJudge):
         lens_scores_ensure(world=world, judge=judge)
         lens = score_vs_outcome(
             world=world, judge_model=judge.model_name, bands=bands, evaluation=evaluation

@@ -1,7 +1,7 @@
 """Replaying recorded moments to the versions and the judge: what Evaluate, the checkpoints,
 the held-out calls and the lens share. The real calls' opening turns as moments with the real
-agent's replies (made once), their dialogues loaded in one query, the world's judge and how
-many requests each endpoint takes from us, an ask's context, and an answer of the fan-out as
+agent's replies (made once), their dialogues loaded in one query, how many requests each
+endpoint takes from us, an ask's context, and an answer of the fan-out as
 a judgement row, next to the verdicts already in force that spare asking the judge again.
 
 Workspace schema: every row read or made here lives in the tenant's schema.
@@ -13,9 +13,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from arena import judging
 from arena.held_out import TURNS_PER_CALL
-from arena.judges import judge_for_world
+from arena.judge.rubric import RubricJudge
+from arena.judge.rubric import Turn as JudgeTurn
 from arena.models import Judgement, Moment, Reply, Turn, World
 from evaluation.fanout import Answer
 from policies.models import PolicyVersion
@@ -23,17 +23,12 @@ from policies.models import PolicyVersion
 OpeningTurns = dict[int, list[tuple[int, str, str]]]
 
 
-def world_judge(world: World) -> Any:
-    """The judge the world names under Environment → Judge (the rubric judge by default)."""
-    return judge_for_world(world)
-
-
 def endpoint_slots(judge_or_version: Any) -> int:
     """How many requests one endpoint takes from us at once. Local work (the rubric judge,
     the simulator) gains nothing from threads and takes one."""
     from levers9.providers import CallLimits
 
-    if isinstance(judge_or_version, judging.RubricJudge):
+    if isinstance(judge_or_version, RubricJudge):
         return 1
     if isinstance(judge_or_version, PolicyVersion) and (
         judge_or_version.provider == PolicyVersion.Provider.SIMULATOR
@@ -161,6 +156,6 @@ def judgement_from(answer: Answer, reply: Reply, judge_model: str) -> Judgement:
     )
 
 
-def judge_context(moment: Moment) -> tuple[judging.Turn, ...]:
+def judge_context(moment: Moment) -> tuple[JudgeTurn, ...]:
     """The dialogue before a moment, as the judge reads it."""
-    return tuple(judging.Turn(turn["speaker"], turn["text"]) for turn in moment.dialogue())
+    return tuple(JudgeTurn(turn["speaker"], turn["text"]) for turn in moment.dialogue())

@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from arena.held_out import TURNS_PER_CALL
-from arena.judging import DIMENSION_LABELS, DIMENSIONS, RubricJudge
+from arena.judge.rubric import DIMENSION_LABELS, DIMENSIONS, RubricJudge
 from arena.models import (
     Call,
     Judgement,
@@ -303,11 +303,11 @@ def judge_agreement(*, world: World, judge_model: str) -> dict[str, Any]:
     with the reviewers' picks (pair accuracy) and the real outcomes (AUC by call): the
     fitted judge version it is, or the rubric as measured beside the world's newest fitted
     version. A model judge is not measured here: "measured" is False and says so."""
-    from arena.judge_fitting import judge_version_latest
+    from arena.judge.versions import judge_version_latest
 
     row: dict[str, Any] = {"judge_model": judge_model, "measured": False, "measured_by": None}
     for version in JudgeVersion.objects.filter(world=world).order_by("-number"):
-        # The name arena.judge_fitting.fitted_judge_for gives a version's verdicts.
+        # The name arena.judge.versions.judge_version_name gives a version's verdicts.
         if judge_model == f"{version.label} of {world.slug}":
             figures = _measured(version.report or {}, "fitted")
             figures["at_chance"] = version.at_chance

@@ -30,6 +30,7 @@ from arena.held_out import (  # noqa: F401 - callers import these from here
     TURNS_PER_CALL,
     held_out_call_ids,
 )
+from arena.judge.resolve import judge_for_world
 from arena.models import Judgement, Reply, World, moments_dialogues_load
 from arena.recorded_replies import recorded_replies_pinned
 from evaluation.call_sets import call_set_ensure, scripted_episode
@@ -52,7 +53,6 @@ from evaluation.replay import (
     judge_context,
     judgement_from,
     judgements_in_force,
-    world_judge,
 )
 from policies.models import PolicyVersion
 from trainers.moves.simulated_duel import DEFAULT_EPISODES, simulated_duel
@@ -347,7 +347,7 @@ def _versions_answering(
 
 def _evaluation_judge(evaluation: Evaluation) -> Any:
     """The world's judge, recorded on the evaluation as the judge of all its answers."""
-    judge = world_judge(evaluation.world)
+    judge = judge_for_world(evaluation.world)
     Evaluation.objects.filter(pk=evaluation.pk).update(judge_model=judge.model_name)
     evaluation.judge_model = judge.model_name
     return judge

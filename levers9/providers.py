@@ -27,7 +27,7 @@ when the key is read.
 A typed address is called through levers9.outbound_transport: resolved, checked and connected
 to at the checked address, so DNS cannot change the answer after the check.
 
-Pure Python: no Django here, so the judge (arena.judging) and the agent (policies.agents)
+Pure Python: no Django here, so the judge (arena.judge.model) and the agent (policies.agents)
 share it. torch/transformers are imported inside functions only.
 """
 

@@ -1,12 +1,12 @@
 """Writes of the policy registry: versions and where each one runs.
 
 Serving and releasing trained versions are in policies.endpoints; the world's judge
-(Environment → Judge) is arena.judges'.
+(Environment → Judge) is arena.judge.setting's.
 """
 
 from __future__ import annotations
 
-from arena import judges
+from arena import model_connection
 from arena.errors import ModelConnectionConflict, ModelConnectionError
 from arena.models import DEFAULT_JUDGE, JudgeConnection, World
 from levers9.providers import SIMULATOR
@@ -137,7 +137,7 @@ def model_connection_clean(
     the registry's errors: PolicyConflict where a hosted provider's key is missing, else
     PolicyBadRequest saying what is wrong."""
     try:
-        return judges.model_connection_clean(
+        return model_connection.model_connection_clean(
             provider=provider,
             model=model,
             endpoint_url=endpoint_url,

@@ -1,8 +1,8 @@
 """Writes of the arena, in the workspace schema: worlds and their scenarios, real-call
-import, the Duel (pairs, reservations, picks, overrides, rescoring) and freezing picks into
-preference versions.
+import, the Duel (pairs, reservations, picks) and freezing picks into preference versions.
+The judge's overrides and rescoring are arena.judge.overrides'.
 
-Each sub-domain has its module (worlds, calls, pairs, queue, overrides, freeze); this package
+Each sub-domain has its module (worlds, calls, pairs, queue, freeze); this package
 re-exports their services, so callers import from `arena.services` and dotted task paths
 such as "arena.services.duel_pairs_generate_later" and "arena.services.world_create_lettings"
 keep resolving here. A test that patches what a service reads patches it in the module that
@@ -31,12 +31,6 @@ from arena.services.move_labels import (
     calls_label_moves,
     move_corrections,
     move_labels_agreement,
-)
-from arena.services.overrides import (
-    RescoreReport,
-    judge_override_scores_clean,
-    judge_override_submit,
-    judgements_rescore,
 )
 from arena.services.pairs import (
     PAIR_BATCH,
@@ -97,7 +91,6 @@ __all__ = [
     "ImportReport",
     "JudgeFailed",
     "PairsRequested",
-    "RescoreReport",
     "WorldBadInput",
     "WrittenVersion",
     "calls_import",
@@ -110,9 +103,6 @@ __all__ = [
     "duel_reservations_release",
     "duel_skip",
     "duel_versions",
-    "judge_override_scores_clean",
-    "judge_override_submit",
-    "judgements_rescore",
     "pick_reasons_clean",
     "pick_submit",
     "preference_freeze",

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from arena import preference_format
 from arena.errors import EmptyFreeze
-from arena.judge_fitting import judge_fit_soon
+from arena.judge.fitting import judge_fit_soon
 from arena.models import Call, DuelPair, Moment, Pick, PreferenceVersion, Reply, Scenario, World
 from arena.selectors import preferences_dir
 

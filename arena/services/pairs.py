@@ -21,8 +21,8 @@ from arena import preference_format
 from arena.agents import AgentCannotAnswer, agents
 from arena.errors import DuelBadInput, DuelConflict
 from arena.held_out import held_out_call_ids
-from arena.judges import judge_for_world
-from arena.judging import Turn as JudgeTurn
+from arena.judge.resolve import judge_for_world
+from arena.judge.rubric import Turn as JudgeTurn
 from arena.models import Call, DuelPair, Judgement, Moment, Reply, Scenario, Turn, World
 from arena.selectors import policy_versions_numbered
 from arena.services._common import _advisory_lock
@@ -86,11 +86,6 @@ class _PairDraft:
     candidates: list[_Candidate]
     best: _Candidate
     worst: _Candidate
-
-
-def _judge_for(world: World) -> Any:
-    """The judge the world names under Environment → Judge (the rubric judge by default)."""
-    return judge_for_world(world)
 
 
 def _version_candidates(moment: Moment, versions: Sequence[Any]) -> list[_Candidate]:
@@ -175,7 +170,7 @@ def _real_drafts(world: World, count: int, versions: list[Any]) -> list[_PairDra
         (moment.call_id, moment.turn_index): moment
         for moment in Moment.objects.filter(kind=Moment.Kind.REAL, call_id__in=call_ids)
     }
-    judge = _judge_for(world)
+    judge = judge_for_world(world)
     drafts = []
     for call_id, index in chosen:
         turns = turns_by_call[call_id]
@@ -216,7 +211,7 @@ def _synthetic_drafts(
     played = {
         scenario.pk: world.moments.filter(scenario=scenario).count() for scenario in scenarios
     }
-    judge = _judge_for(world)
+    judge = judge_for_world(world)
     drafts: list[_PairDraft] = []
     digests: set[str] = set()
     for episode_number in range(count * 2 + 12):

@@ -12,7 +12,7 @@ from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Subquery, V
 from django.utils import timezone
 
 from arena.errors import DuelBadInput, DuelConflict
-from arena.judging import DIMENSIONS
+from arena.judge.rubric import DIMENSIONS
 from arena.models import DuelPair, PairSkip, Pick, World
 from arena.selectors import QueueSelection, duel_pair_get, duel_pairs_shown, reply_source_label
 from arena.services.pairs import duel_pairs_request

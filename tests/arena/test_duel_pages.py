@@ -7,11 +7,11 @@ import re
 import pytest
 from django_tenants.utils import schema_context
 
+from arena.judge.overrides import judge_override_submit
 from arena.models import DuelPair, JudgeOverride, Pick, PreferenceVersion, World
 from arena.services import (
     duel_next,
     duel_pairs_generate,
-    judge_override_submit,
     pick_submit,
 )
 from tests.arena.duel_helpers import real_world

@@ -136,7 +136,7 @@ def test_it_makes_no_pair_when_the_judge_cannot_score(in_workspace, monkeypatch)
         def score(self, context, reply):
             raise RuntimeError("the model did not answer")
 
-    monkeypatch.setattr(pairs, "_judge_for", lambda world: BrokenJudge())
+    monkeypatch.setattr(pairs, "judge_for_world", lambda world: BrokenJudge())
     world = real_world()
     with pytest.raises(JudgeFailed, match="broken-judge.*did not answer"):
         duel_pairs_generate(world=world, count=3)

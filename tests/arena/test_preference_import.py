@@ -11,7 +11,7 @@ from pathlib import Path
 from django.conf import settings
 from django_tenants.utils import schema_context
 
-from arena.judge_fitting import judge_fit_finish
+from arena.judge.fitting import judge_fit_finish
 from arena.models import JudgeVersion, Pick, World
 from levers9.jobs.models import Job
 from trainers.judge import fit as judge_fit

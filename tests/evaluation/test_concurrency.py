@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 from django_tenants.utils import schema_context
 
-from arena.judging import RubricJudge
+from arena.judge.rubric import RubricJudge
 from bench.evaluation_concurrency import OpenAIStub
 from evaluation.fanout import Ask, answers_gather
 from tests.e2e.workspaces import fresh_workspace

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from arena.judging import DIMENSIONS
+from arena.judge.rubric import DIMENSIONS
 from arena.models import Judgement, Reply
 from evaluation.models import Evaluation, EvaluationAnswer, HeldOutMoment
 from evaluation.scoring import pairwise_outcome

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from arena.judging import RubricJudge, Turn
+from arena.judge.rubric import RubricJudge, Turn
 from arena.models import Judgement
 from evaluation.scoring import band_of
 from evaluation.services import LENS_BANDS, TURNS_PER_CALL, world_score_vs_outcome

@@ -319,7 +319,7 @@ def fitted_world(in_workspace, datasets, django_capture_on_commit_callbacks):
     from pathlib import Path
 
     from arena.held_out import HELD_OUT_CALLS
-    from arena.judge_fitting import judge_fit_finish, judge_fit_start
+    from arena.judge.fitting import judge_fit_finish, judge_fit_start
     from arena.services import calls_import, world_create
     from tests.evaluation.conftest import REAL_CALLS
     from trainers.judge import fit as judge_fit
@@ -336,7 +336,7 @@ def fitted_world(in_workspace, datasets, django_capture_on_commit_callbacks):
 def test_it_shows_the_fitted_judges_measured_agreement_beside_a_real_call_verdict(
     owner_client, fitted_world, evaluate
 ):
-    from arena.judge_fitting import judge_version_latest
+    from arena.judge.versions import judge_version_latest
 
     pushy, baseline = pushy_in(fitted_world)
     version = judge_version_latest(fitted_world)

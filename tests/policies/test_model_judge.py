@@ -9,8 +9,11 @@ import json
 import pytest
 
 from arena.errors import ModelConnectionBadRequest, ModelConnectionConflict
-from arena.judges import judge_for_world, judgement_record, model_judge_for_world, world_judge_set
-from arena.judging import DIMENSIONS, ModelJudge, RubricJudge, Turn
+from arena.judge.model import ModelJudge
+from arena.judge.resolve import judge_for_world, model_judge_for_world
+from arena.judge.rubric import DIMENSIONS, RubricJudge, Turn
+from arena.judge.scoring import judgement_record
+from arena.judge.setting import world_judge_set
 from arena.models import JudgeConnection, Judgement, Moment, Reply, World
 from levers9.providers import ModelTarget, provider_for
 from tests.policies.stub_server import Answer

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from arena.judging import DIMENSIONS
-from arena.judging.fitted import override_row, pair_row
+from arena.judge.fitted import override_row, pair_row
+from arena.judge.rubric import DIMENSIONS
 from trainers.judge.fit import FittedJudgeModel, JudgeFitSpec, fit, pair_agreement
 
 # Two words no rule knows: only a learned judge can tell which replies reviewers prefer.

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django_tenants.utils import schema_context
 
-from arena.judge_fitting import JUDGE_FIT_KIND, judge_fit_start
+from arena.judge.fitting import JUDGE_FIT_KIND, judge_fit_start
 from arena.models import DuelPair, JudgeVersion, World
 from arena.services import calls_import, duel_pairs_generate, world_create
 from levers9.jobs.models import Job

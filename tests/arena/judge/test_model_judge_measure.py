@@ -11,16 +11,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django_tenants.utils import schema_context
 
-from arena import judges
-from arena.judge_fitting import (
-    JudgeFitError,
-    judge_fit_soon,
-    judge_measure_run,
-    judge_measure_start,
-    judge_measurement_latest,
-)
-from arena.judges import world_judge_set
-from arena.judging import ModelJudge
+from arena.errors import JudgeFitError
+from arena.judge import agreement
+from arena.judge.agreement import judge_measure_run, judge_measure_start, judge_measurement_latest
+from arena.judge.fitting import judge_fit_soon
+from arena.judge.model import ModelJudge
+from arena.judge.setting import world_judge_set
 from arena.models import World
 from arena.services import preference_freeze, preferences_import
 from levers9.jobs.models import Job
@@ -45,7 +41,7 @@ def model_judged(in_workspace, monkeypatch):
         world=world, provider="vllm", model="judge-model", endpoint_url="http://judge:8000/v1"
     )
     monkeypatch.setattr(
-        judges,
+        agreement,
         "model_judge_for_world",
         lambda _world: ModelJudge(_AlwaysTheFirst(), model_name="vllm:judge-model"),
     )

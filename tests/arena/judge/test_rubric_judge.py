@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.judging import (
+from arena.judge.rubric import (
     DIMENSION_HELP,
     DIMENSION_LABELS,
     DIMENSION_WEIGHTS,
@@ -25,7 +25,7 @@ from arena.judging import (
 )
 
 REAL_CALLS = (
-    Path(__file__).resolve().parents[3]
+    Path(__file__).resolve().parents[4]
     / "shared"
     / "data"
     / "real-calls"
@@ -359,7 +359,7 @@ def test_it_ranks_a_good_lettings_reply_above_a_bad_one_in_total(judge):
 
 
 def test_it_imports_nothing_outside_the_standard_library():
-    source = Path(__file__).resolve().parents[2] / "arena" / "judging" / "rubric.py"
+    source = Path(__file__).resolve().parents[3] / "arena" / "judge" / "rubric.py"
     tree = ast.parse(source.read_text(encoding="utf-8"))
 
     imported: set[str] = set()

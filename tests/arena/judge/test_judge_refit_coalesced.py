@@ -10,10 +10,10 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django_tenants.utils import schema_context
 
-from arena.judge_fitting import judge_fit_ended, judge_refit_request
+from arena.judge.fitting import judge_fit_ended, judge_refit_request
 from arena.services import preference_freeze, preferences_import, world_create
 from levers9.jobs.models import Job
-from tests.arena.test_world_judge_fit import PAIRS, datasets, persuasion  # noqa: F401 - fixtures
+from tests.arena.judge.test_world_judge_fit import PAIRS, datasets, persuasion  # noqa: F401 - fixtures
 
 
 def _fits(world) -> list[Job]:
@@ -82,7 +82,7 @@ def test_another_workspaces_request_never_folds_into_ours(
     with schema_context(other_workspace.schema_name):
         theirs_world = world_create(slug="persuasion", name="Persuasion (rival)")
         from arena.services import calls_import
-        from tests.arena.test_world_judge_fit import CALLS, REAL_CALLS
+        from tests.arena.judge.test_world_judge_fit import CALLS, REAL_CALLS
 
         lines = REAL_CALLS.read_text().splitlines()[:CALLS]
         calls_import(world=theirs_world, text="\n".join(lines), source="test")

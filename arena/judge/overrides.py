@@ -1,5 +1,7 @@
 """The Duel's judge overrides: a reviewer overruling the judge on some dimensions of a
-reply, and rescoring that applies the overrides and reorders the queue."""
+reply, and rescoring that applies the overrides and reorders the queue. An override also
+feeds the world's next judge fit (arena.judge.fitting) and a model judge's examples
+(arena.judge.resolve). Workspace schema."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ from django.db import transaction
 from django.db.models import Q
 
 from arena.errors import DuelBadInput, DuelConflict, DuelNotFound
-from arena.judge_fitting import judge_fit_soon
-from arena.judging import DIMENSION_WEIGHTS, DIMENSIONS
+from arena.judge.agreement import judge_agreement
+from arena.judge.fitting import judge_fit_soon
+from arena.judge.rubric import DIMENSIONS, weighted_total
 from arena.models import DuelPair, Judgement, JudgeOverride, Reply, World
-from arena.selectors import judge_agreement, reply_judgements
+from arena.selectors import reply_judgements
 
 
 def judge_override_scores_clean(scores: Any) -> dict[str, float]:
@@ -92,11 +95,6 @@ class RescoreReport:
         }
 
 
-def _weighted_total(scores: dict[str, float]) -> float:
-    weighted = sum(DIMENSION_WEIGHTS[name] * float(scores[name]) for name in DIMENSIONS)
-    return round(weighted / sum(DIMENSION_WEIGHTS.values()), 4)
-
-
 def judgements_rescore(*, world: World | None = None) -> RescoreReport:
     """Apply reviewers' overrides: for every overruled reply, a judgement whose overruled
     dimensions carry the reviewers' mean verdict (the rest stay the judge's), the queue
@@ -141,7 +139,7 @@ def judgements_rescore(*, world: World | None = None) -> RescoreReport:
                 judge_model=judge_model,
                 scores=scores,
                 reasons=reasons,
-                total=_weighted_total(scores),
+                total=weighted_total(scores),
                 overruled=bool(given),
             )
         )

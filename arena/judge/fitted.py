@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arena.judging.rubric import DIMENSIONS, Judgement, RubricJudge, Turn
+from arena.judge.rubric import DIMENSIONS, Judgement, RubricJudge, Turn
 from trainers.judge.fit import FittedJudgeModel
 from trainers.wording.spec import outcome_examples_from_calls
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Protocol, runtime_checkable
@@ -34,6 +34,7 @@ __all__ = [
     "RubricJudge",
     "Turn",
     "Verdict",
+    "weighted_total",
 ]
 
 DIMENSIONS: tuple[str, ...] = (
@@ -761,6 +762,13 @@ RULES: dict[str, Callable[[_Call, _Reply], Verdict]] = {
 # --- the judge ------------------------------------------------------------------------
 
 
+def weighted_total(scores: Mapping[str, float]) -> float:
+    """A verdict's total: the dimensions' scores weighted by DIMENSION_WEIGHTS (every judge
+    and a rescoring add them up the same way)."""
+    weighted = sum(DIMENSION_WEIGHTS[name] * float(scores[name]) for name in DIMENSIONS)
+    return round(weighted / sum(DIMENSION_WEIGHTS.values()), _PRECISION)
+
+
 class RubricJudge:
     """The default judge: the rules above, no model; same inputs, same judgement."""
 
@@ -774,6 +782,9 @@ class RubricJudge:
         reasons: dict[str, str] = {}
         for name in DIMENSIONS:
             scores[name], reasons[name] = RULES[name](call, analysed)
-        weighted = sum(DIMENSION_WEIGHTS[name] * scores[name] for name in DIMENSIONS)
-        total = round(weighted / sum(DIMENSION_WEIGHTS.values()), _PRECISION)
-        return Judgement(scores=scores, total=total, judge_model=self.model_name, reasons=reasons)
+        return Judgement(
+            scores=scores,
+            total=weighted_total(scores),
+            judge_model=self.model_name,
+            reasons=reasons,
+        )

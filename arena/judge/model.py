@@ -21,13 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from arena.judging.rubric import (
+from arena.judge.rubric import (
     DIMENSION_HELP,
-    DIMENSION_WEIGHTS,
     DIMENSIONS,
     Judge,
     Judgement,
     Turn,
+    weighted_total,
 )
 
 JUDGE_MAX_TOKENS = 600
@@ -133,11 +133,6 @@ def verdict_parse(text: str) -> tuple[dict[str, float], dict[str, str]]:
     raw_reasons = verdict.get("reasons") if isinstance(verdict.get("reasons"), dict) else {}
     reasons = {name: str(raw_reasons.get(name, "") or "")[:300] for name in DIMENSIONS}
     return scores, reasons
-
-
-def weighted_total(scores: Mapping[str, float]) -> float:
-    weighted = sum(DIMENSION_WEIGHTS[name] * scores[name] for name in DIMENSIONS)
-    return round(weighted / sum(DIMENSION_WEIGHTS.values()), _PRECISION)
 
 
 class ModelJudge:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from arena.judging import ModelJudge, Turn
-from arena.judging.model_judge import comparisons_agreement, model_judge_compare
+from arena.judge.model import ModelJudge, comparisons_agreement, model_judge_compare
+from arena.judge.rubric import Turn
 
 
 class _Answers:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from arena.errors import DuelBadInput, DuelNotFound
+from arena.judge.agreement import judge_agreement
+from arena.judge.overrides import judge_override_submit, judgements_rescore
 from arena.models import DuelPair, Judgement, JudgeOverride
-from arena.selectors import judge_agreement, reply_judgements
-from arena.services import duel_pairs_generate, judge_override_submit, judgements_rescore
+from arena.selectors import reply_judgements
+from arena.services import duel_pairs_generate
 from tests.arena.duel_helpers import real_world
 
 

@@ -1,0 +1,23 @@
+"""The judge: what scores an agent's reply in its call on the seven rubric dimensions, and
+everything a world does with its judge. Each idea has one module; import from it by name
+(this package re-exports nothing, so importing one part never loads the others).
+
+Kinds of judge (pure Python, no Django; apps and benchmarks share them):
+  rubric     the rubric, its dimensions and weights, the deterministic RubricJudge (the cold
+             start), and the Judge protocol every judge answers (Turn, Judgement)
+  model      ModelJudge: the rubric put to a model behind any provider, and its errors
+  fitted     FittedJudge: a world's fitted version at scoring time, and the rows a fit reads
+
+A world's judge (workspace schema):
+  resolve    which judge scores a world's moments (judge_for_world): the one resolver
+  versions   the world's numbered fitted versions: the newest, and a version as a judge
+  setting    Environment → Judge: naming the world's judge (world_judge_set)
+  scoring    a stored reply's verdict recorded, and many items scored for the API
+  rows       what a world's judge learns from: frozen picks, overrides, outcome-labelled calls
+  fitting    the fit job (kind "judge-fit") and its coalesced refits after a freeze or override
+  agreement  how far the judge agrees with people: reviewers' overrides per dimension, and
+             the measurement job of a model judge on held-out picks
+  overrides  a reviewer overruling the judge, and the rescoring that applies overrides
+
+The pure fit itself sits with the other trainers, in trainers.judge.fit.
+"""

@@ -1,0 +1,90 @@
+"""What a world's judge learns from: the reviewers' frozen picks (with the reasons they
+ticked), their overrides of the judge, and the outcome labels of its real calls — never a call
+Evaluate holds out (arena.held_out), so a checkpoint is not scored by a judge that learned
+from the calls it replays. Read by the fit (arena.judge.fitting) and by the measurement of a
+model judge on the picks a fit holds out (arena.judge.agreement). Workspace schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Max, QuerySet
+
+from arena.held_out import held_out_call_ids
+from arena.judge.fitted import outcome_rows, override_row, pair_row
+from arena.models import (
+    Call,
+    JudgeOverride,
+    Moment,
+    Pick,
+    PreferenceVersion,
+    World,
+    moments_dialogues_load,
+)
+
+
+def frozen_picks(world: World) -> QuerySet[Pick]:
+    """Picks in a frozen preference version: training reads only frozen picks."""
+    frozen = PreferenceVersion.objects.aggregate(last=Max("last_pick_id"))["last"] or 0
+    return (
+        Pick.objects.filter(world=world, pk__lte=frozen)
+        .select_related("pair__moment", "chosen_reply", "rejected_reply")
+        .order_by("pk")
+    )
+
+
+def _group(moment: Moment) -> str:
+    # Picks on moments of one call stay on one side of the held-out split.
+    return f"call:{moment.call_id}" if moment.call_id else f"moment:{moment.pk}"
+
+
+def judge_fit_rows(world: World) -> dict[str, list[dict[str, Any]]]:
+    """The world's picks, overrides and outcome turns as the fit reads them."""
+    held_out = held_out_call_ids(world=world)
+    picks = list(frozen_picks(world))
+    moments_dialogues_load(pick.pair.moment for pick in picks)
+    pairs = []
+    for pick in picks:
+        moment = pick.pair.moment
+        if moment.call_id in held_out:
+            continue
+        pairs.append(
+            pair_row(
+                group=_group(moment),
+                context=moment.dialogue(),
+                chosen=pick.chosen_reply.text,
+                rejected=pick.rejected_reply.text,
+                reasons=pick.reasons or (),
+            )
+        )
+    overridden = list(
+        JudgeOverride.objects.filter(reply__moment__world=world)
+        .exclude(reply__moment__call_id__in=held_out)
+        .select_related("reply__moment")
+        .order_by("pk")
+    )
+    moments_dialogues_load(override.reply.moment for override in overridden)
+    overrides = [
+        override_row(
+            context=override.reply.moment.dialogue(),
+            reply=override.reply.text,
+            scores=override.scores or {},
+        )
+        for override in overridden
+    ]
+    calls = (
+        Call.objects.filter(world=world)
+        .exclude(outcome=Call.Outcome.UNKNOWN)
+        .exclude(pk__in=held_out)
+        .prefetch_related("turns")
+    )
+    outcomes = outcome_rows(
+        {
+            "id": call.external_id,
+            "outcome": call.outcome,
+            "turns": [{"speaker": t.speaker, "text": t.text} for t in call.turns.all()],
+        }
+        for call in calls
+    )
+    return {"pairs": pairs, "overrides": overrides, "outcomes": outcomes}

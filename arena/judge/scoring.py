@@ -1,0 +1,88 @@
+"""Scoring with a world's judge: a stored reply's verdict recorded (a verdict as scores, a
+failure as an error, never the one as the other), and many (dialogue, reply) items scored at
+once for integrations (the scoring API). Which judge scores is arena.judge.resolve's.
+Workspace schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arena.errors import JudgeFitError
+from arena.judge.fitted import FittedJudge
+from arena.judge.model import judgement_or_error
+from arena.judge.resolve import judge_for_world
+from arena.judge.rubric import Judge, Turn
+from arena.models import Judgement, Reply, World
+
+
+def judgement_record(*, reply: Reply, judge: Judge) -> Judgement:
+    """Judge a stored reply and store the verdict — or the error, with no score at all."""
+    context = [Turn(turn["speaker"], turn["text"]) for turn in reply.moment.dialogue()]
+    verdict, error = judgement_or_error(judge, context, reply.text)
+    if verdict is None:
+        return Judgement.objects.create(
+            reply=reply, judge_model=judge.model_name, scores={}, total=None, error=error
+        )
+    return Judgement.objects.create(
+        reply=reply,
+        judge_model=verdict.judge_model,
+        scores=dict(verdict.scores),
+        reasons=dict(verdict.reasons),
+        total=verdict.total,
+    )
+
+
+# --- many items, for integrations ---------------------------------------------------------------
+
+MAX_SCORE_ITEMS = 1000
+MAX_TEXT = 20_000
+
+
+def judge_score_items_clean(items: Any) -> list[tuple[list[dict[str, str]], str]]:
+    """The scoring API's items as (dialogue, reply), or JudgeFitError naming the bad field."""
+    if not isinstance(items, list) or not items:
+        raise JudgeFitError("items must be a non-empty list of {dialogue, reply} objects.")
+    if len(items) > MAX_SCORE_ITEMS:
+        raise JudgeFitError(f"items holds {len(items)}; send at most {MAX_SCORE_ITEMS} at once.")
+    cleaned = []
+    for index, item in enumerate(items):
+        where = f"items[{index}]"
+        if not isinstance(item, dict):
+            raise JudgeFitError(f"{where} must be an object with 'dialogue' and 'reply'.")
+        reply, dialogue = item.get("reply"), item.get("dialogue", [])
+        if not isinstance(reply, str) or not reply.strip() or len(reply) > MAX_TEXT:
+            raise JudgeFitError(f"{where}.reply must be the agent's reply as text (1 to 20,000).")
+        if not isinstance(dialogue, list):
+            raise JudgeFitError(f"{where}.dialogue must be a list of {{speaker, text}} turns.")
+        turns = []
+        for number, turn in enumerate(dialogue):
+            spot = f"{where}.dialogue[{number}]"
+            if not isinstance(turn, dict) or turn.get("speaker") not in ("agent", "customer"):
+                raise JudgeFitError(f"{spot}.speaker must be 'agent' or 'customer'.")
+            text = turn.get("text")
+            if not isinstance(text, str) or len(text) > MAX_TEXT:
+                raise JudgeFitError(f"{spot}.text must be text (at most 20,000 characters).")
+            turns.append({"speaker": turn["speaker"], "text": text})
+        cleaned.append((turns, reply))
+    return cleaned
+
+
+def judge_score_items(*, world: World, items: Any) -> dict[str, Any]:
+    """Score many (dialogue, reply) items with the world's judge in force, in order."""
+    cleaned = judge_score_items_clean(items)
+    judge = judge_for_world(world)
+    if isinstance(judge, FittedJudge):
+        results = judge.score_many(cleaned)
+    else:
+        results = []
+        for dialogue, reply in cleaned:
+            verdict = judge.score([Turn(t["speaker"], t["text"]) for t in dialogue], reply)
+            results.append(
+                {
+                    "scores": {name: round(float(v), 4) for name, v in verdict.scores.items()},
+                    "total": round(float(verdict.total), 4),
+                    "won_probability": verdict.won_probability,
+                }
+            )
+    return {"judge": judge.model_name, "results": results}

@@ -1,0 +1,33 @@
+"""A world's numbered fitted judge versions (reads): the newest, the name its verdicts are
+stored under, and a version loaded as a judge. Each version is the finish of one fit
+(arena.judge.fitting) and carries its held-out agreement in its report.
+
+Workspace schema (JudgeVersion lives in the tenant's schema).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from arena.judge.fitted import FittedJudge
+from arena.models import JudgeVersion, World
+
+
+def judge_version_latest(world: World) -> JudgeVersion | None:
+    return JudgeVersion.objects.filter(world=world).order_by("-number").first()
+
+
+def judge_version_name(version: JudgeVersion) -> str:
+    """The name a version's verdicts are stored under (Judgement.judge_model)."""
+    return f"{version.label} of {version.world.slug}"
+
+
+@functools.lru_cache(maxsize=32)
+def _loaded(model_dir: str, name: str) -> FittedJudge:
+    # A version's files never change once written: one load per process.
+    return FittedJudge.load(Path(model_dir), model_name=name)
+
+
+def fitted_judge_for(version: JudgeVersion) -> FittedJudge:
+    return _loaded(version.model_dir, judge_version_name(version))
