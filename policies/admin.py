@@ -4,9 +4,9 @@ The version list shows what the Policies page shows (live badge, lineage, what i
 from, its last evaluation, its endpoint and cards, "did not learn") and offers the page's
 operations as actions: Make live, Serve on N cards, Release, Runs on, Evaluate against the
 live version, Start a canary. Every action calls the same service as the page and the API
-(policies.live, policies.endpoints, policies.services; Evaluate posts to the Evaluate page,
-since evaluation sits above the registry) and needs the owner role. A service's refusal is
-an admin message, never an error page. Where a version runs, serving and releasing change
+(policies.live, policies.canary, policies.endpoints, policies.services; Evaluate posts to the
+Evaluate page, since evaluation sits above the registry) and needs the owner role. A service's
+refusal is an admin message, never an error page. Where a version runs, serving and releasing change
 only through those services: the change form shows those fields read-only.
 """
 
@@ -26,9 +26,10 @@ from arena.models import World
 from levers9.models import GpuPool
 from levers9.providers import ANTHROPIC, OPENAI, SIMULATOR, VLLM
 from levers9.roles import OWNER, REVIEWER, RoleAdminMixin
+from policies.canary import canary_running, canary_start
 from policies.endpoints import endpoint_delete, endpoint_release, version_release, version_serve
 from policies.errors import PolicyError
-from policies.live import LiveError, canary_running, canary_start, live_version, version_make_live
+from policies.live import LiveError, live_version, version_make_live
 from policies.models import Endpoint, PolicyVersion
 from policies.selectors import VersionRow, versions_with_verdicts
 from policies.services import JUDGE_MODEL, version_runs_on_set

@@ -19,18 +19,16 @@ from arena.models import Call, Turn, World
 from arena.services.calls import MAX_TURN_TEXT
 from levers9.roles import MANAGER, OWNER, HasRole
 from policies.api import world_for_pack
-from policies.live import (
-    LiveError,
+from policies.canary import (
     canary_comparison,
     canary_promote,
     canary_roll_back,
     canary_running,
     canary_start,
     caused_won_rates,
-    live_call_record,
     live_call_route,
-    version_make_live,
 )
+from policies.live import LiveError, live_call_record, version_make_live
 from policies.models import PolicyVersion
 
 PACK_HELP = (

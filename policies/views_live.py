@@ -8,18 +8,15 @@ from django.views.decorators.http import require_POST
 
 from arena.selectors import world_in_view
 from levers9.roles import OWNER, role_required
-from policies.live import (
-    LiveError,
+from policies.canary import (
     canary_comparison,
     canary_promote,
     canary_roll_back,
     canary_running,
     canary_start,
     caused_won_rates,
-    live_history,
-    live_version,
-    version_make_live,
 )
+from policies.live import LiveError, live_history, live_version, version_make_live
 from policies.models import LiveCall, PolicyVersion
 from policies.selectors import policies_answering
 

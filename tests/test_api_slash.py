@@ -9,7 +9,7 @@ from django_tenants.utils import schema_context
 from arena.models import World
 from levers9.jobs.services import job_start
 from levers9.pools import pool_default
-from policies.live import live_call_route
+from policies.canary import live_call_route
 from policies.models import PolicyVersion
 
 

@@ -1,7 +1,10 @@
 """Replies go out concurrently, bounded per endpoint: an evaluation takes about as long as
 its slowest few replies, not their sum. First the fan-out alone, then a whole evaluation of
 two versions on an OpenAI-compatible stub over loopback, in threads with their own database
-connections (so on committed rows, in a throwaway workspace)."""
+connections (so on committed rows, in a throwaway workspace).
+
+How long it takes is a benchmark's figure, not a test's:
+`python -m bench.evaluation_concurrency`."""
 
 from __future__ import annotations
 
@@ -37,12 +40,15 @@ class Said:
 def test_it_bounds_each_version_and_overlaps_the_rest():
     in_flight: dict[int, int] = {1: 0, 2: 0}
     most: dict[int, int] = {1: 0, 2: 0}
+    most_together = 0  # both versions' replies in flight at one moment
     lock = threading.Lock()
 
     def reply(version, moment):
+        nonlocal most_together
         with lock:
             in_flight[version.pk] += 1
             most[version.pk] = max(most[version.pk], in_flight[version.pk])
+            most_together = max(most_together, sum(in_flight.values()))
         time.sleep(0.05)
         with lock:
             in_flight[version.pk] -= 1
@@ -51,7 +57,6 @@ def test_it_bounds_each_version_and_overlaps_the_rest():
     versions = [FakeVersion(1, "v1"), FakeVersion(2, "v2")]
     asks = [Ask((version.pk, n), n, (), version=version) for n in range(24) for version in versions]
     progress: list[tuple[int, int]] = []
-    started = time.monotonic()
     answers = answers_gather(
         asks,
         judge=RubricJudge(),
@@ -60,9 +65,8 @@ def test_it_bounds_each_version_and_overlaps_the_rest():
         reply=reply,
         on_answer=lambda done, total: progress.append((done, total)),
     )
-    elapsed = time.monotonic() - started
     assert most == {1: 4, 2: 4}  # each version's bound reached, never passed
-    assert elapsed < 24 * 2 * 0.05 / 3  # far from one after another (2.4 s)
+    assert most_together > 4  # the two versions overlap, not one after the other
     assert len(answers) == 48
     assert all(a.verdict is not None for a in answers.values())
     assert progress[-1] == (48, 48)
@@ -128,9 +132,7 @@ def test_it_evaluates_two_endpoint_versions_concurrently(committed_db, stub):
             candidate=versions[1],
             baseline=versions[0],
         )
-        started = time.monotonic()
         summary = evaluation_run(evaluation=evaluation)
-        elapsed = time.monotonic() - started
 
         replies = evaluation.answers.exclude(reply=None).count()
         assert (
@@ -145,4 +147,3 @@ def test_it_evaluates_two_endpoint_versions_concurrently(committed_db, stub):
         assert summary["candidate"]["errors"] == summary["baseline"]["errors"] == 0
         assert summary["compared"] == summary["moments"]
     assert 1 < stub.most_in_flight <= 16  # both endpoints at once, each within its 8
-    assert elapsed < replies * DELAY / 3, f"{elapsed:.2f} s for {replies} replies"

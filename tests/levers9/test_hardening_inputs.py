@@ -17,7 +17,8 @@ from arena.services import (
     calls_import,
     preferences_import,
 )
-from policies.live import live_call_record, live_call_route
+from policies.canary import live_call_route
+from policies.live import live_call_record
 from policies.models import LiveCall
 
 GOOD_CALL = {

@@ -15,8 +15,8 @@ from arena.models import JudgeVersion, World
 from evaluation.models import Evaluation, EvaluationCallSet
 from levers9.jobs.models import Job
 from levers9.models import CardAllocation
+from policies.canary import canary_roll_back, canary_running
 from policies.endpoints import version_serve
-from policies.live import canary_roll_back, canary_running
 from policies.models import Canary, Endpoint, LivePeriod, PolicyVersion
 from policies.services import version_register
 from tests.conftest import client_for, make_user

@@ -6,17 +6,14 @@ import pytest
 from django_tenants.utils import schema_context
 
 from arena.models import World
-from policies.live import (
-    LiveError,
+from policies.canary import (
     canary_promote,
     canary_roll_back,
     canary_start,
     caused_won_rates,
-    live_call_record,
     live_call_route,
-    live_version,
-    version_make_live,
 )
+from policies.live import LiveError, live_call_record, live_version, version_make_live
 from policies.models import LivePeriod, PolicyVersion
 from policies.services import version_register
 
@@ -176,7 +173,7 @@ def test_it_gives_each_caused_won_rate_its_interval(v2, lettings):
 
 
 def test_it_says_whether_the_candidates_difference_is_beyond_chance(v2, lettings):
-    from policies.live import canary_comparison
+    from policies.canary import canary_comparison
 
     canary = canary_start(candidate=v2, share=0.5)
     _decided(canary, v2, won=6, lost=4, prefix="a")
@@ -209,7 +206,7 @@ def test_the_release_page_and_api_show_the_interval_and_the_sentence(v2, letting
 
 
 def test_it_says_too_few_calls_before_any_is_decided(v2, lettings):
-    from policies.live import canary_comparison
+    from policies.canary import canary_comparison
 
     canary = canary_start(candidate=v2, share=0.5)
     said = canary_comparison(canary=canary, rates=caused_won_rates(world=lettings, canary=canary))

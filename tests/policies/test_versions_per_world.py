@@ -10,14 +10,8 @@ from django_tenants.utils import schema_context
 
 from arena.models import World
 from arena.services import world_create
-from policies.live import (
-    LiveError,
-    canary_running,
-    canary_start,
-    live_call_route,
-    live_version,
-    version_make_live,
-)
+from policies.canary import canary_running, canary_start, live_call_route
+from policies.live import LiveError, live_version, version_make_live
 from policies.models import LivePeriod, PolicyVersion
 from policies.services import VersionWorldMismatch, version_register
 
