@@ -154,79 +154,34 @@ class Scenario:
         )
 
 
-DEFAULT_SCENARIOS: tuple[Scenario, ...] = (
+# The customers every world starts with: slug, seed, then the hidden persona's budget,
+# family, urgency, objection and dialect.
+_DEFAULT_CUSTOMERS: tuple[tuple[str, int, str, bool, str, str, str], ...] = (
+    ("young-professional-price", 101, "stretch", False, "low", "price", "casual"),
+    ("family-relocating", 202, "within", True, "low", "family", "formal"),
+    ("urgent-mover-timing", 303, "within", False, "high", "timing", "casual"),
+    ("retiree-downsizing", 404, "within", False, "low", "none", "formal"),
+    ("young-family-stretch", 505, "stretch", True, "high", "price", "casual"),
+    ("relocating-executive-timing", 606, "within", False, "high", "timing", "formal"),
+)
+_DEFAULT_NAMES: dict[str, str] = {
+    "young-professional-price": "Young professional worried about the rent",
+    "family-relocating": "Family relocating for school places",
+    "urgent-mover-timing": "Urgent mover whose tenancy ends next month",
+    "retiree-downsizing": "Retiree downsizing, no particular concern",
+    "young-family-stretch": "Young family stretching for a bigger place",
+    "relocating-executive-timing": "Relocating executive with a fixed start date",
+}
+DEFAULT_SCENARIOS: tuple[Scenario, ...] = tuple(
     Scenario(
-        slug="young-professional-price",
-        name="Young professional worried about the rent",
+        slug=slug,
+        name=_DEFAULT_NAMES[slug],
         persona=Persona(
-            budget="stretch",
-            family=False,
-            urgency="low",
-            objection="price",
-            dialect="casual",
+            budget=budget, family=family, urgency=urgency, objection=objection, dialect=dialect
         ),
-        seed=101,
-    ),
-    Scenario(
-        slug="family-relocating",
-        name="Family relocating for school places",
-        persona=Persona(
-            budget="within",
-            family=True,
-            urgency="low",
-            objection="family",
-            dialect="formal",
-        ),
-        seed=202,
-    ),
-    Scenario(
-        slug="urgent-mover-timing",
-        name="Urgent mover whose tenancy ends next month",
-        persona=Persona(
-            budget="within",
-            family=False,
-            urgency="high",
-            objection="timing",
-            dialect="casual",
-        ),
-        seed=303,
-    ),
-    Scenario(
-        slug="retiree-downsizing",
-        name="Retiree downsizing, no particular concern",
-        persona=Persona(
-            budget="within",
-            family=False,
-            urgency="low",
-            objection="none",
-            dialect="formal",
-        ),
-        seed=404,
-    ),
-    Scenario(
-        slug="young-family-stretch",
-        name="Young family stretching for a bigger place",
-        persona=Persona(
-            budget="stretch",
-            family=True,
-            urgency="high",
-            objection="price",
-            dialect="casual",
-        ),
-        seed=505,
-    ),
-    Scenario(
-        slug="relocating-executive-timing",
-        name="Relocating executive with a fixed start date",
-        persona=Persona(
-            budget="within",
-            family=False,
-            urgency="high",
-            objection="timing",
-            dialect="formal",
-        ),
-        seed=606,
-    ),
+        seed=seed,
+    )
+    for slug, seed, budget, family, urgency, objection, dialect in _DEFAULT_CUSTOMERS
 )
 
 
@@ -488,28 +443,19 @@ def _chance(tree: _Tree, probability: float, change: Callable[[_Call], _Outcome]
     return out
 
 
-def _up(level: int) -> int:
-    return min(level + 1, LEVELS - 1)
+def _shift(level: str, step: int) -> Callable[[_Call], _Call]:
+    """A change that moves the call's interest or trust one level up or down, within 0..2."""
+
+    def change(call: _Call) -> _Call:
+        return replace(call, **{level: min(max(getattr(call, level) + step, 0), LEVELS - 1)})
+
+    return change
 
 
-def _down(level: int) -> int:
-    return max(level - 1, 0)
-
-
-def _gain_trust(call: _Call) -> _Call:
-    return replace(call, trust=_up(call.trust))
-
-
-def _lose_trust(call: _Call) -> _Call:
-    return replace(call, trust=_down(call.trust))
-
-
-def _gain_interest(call: _Call) -> _Call:
-    return replace(call, interest=_up(call.interest))
-
-
-def _lose_interest(call: _Call) -> _Call:
-    return replace(call, interest=_down(call.interest))
+_gain_trust = _shift("trust", +1)
+_lose_trust = _shift("trust", -1)
+_gain_interest = _shift("interest", +1)
+_lose_interest = _shift("interest", -1)
 
 
 def _resolve(call: _Call) -> _Call:
@@ -597,96 +543,120 @@ def _apply_move(
     return out
 
 
+# --- What each move does to a live call (before the turn's hang-up risk) ---
+# Each takes (persona, call, register_match, dyn) and returns the call's outcomes with their
+# probabilities; `register_match` scales trust gains when the agent's register is not the
+# customer's.
+
+
+def _greet_again(persona: Persona, call: _Call, register_match: float, dyn: Dynamics) -> _Tree:
+    # Greeting again mid-call wastes the turn.
+    return [(1.0, call)]
+
+
+def _give_details(persona: Persona, call: _Call, register_match: float, dyn: Dynamics) -> _Tree:
+    gain = (
+        dyn.details_interest_within if persona.budget == "within" else dyn.details_interest_stretch
+    )
+    return _chance([(1.0, call)], gain, _gain_interest)
+
+
+def _confirm(persona: Persona, call: _Call, register_match: float, dyn: Dynamics) -> _Tree:
+    tree = _chance([(1.0, call)], dyn.confirm_trust * register_match, _gain_trust)
+    return _chance(tree, dyn.confirm_interest, _gain_interest)
+
+
+def _handle_objection(persona: Persona, call: _Call, register_match: float, dyn: Dynamics) -> _Tree:
+    if call.objection != OPEN:
+        return _chance([(1.0, call)], dyn.handle_unraised_trust_loss, _lose_trust)
+    resolves = {
+        "price": dyn.handle_resolves_price_within
+        if persona.budget == "within"
+        else dyn.handle_resolves_price_stretch,
+        "timing": dyn.handle_resolves_timing,
+        "family": dyn.handle_resolves_family,
+        # Unreachable (a persona without an objection never opens one), but the
+        # arrays cover every state, so give it a harmless value.
+        "none": 1.0,
+    }[persona.objection]
+    resolved = _chance(
+        [(resolves, _resolve(call))],
+        dyn.handle_trust_on_resolve * register_match,
+        _gain_trust,
+    )
+    unresolved = _chance([(1.0 - resolves, call)], dyn.handle_fail_interest_loss, _lose_interest)
+    return resolved + unresolved
+
+
+def _reassure(persona: Persona, call: _Call, register_match: float, dyn: Dynamics) -> _Tree:
+    tree: _Tree = [(1.0, call)]
+    if call.objection == OPEN:
+        resolves = (
+            dyn.reassure_resolves_family_objection
+            if persona.objection == "family"
+            else dyn.reassure_resolves_other_objection
+        )
+        tree = _chance(tree, resolves, _resolve)
+    gain = dyn.reassure_trust_family if persona.family else dyn.reassure_trust_other
+    return _chance(tree, gain * register_match, _gain_trust)
+
+
+def _propose_viewing(persona: Persona, call: _Call, register_match: float, dyn: Dynamics) -> _Tree:
+    if call.stage != DISCOVERY:
+        return [(1.0, call)]  # already agreed: asking again wastes the turn
+    success = dyn.viewing_by_trust[call.trust] * dyn.viewing_by_interest[call.interest]
+    if call.objection == OPEN:
+        success *= dyn.viewing_open_objection_factor
+    if persona.urgency == "high":
+        success *= dyn.viewing_urgent_factor
+    success = min(success, 1.0)
+    agreed = [(success, replace(call, stage=VIEWING))]
+    refused = _chance([(1.0 - success, call)], dyn.viewing_fail_interest_loss, _lose_interest)
+    return agreed + refused
+
+
+def _offer_slot(persona: Persona, call: _Call, register_match: float, dyn: Dynamics) -> _Tree:
+    tree: _Tree = [(1.0, call)]
+    if call.stage == DISCOVERY:
+        return _chance(tree, dyn.early_slot_interest_loss, _lose_interest)
+    if call.stage == CLOSING:
+        return tree
+    booked = dyn.slot_urgent if persona.urgency == "high" else dyn.slot_relaxed
+    if call.objection == OPEN:
+        booked *= dyn.slot_open_objection_factor
+    return _chance(tree, booked, lambda c: replace(c, stage=CLOSING))
+
+
+def _close(persona: Persona, call: _Call, register_match: float, dyn: Dynamics) -> _Tree:
+    if call.stage != CLOSING:
+        # Too early: usually the lead is lost; at best the customer cools.
+        lost = dyn.early_close_lost
+        return [(lost, "lost"), (1.0 - lost, _lose_interest(call))]
+    won = dyn.close_keen if call.interest >= 1 else dyn.close_lukewarm
+    if call.objection == OPEN:
+        won *= dyn.close_open_objection_factor
+    return [(won, "won"), (1.0 - won, call)]
+
+
+_EFFECTS: dict[int, Callable[[Persona, _Call, float, Dynamics], _Tree]] = {
+    GREET: _greet_again,
+    GIVE_DETAILS: _give_details,
+    CONFIRM: _confirm,
+    HANDLE_OBJECTION: _handle_objection,
+    REASSURE: _reassure,
+    PROPOSE_VIEWING: _propose_viewing,
+    OFFER_SLOT: _offer_slot,
+    CLOSE: _close,
+}
+
+
 def _effect(
     persona: Persona, call: _Call, action: int, register_match: float, dyn: Dynamics
 ) -> _Tree:
-    tree: _Tree = [(1.0, call)]
-    objection_open = call.objection == OPEN
-
-    if action == GREET:
-        # Greeting again mid-call wastes the turn.
-        return tree
-
-    if action == GIVE_DETAILS:
-        gain = (
-            dyn.details_interest_within
-            if persona.budget == "within"
-            else dyn.details_interest_stretch
-        )
-        return _chance(tree, gain, _gain_interest)
-
-    if action == CONFIRM:
-        tree = _chance(tree, dyn.confirm_trust * register_match, _gain_trust)
-        return _chance(tree, dyn.confirm_interest, _gain_interest)
-
-    if action == HANDLE_OBJECTION:
-        if not objection_open:
-            return _chance(tree, dyn.handle_unraised_trust_loss, _lose_trust)
-        resolves = {
-            "price": dyn.handle_resolves_price_within
-            if persona.budget == "within"
-            else dyn.handle_resolves_price_stretch,
-            "timing": dyn.handle_resolves_timing,
-            "family": dyn.handle_resolves_family,
-            # Unreachable (a persona without an objection never opens one), but the
-            # arrays cover every state, so give it a harmless value.
-            "none": 1.0,
-        }[persona.objection]
-        resolved = _chance(
-            [(resolves, _resolve(call))],
-            dyn.handle_trust_on_resolve * register_match,
-            _gain_trust,
-        )
-        unresolved = _chance(
-            [(1.0 - resolves, call)], dyn.handle_fail_interest_loss, _lose_interest
-        )
-        return resolved + unresolved
-
-    if action == REASSURE:
-        if objection_open:
-            resolves = (
-                dyn.reassure_resolves_family_objection
-                if persona.objection == "family"
-                else dyn.reassure_resolves_other_objection
-            )
-            tree = _chance(tree, resolves, _resolve)
-        gain = dyn.reassure_trust_family if persona.family else dyn.reassure_trust_other
-        return _chance(tree, gain * register_match, _gain_trust)
-
-    if action == PROPOSE_VIEWING:
-        if call.stage != DISCOVERY:
-            return tree  # already agreed: asking again wastes the turn
-        success = dyn.viewing_by_trust[call.trust] * dyn.viewing_by_interest[call.interest]
-        if objection_open:
-            success *= dyn.viewing_open_objection_factor
-        if persona.urgency == "high":
-            success *= dyn.viewing_urgent_factor
-        success = min(success, 1.0)
-        agreed = [(success, replace(call, stage=VIEWING))]
-        refused = _chance([(1.0 - success, call)], dyn.viewing_fail_interest_loss, _lose_interest)
-        return agreed + refused
-
-    if action == OFFER_SLOT:
-        if call.stage == DISCOVERY:
-            return _chance(tree, dyn.early_slot_interest_loss, _lose_interest)
-        if call.stage == CLOSING:
-            return tree
-        booked = dyn.slot_urgent if persona.urgency == "high" else dyn.slot_relaxed
-        if objection_open:
-            booked *= dyn.slot_open_objection_factor
-        return _chance(tree, booked, lambda c: replace(c, stage=CLOSING))
-
-    if action == CLOSE:
-        if call.stage != CLOSING:
-            # Too early: usually the lead is lost; at best the customer cools.
-            lost = dyn.early_close_lost
-            return [(lost, "lost"), (1.0 - lost, _lose_interest(call))]
-        won = dyn.close_keen if call.interest >= 1 else dyn.close_lukewarm
-        if objection_open:
-            won *= dyn.close_open_objection_factor
-        return [(won, "won"), (1.0 - won, call)]
-
-    raise ValueError(f"unknown action {action}")
+    """The main effect of `action` on one live call, once the call is open and quiet."""
+    if action not in _EFFECTS:
+        raise ValueError(f"unknown action {action}")
+    return _EFFECTS[action](persona, call, register_match, dyn)
 
 
 @dataclass(frozen=True)
@@ -700,71 +670,86 @@ class _WorldArrays:
     initial_state: int
 
 
-@functools.lru_cache(maxsize=32)
-def _build_world(
-    persona: Persona, max_turns: int, agent_dialect: str, dyn: Dynamics
-) -> _WorldArrays:
-    """Build the dense model and the sparse sampling tables once per persona."""
+def _hang_up(persona: Persona, call: _Call, pushy: bool, dyn: Dynamics) -> float:
+    """The chance the customer hangs up at the end of a turn that left the call as `call`."""
+    hang_up = dyn.hang_up_by_interest[call.interest]
+    if persona.urgency == "high":
+        hang_up *= dyn.hang_up_urgent_factor
+    if call.objection == OPEN:
+        hang_up += dyn.hang_up_open_objection
+    if pushy:
+        formal = persona.dialect == "formal"
+        hang_up += dyn.hang_up_pushy_formal if formal else dyn.hang_up_pushy_casual
+    return min(hang_up, 1.0)
+
+
+def _add_outcomes(
+    row: np.ndarray,
+    tree: _Tree,
+    *,
+    turn: int,
+    max_turns: int,
+    hang_up: Callable[[_Call], float],
+) -> None:
+    """Add one move's outcomes to its transition row: a win, a loss, or the next turn's state
+    less the hang-up risk (and a loss once the call runs out of turns)."""
+    for weight, outcome in tree:
+        if weight <= 0.0:
+            continue
+        if outcome == "won":
+            row[WON_STATE] += weight
+            continue
+        if outcome == "lost" or not isinstance(outcome, _Call):
+            row[LOST_STATE] += weight
+            continue
+        leaves = hang_up(outcome)
+        row[LOST_STATE] += weight * leaves
+        if turn + 1 >= max_turns:
+            row[LOST_STATE] += weight * (1.0 - leaves)
+        else:
+            next_index = _encode(
+                turn + 1, outcome.stage, outcome.objection, outcome.interest, outcome.trust
+            )
+            row[next_index] += weight * (1.0 - leaves)
+
+
+def _transition_model(
+    persona: Persona, max_turns: int, register_match: float, dyn: Dynamics
+) -> tuple[np.ndarray, np.ndarray]:
+    """(transitions[s, a, s'], the (s, a) part of the reward: turn cost and pushy penalty).
+    The win bonus is paid on the transition into the won state, so it is not in the second."""
     n_states = n_states_for(max_turns)
     transitions = np.zeros((n_states, N_ACTIONS, n_states), dtype=np.float64)
-    # The (s, a) part of the reward: turn cost and pushy penalty. The win bonus is paid
-    # on the transition into the won state.
     base_rewards = np.zeros((n_states, N_ACTIONS), dtype=np.float64)
-    register_match = 1.0 if agent_dialect == persona.dialect else dyn.mismatch_factor
-    formal = persona.dialect == "formal"
-
     # --- terminals absorb with reward 0 ---
     for terminal in (WON_STATE, LOST_STATE):
         transitions[terminal, :, terminal] = 1.0
-
     for index in range(_OPENING_BASE, n_states):
         turn, stage, objection, interest, trust = _decode(index)
         call = _Call(stage, objection, interest, trust)
         for action in range(N_ACTIONS):
             pushy = _is_pushy(call, action)
             base_rewards[index, action] = -dyn.turn_cost - (dyn.pushy_penalty if pushy else 0.0)
-            row = transitions[index, action]
-            for weight, outcome in _move_tree(persona, call, action, register_match, dyn):
-                if weight <= 0.0:
-                    continue
-                if outcome == "won":
-                    row[WON_STATE] += weight
-                    continue
-                if outcome == "lost" or not isinstance(outcome, _Call):
-                    row[LOST_STATE] += weight
-                    continue
-                # --- every turn risks a hang-up (and the call ends at max_turns) ---
-                hang_up = dyn.hang_up_by_interest[outcome.interest]
-                if persona.urgency == "high":
-                    hang_up *= dyn.hang_up_urgent_factor
-                if outcome.objection == OPEN:
-                    hang_up += dyn.hang_up_open_objection
-                if pushy:
-                    hang_up += dyn.hang_up_pushy_formal if formal else dyn.hang_up_pushy_casual
-                hang_up = min(hang_up, 1.0)
-                row[LOST_STATE] += weight * hang_up
-                if turn + 1 >= max_turns:
-                    row[LOST_STATE] += weight * (1.0 - hang_up)
-                else:
-                    next_index = _encode(
-                        turn + 1,
-                        outcome.stage,
-                        outcome.objection,
-                        outcome.interest,
-                        outcome.trust,
-                    )
-                    row[next_index] += weight * (1.0 - hang_up)
-
+            _add_outcomes(
+                transitions[index, action],
+                _move_tree(persona, call, action, register_match, dyn),
+                turn=turn,
+                max_turns=max_turns,
+                hang_up=functools.partial(_hang_up, persona, pushy=pushy, dyn=dyn),
+            )
     # Float sums of the probability tree drift by ~1e-16; renormalise so rows are exact
     # enough for the tests and for cumulative sampling.
     transitions /= transitions.sum(axis=2, keepdims=True)
-    # Expected immediate reward; terminal rows stay 0 (they never win again).
-    rewards = base_rewards + dyn.won_reward * transitions[:, :, WON_STATE]
-    rewards[[WON_STATE, LOST_STATE]] = 0.0
+    return transitions, base_rewards
 
-    # --- sparse tables for sampling: the nonzero successors of each (s, a) ---
-    nonzero_counts = (transitions > 0.0).sum(axis=2)
-    width = int(nonzero_counts.max())
+
+def _sampling_tables(
+    transitions: np.ndarray, base_rewards: np.ndarray, dyn: Dynamics
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(next_states, next_cdf, next_rewards): the nonzero successors of each (s, a), their
+    cumulative probabilities and the reward of landing on each, padded to one width."""
+    n_states = transitions.shape[0]
+    width = int((transitions > 0.0).sum(axis=2).max())
     next_states = np.zeros((n_states, N_ACTIONS, width), dtype=np.int64)
     next_cdf = np.ones((n_states, N_ACTIONS, width), dtype=np.float64)
     next_rewards = np.zeros((n_states, N_ACTIONS, width), dtype=np.float64)
@@ -780,14 +765,29 @@ def _build_world(
             next_rewards[index, action, :count] = base_rewards[index, action] + np.where(
                 (successors == WON_STATE) & (index != WON_STATE), dyn.won_reward, 0.0
             )
+    return next_states, next_cdf, next_rewards
 
-    terminal_mask = np.zeros(n_states, dtype=bool)
-    terminal_mask[[WON_STATE, LOST_STATE]] = True
-    initial_interest = (
+
+def _initial_state(persona: Persona, dyn: Dynamics) -> int:
+    interest = (
         dyn.initial_interest_urgent if persona.urgency == "high" else dyn.initial_interest_relaxed
     )
-    initial_state = _encode(0, OPENING, NOT_RAISED, initial_interest, 0)
+    return _encode(0, OPENING, NOT_RAISED, interest, 0)
 
+
+@functools.lru_cache(maxsize=32)
+def _build_world(
+    persona: Persona, max_turns: int, agent_dialect: str, dyn: Dynamics
+) -> _WorldArrays:
+    """Build the dense model and the sparse sampling tables once per persona."""
+    register_match = 1.0 if agent_dialect == persona.dialect else dyn.mismatch_factor
+    transitions, base_rewards = _transition_model(persona, max_turns, register_match, dyn)
+    # Expected immediate reward; terminal rows stay 0 (they never win again).
+    rewards = base_rewards + dyn.won_reward * transitions[:, :, WON_STATE]
+    rewards[[WON_STATE, LOST_STATE]] = 0.0
+    next_states, next_cdf, next_rewards = _sampling_tables(transitions, base_rewards, dyn)
+    terminal_mask = np.zeros(transitions.shape[0], dtype=bool)
+    terminal_mask[[WON_STATE, LOST_STATE]] = True
     arrays = _WorldArrays(
         transitions=transitions,
         rewards=rewards,
@@ -795,7 +795,7 @@ def _build_world(
         next_cdf=next_cdf,
         next_rewards=next_rewards,
         terminal_mask=terminal_mask,
-        initial_state=initial_state,
+        initial_state=_initial_state(persona, dyn),
     )
     # The arrays are shared by every world of this persona through the cache.
     for array in (transitions, rewards, next_states, next_cdf, next_rewards, terminal_mask):
