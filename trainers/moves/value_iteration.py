@@ -17,6 +17,7 @@ Pure Python + numpy; never imports Django.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -161,6 +162,127 @@ def policy_return(world: LettingsWorld, policy_table: np.ndarray) -> float:
     return float(values[world.initial_state])
 
 
+# --- The best fixed script --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Blocks:
+    """The model cut to where calls can be after each number of moves (live states only):
+    at depth d, transitions from the live states of d to those of d + 1, the rewards of the
+    states of d, and the optimum's values at d + 1 (the upper bound on any continuation)."""
+
+    transitions: list[np.ndarray]
+    rewards: list[np.ndarray]
+    bounds: list[np.ndarray]
+
+
+def _live_blocks(world: LettingsWorld, optimum: np.ndarray) -> _Blocks:
+    supports = [np.array([world.initial_state])]
+    for _ in range(world.max_turns):
+        previous = supports[-1]
+        reach = world.transitions[previous].sum(axis=(0, 1)) > 0.0
+        supports.append(np.flatnonzero(reach & ~world.terminal_mask))
+    if len(supports[-1]) != 0:
+        raise ValueError("every call must end within max_turns for an exact search")
+    depths = range(world.max_turns)
+    moves = np.arange(world.n_actions)
+    return _Blocks(
+        transitions=[
+            world.transitions[np.ix_(supports[d], moves, supports[d + 1])] for d in depths
+        ],
+        rewards=[world.rewards[supports[d]] for d in depths],
+        bounds=[optimum[supports[d + 1]] for d in depths],
+    )
+
+
+@dataclass(frozen=True)
+class _Prefixes:
+    """Move sequences played so far, one row each: where their calls still are (live
+    mass), the expected reward so far, the moves, and (for children) the upper bound."""
+
+    live: np.ndarray
+    accumulated: np.ndarray
+    sequences: np.ndarray
+    bound: np.ndarray | None = None
+
+    @classmethod
+    def start(cls) -> _Prefixes:
+        return cls(np.ones((1, 1)), np.zeros(1), np.zeros((1, 0), dtype=np.int64))
+
+    def __getitem__(self, rows: Any) -> _Prefixes:
+        return _Prefixes(self.live[rows], self.accumulated[rows], self.sequences[rows])
+
+
+def _children(blocks: _Blocks, prefixes: _Prefixes, depth: int) -> _Prefixes:
+    """Every prefix followed by every move, flattened: row i * A + a is prefix i then a."""
+    accumulated = prefixes.accumulated[:, None] + prefixes.live @ blocks.rewards[depth]  # (N, A)
+    live = np.einsum("ns,sat->nat", prefixes.live, blocks.transitions[depth])  # (N, A, S')
+    bound = accumulated + live @ blocks.bounds[depth]
+    count, n_actions = accumulated.shape
+    sequences = np.concatenate(
+        [
+            np.repeat(prefixes.sequences, n_actions, axis=0),
+            np.tile(np.arange(n_actions), count)[:, None],
+        ],
+        axis=1,
+    )
+    return _Prefixes(
+        live.reshape(count * n_actions, -1), accumulated.reshape(-1), sequences, bound.reshape(-1)
+    )
+
+
+def _best_finished(
+    children: _Prefixes, finished: np.ndarray, best: tuple[float, tuple[int, ...]]
+) -> tuple[float, tuple[int, ...]]:
+    """The better of `best` and the best script among the children whose calls all ended."""
+    if not finished.any():
+        return best
+    candidate = int(np.argmax(np.where(finished, children.accumulated, -np.inf)))
+    if children.accumulated[candidate] > best[0]:
+        return float(children.accumulated[candidate]), tuple(
+            int(m) for m in children.sequences[candidate]
+        )
+    return best
+
+
+def _beam_search(blocks: _Blocks, horizon: int, beam_width: int) -> tuple[float, tuple[int, ...]]:
+    """A good script fast, keeping only the `beam_width` most promising prefixes a depth:
+    the lower bound branch and bound starts from."""
+    best: tuple[float, tuple[int, ...]] = (-np.inf, ())
+    prefixes = _Prefixes.start()
+    for depth in range(horizon):
+        children = _children(blocks, prefixes, depth)
+        finished = children.live.sum(axis=1) <= 0.0
+        best = _best_finished(children, finished, best)
+        keep = np.flatnonzero(~finished)
+        prefixes = children[keep[np.argsort(-children.bound[keep], kind="stable")[:beam_width]]]
+    return best
+
+
+def _branch_and_bound(
+    blocks: _Blocks, horizon: int, chunk_size: int, best: tuple[float, tuple[int, ...]]
+) -> tuple[float, tuple[int, ...]]:
+    """Every prefix whose upper bound beats the best script found, depth by depth: proves
+    `best` optimal or finds the better one."""
+    prefixes = _Prefixes.start()
+    for depth in range(horizon):
+        kept = []
+        # Chunks keep memory flat when many prefixes survive the bound.
+        for start in range(0, len(prefixes.accumulated), chunk_size):
+            children = _children(blocks, prefixes[start : start + chunk_size], depth)
+            finished = children.live.sum(axis=1) <= 0.0
+            best = _best_finished(children, finished, best)
+            kept.append(children[~finished & (children.bound > best[0] + 1e-12)])
+        prefixes = _Prefixes(
+            np.concatenate([part.live for part in kept]),
+            np.concatenate([part.accumulated for part in kept]),
+            np.concatenate([part.sequences for part in kept]),
+        )
+        if len(prefixes.accumulated) == 0:
+            break
+    return best
+
+
 def best_fixed_sequence_return(
     world: LettingsWorld, *, beam_width: int = 256, chunk_size: int = 4096
 ) -> tuple[float, tuple[str, ...]]:
@@ -177,101 +299,7 @@ def best_fixed_sequence_return(
     The returned sequence stops once every call has ended: moves after that cannot
     change the return.
     """
-    transitions = world.transitions
-    rewards = world.rewards
-    horizon = world.max_turns
-    optimum = solve_world(world).values
-
-    # --- where the calls can be after each number of moves (live states only) ---
-    supports = [np.array([world.initial_state])]
-    for _ in range(horizon):
-        previous = supports[-1]
-        reach = transitions[previous].sum(axis=(0, 1)) > 0.0
-        supports.append(np.flatnonzero(reach & ~world.terminal_mask))
-    if len(supports[-1]) != 0:
-        raise ValueError("every call must end within max_turns for an exact search")
-    blocks = [
-        transitions[np.ix_(supports[depth], np.arange(world.n_actions), supports[depth + 1])]
-        for depth in range(horizon)
-    ]
-    block_rewards = [rewards[supports[depth]] for depth in range(horizon)]
-    block_bounds = [optimum[supports[depth + 1]] for depth in range(horizon)]
-
-    def expand(
-        live: np.ndarray, accumulated: np.ndarray, depth: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Children of every node: (live mass, expected reward so far, upper bound)."""
-        child_accumulated = accumulated[:, None] + live @ block_rewards[depth]  # (N, A)
-        child_live = np.einsum("ns,sat->nat", live, blocks[depth])  # (N, A, S')
-        child_bound = child_accumulated + child_live @ block_bounds[depth]
-        return child_live, child_accumulated, child_bound
-
-    # --- a good script first: beam search keeps the most promising prefixes ---
-    best_value = -np.inf
-    best_sequence: tuple[int, ...] = ()
-    live = np.ones((1, 1))
-    accumulated = np.zeros(1)
-    sequences = np.zeros((1, 0), dtype=np.int64)
-    for depth in range(horizon):
-        child_live, child_accumulated, child_bound = expand(live, accumulated, depth)
-        count, n_actions = child_accumulated.shape
-        child_live = child_live.reshape(count * n_actions, -1)
-        child_accumulated = child_accumulated.reshape(-1)
-        child_bound = child_bound.reshape(-1)
-        child_sequences = np.concatenate(
-            [
-                np.repeat(sequences, n_actions, axis=0),
-                np.tile(np.arange(n_actions), count)[:, None],
-            ],
-            axis=1,
-        )
-        finished = child_live.sum(axis=1) <= 0.0
-        if finished.any():
-            candidate = int(np.argmax(np.where(finished, child_accumulated, -np.inf)))
-            if child_accumulated[candidate] > best_value:
-                best_value = float(child_accumulated[candidate])
-                best_sequence = tuple(int(m) for m in child_sequences[candidate])
-        keep = np.flatnonzero(~finished)
-        keep = keep[np.argsort(-child_bound[keep], kind="stable")[:beam_width]]
-        live = child_live[keep]
-        accumulated = child_accumulated[keep]
-        sequences = child_sequences[keep]
-
-    # --- then prove it (or improve it): branch and bound over every prefix ---
-    live = np.ones((1, 1))
-    accumulated = np.zeros(1)
-    sequences = np.zeros((1, 0), dtype=np.int64)
-    for depth in range(horizon):
-        next_live, next_accumulated, next_sequences = [], [], []
-        # Chunks keep memory flat when many prefixes survive the bound.
-        for start in range(0, len(accumulated), chunk_size):
-            part = slice(start, start + chunk_size)
-            child_live, child_accumulated, child_bound = expand(
-                live[part], accumulated[part], depth
-            )
-            count, n_actions = child_accumulated.shape
-            child_live = child_live.reshape(count * n_actions, -1)
-            child_accumulated = child_accumulated.reshape(-1)
-            child_bound = child_bound.reshape(-1)
-            parents = np.repeat(sequences[part], n_actions, axis=0)
-            moves = np.tile(np.arange(n_actions), count)[:, None]
-            finished = child_live.sum(axis=1) <= 0.0
-            if finished.any():
-                candidate = int(np.argmax(np.where(finished, child_accumulated, -np.inf)))
-                if child_accumulated[candidate] > best_value:
-                    best_value = float(child_accumulated[candidate])
-                    best_sequence = (
-                        *(int(m) for m in parents[candidate]),
-                        int(moves[candidate, 0]),
-                    )
-            keep = ~finished & (child_bound > best_value + 1e-12)
-            next_live.append(child_live[keep])
-            next_accumulated.append(child_accumulated[keep])
-            next_sequences.append(np.concatenate([parents[keep], moves[keep]], axis=1))
-        live = np.concatenate(next_live)
-        accumulated = np.concatenate(next_accumulated)
-        sequences = np.concatenate(next_sequences)
-        if len(accumulated) == 0:
-            break
-
+    blocks = _live_blocks(world, solve_world(world).values)
+    best = _beam_search(blocks, world.max_turns, beam_width)
+    best_value, best_sequence = _branch_and_bound(blocks, world.max_turns, chunk_size, best)
     return best_value, tuple(MOVES[m] for m in best_sequence)
