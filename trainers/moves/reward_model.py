@@ -406,7 +406,44 @@ def plan_with_reward(
 # --- The run -----------------------------------------------------------------------------
 
 
+def _fit_report(
+    data: Examples,
+    fit: Fit,
+    train: np.ndarray,
+    held_out: np.ndarray,
+    *,
+    source: str,
+    config: RewardModelConfig,
+) -> dict[str, Any]:
+    """The fitted weights, largest first, and how well they do on each side of the split."""
+    order = np.argsort(-np.abs(fit.weights), kind="stable")
+
+    def kept(values: Sequence[str], side: np.ndarray) -> list[str]:
+        return [value for value, keep in zip(values, side, strict=True) if keep]
+
+    return {
+        "algorithm": ALGORITHM,
+        "source": source,
+        "weights": [
+            {"feature": FEATURES[i][0], "weight": float(fit.weights[i]), "help": FEATURES[i][1]}
+            for i in order
+        ],
+        "bias": fit.bias,
+        "train": evaluate(fit, data.rows[train], data.labels[train], source=source),
+        "held_out": evaluate(fit, data.rows[held_out], data.labels[held_out], source=source),
+        "train_ids": kept(data.ids, train),
+        "held_out_ids": kept(data.ids, held_out),
+        "held_out_groups": sorted(set(kept(data.groups, held_out))),
+        "learning_curve": fit.curve,
+        "curve": {"x": "epoch", "y": ["train_loss", "held_out_loss"]},
+        "knobs": asdict(config),
+        "seed": config.seed,
+    }
+
+
 def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[str, Any]:
+    """Fit the reward on the spec's examples, held out by call; then, if asked, plan a move
+    strategy with it on the simulator."""
     started = time.perf_counter()
     check_algorithm(spec, ALGORITHM)
     config: RewardModelConfig = config_from_knobs(
@@ -417,7 +454,6 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     rng = np.random.default_rng(config.seed)
     train, held_out = split_by_group(data.groups, config.holdout_fraction, rng)
     progress(0, 2, stage="fitting", examples=len(data.labels))
-
     fit = fit_logistic(
         data.rows[train],
         data.labels[train],
@@ -426,35 +462,9 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
         held_rows=data.rows[held_out],
         held_labels=data.labels[held_out],
     )
-    order = np.argsort(-np.abs(fit.weights), kind="stable")
-    result: dict[str, Any] = {
-        "algorithm": ALGORITHM,
-        "source": source,
-        "weights": [
-            {"feature": FEATURES[i][0], "weight": float(fit.weights[i]), "help": FEATURES[i][1]}
-            for i in order
-        ],
-        "bias": fit.bias,
-        "train": evaluate(fit, data.rows[train], data.labels[train], source=source),
-        "held_out": evaluate(fit, data.rows[held_out], data.labels[held_out], source=source),
-        "train_ids": [i for i, keep in zip(data.ids, train, strict=True) if keep],
-        "held_out_ids": [i for i, keep in zip(data.ids, held_out, strict=True) if keep],
-        "held_out_groups": sorted(
-            {g for g, keep in zip(data.groups, held_out, strict=True) if keep}
-        ),
-        "learning_curve": fit.curve,
-        "curve": {"x": "epoch", "y": ["train_loss", "held_out_loss"]},
-        "knobs": asdict(config),
-        "seed": config.seed,
-    }
-    progress(
-        1,
-        2,
-        stage="planning" if config.plan_strategy else "done",
-        **{
-            "held_out_accuracy": result["held_out"]["accuracy"] or 0.0,
-        },
-    )
+    result = _fit_report(data, fit, train, held_out, source=source, config=config)
+    stage = "planning" if config.plan_strategy else "done"
+    progress(1, 2, stage=stage, held_out_accuracy=result["held_out"]["accuracy"] or 0.0)
     if config.plan_strategy:
         result.update(plan_with_reward(spec, fit.weights, config))
     progress(2, 2, stage="done")

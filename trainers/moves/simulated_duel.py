@@ -21,6 +21,7 @@ Pure Python + numpy; never imports Django. Returns plain values.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -119,6 +120,60 @@ def _figures(won: np.ndarray, returns: np.ndarray) -> dict[str, float]:
     }
 
 
+def _check_duel(
+    scenarios: Sequence[Scenario], episodes: int, samples: int, confidence: float
+) -> None:
+    if not scenarios:
+        raise ValueError("a simulated duel needs at least one scenario")
+    if episodes < len(scenarios):
+        raise ValueError(
+            f"episodes must be at least the number of scenarios ({len(scenarios)}); got {episodes}"
+        )
+    if samples < 1 or not 0.0 < confidence < 1.0:
+        raise ValueError("samples must be >= 1 and confidence in (0, 1)")
+
+
+@dataclass(frozen=True)
+class _Played:
+    """Both sides' calls, episode by episode in scenario order, and the per-scenario rows."""
+
+    won: dict[str, np.ndarray]
+    returns: dict[str, np.ndarray]
+    rows: list[dict[str, Any]]
+
+
+def _play_both_sides(
+    strategies: Mapping[str, Mapping[str, Any]],
+    scenarios: Sequence[Scenario],
+    counts: Sequence[int],
+    *,
+    seed: int,
+    max_turns: int,
+) -> _Played:
+    """Both versions on the same customers, one scenario at a time."""
+    won: dict[str, list[np.ndarray]] = {side: [] for side in SIDES}
+    returns: dict[str, list[np.ndarray]] = {side: [] for side in SIDES}
+    rows = []
+    for scenario, count in zip(scenarios, counts, strict=True):
+        world = LettingsWorld(scenario.persona, max_turns=max_turns)
+        customers = customer_seed(seed, scenario)
+        row: dict[str, Any] = {"slug": scenario.slug, "name": scenario.name, "episodes": count}
+        for side in SIDES:
+            policy = _policy(strategies[side], side=side, world=world, scenario=scenario)
+            side_returns, side_won = simulate_returns(
+                world, policy, n_episodes=count, seed=customers
+            )
+            won[side].append(side_won)
+            returns[side].append(side_returns)
+            row[side] = _figures(side_won, side_returns)
+        rows.append(row)
+    return _Played(
+        won={side: np.concatenate(won[side]).astype(np.float64) for side in SIDES},
+        returns={side: np.concatenate(returns[side]) for side in SIDES},
+        rows=rows,
+    )
+
+
 def simulated_duel(
     candidate: Mapping[str, Any] | None,
     baseline: Mapping[str, Any] | None,
@@ -136,41 +191,14 @@ def simulated_duel(
 
     `seed` draws the customers, `bootstrap_seed` (default: `seed`) the resamples. Raises
     ValueError when a strategy cannot play a scenario or the arguments say nothing."""
-    if not scenarios:
-        raise ValueError("a simulated duel needs at least one scenario")
-    if episodes < len(scenarios):
-        raise ValueError(
-            f"episodes must be at least the number of scenarios ({len(scenarios)}); got {episodes}"
-        )
-    if samples < 1 or not 0.0 < confidence < 1.0:
-        raise ValueError("samples must be >= 1 and confidence in (0, 1)")
+    _check_duel(scenarios, episodes, samples, confidence)
     strategies = {"candidate": candidate or SCRIPTED, "baseline": baseline or SCRIPTED}
     counts = episodes_per_scenario(episodes, len(scenarios))
-
-    # --- both versions on the same customers, one scenario at a time ---
-    won: dict[str, list[np.ndarray]] = {side: [] for side in SIDES}
-    returns: dict[str, list[np.ndarray]] = {side: [] for side in SIDES}
-    rows = []
-    for scenario, count in zip(scenarios, counts, strict=True):
-        world = LettingsWorld(scenario.persona, max_turns=max_turns)
-        customers = customer_seed(seed, scenario)
-        row: dict[str, Any] = {"slug": scenario.slug, "name": scenario.name, "episodes": count}
-        for side in SIDES:
-            policy = _policy(strategies[side], side=side, world=world, scenario=scenario)
-            side_returns, side_won = simulate_returns(
-                world, policy, n_episodes=count, seed=customers
-            )
-            won[side].append(side_won)
-            returns[side].append(side_returns)
-            row[side] = _figures(side_won, side_returns)
-        rows.append(row)
-
-    won_by_side = {side: np.concatenate(won[side]).astype(np.float64) for side in SIDES}
-    returns_by_side = {side: np.concatenate(returns[side]) for side in SIDES}
+    played = _play_both_sides(strategies, scenarios, counts, seed=seed, max_turns=max_turns)
 
     # --- paired differences, episode by episode, and their bootstrap intervals ---
-    won_difference = won_by_side["candidate"] - won_by_side["baseline"]
-    return_difference = returns_by_side["candidate"] - returns_by_side["baseline"]
+    won_difference = played.won["candidate"] - played.won["baseline"]
+    return_difference = played.returns["candidate"] - played.returns["baseline"]
     rng = np.random.default_rng(seed if bootstrap_seed is None else bootstrap_seed)
     won_means, return_means = _bootstrap_means(
         [won_difference, return_difference], counts, samples=samples, rng=rng
@@ -186,8 +214,8 @@ def simulated_duel(
         "bootstrap_seed": seed if bootstrap_seed is None else bootstrap_seed,
         "bootstrap_samples": samples,
         "ci_level": confidence,
-        "candidate": _figures(won_by_side["candidate"], returns_by_side["candidate"]),
-        "baseline": _figures(won_by_side["baseline"], returns_by_side["baseline"]),
+        "candidate": _figures(played.won["candidate"], played.returns["candidate"]),
+        "baseline": _figures(played.won["baseline"], played.returns["baseline"]),
         "won_share_difference": round(float(won_difference.mean()), 4),
         "won_share_difference_ci": won_interval,
         "return_difference": round(float(return_difference.mean()), 4),
@@ -196,7 +224,7 @@ def simulated_duel(
         "candidate_only_won": int((won_difference > 0).sum()),
         "baseline_only_won": int((won_difference < 0).sum()),
         "verdict": verdict_of_difference(*won_interval),
-        "scenarios": rows,
+        "scenarios": played.rows,
     }
 
 
