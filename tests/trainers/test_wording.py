@@ -579,7 +579,7 @@ def test_without_the_probe_the_head_starts_at_random(models_dir, tmp_path):
 
 
 def test_the_outcome_probe_never_reads_held_out_labels(models_dir):
-    from trainers.wording.reward_model import _probe_outcomes, _reply
+    from trainers.wording.reward_model import RewardRows, logistic, probe_head
 
     examples = parse_wording_spec(
         base_spec(
@@ -596,14 +596,12 @@ def test_the_outcome_probe_never_reads_held_out_labels(models_dir):
     heads = []
     for rows in (examples, flipped):
         model, tokenizer = tiny_reward_model(models_dir)
-        conversations = [[*e.prompt, *_reply(e.reply)] for e in rows]
-        record, _scores = _probe_outcomes(
+        conversations = [[*e.prompt, _reply(e.reply)] for e in rows]
+        record, _scores = probe_head(
             model,
             tokenizer,
-            conversations,
-            rows,
-            train,
-            held,
+            RewardRows(rows, [e.call_id for e in rows], train, held, conversations),
+            loss=logistic,
             config=RewardModelConfig(),
             budget_seconds=None,
             stage_started=0.0,

@@ -1,10 +1,10 @@
 """The wording reward model: the base with a LoRA and a scalar head on the last token.
 
-Two ways to fit it, chosen on the RLHF card ("reward source"):
-  * picks: TRL's `RewardTrainer`, Bradley-Terry on the frozen pairs, a tenth of them held out
+One fit (`fit`), two losses, chosen on the RLHF card ("reward source"):
+  * picks, `bradley_terry`: TRL's `RewardTrainer` on the frozen pairs, a tenth of them held out
     (whole calls, where the picks name them); held-out accuracy is computed here over the whole
     held-out set (TRL's `eval_accuracy` is a mean of per-batch means);
-  * outcomes: every agent turn in the opening of every labelled real call as
+  * outcomes, `logistic`: every agent turn in the opening of every labelled real call as
     (call so far, reply, won), fitted with the logistic loss by a plain `transformers.Trainer`
     (one label, `problem_type="multi_label_classification"`: TRL has no trainer for it), held
     out by call (no call on both sides), AUC reported.
@@ -18,9 +18,8 @@ The reward is read at the last non-pad token, so the pad token always differs fr
 
 from __future__ import annotations
 
-import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,14 +27,19 @@ from typing import Any
 import numpy as np
 
 from trainers.wording.bases import (
-    CHAT_TEMPLATE_KWARGS,
     conversation_ids,
     inference_precision,
     load_base,
-    lora_config,
     quiet_deprecations,
-    train_quietly,
-    training_arguments,
+)
+from trainers.wording.common import (
+    HeldOutSettings,
+    as_reply,
+    evaluating,
+    padded_batch,
+    preference_rows,
+    train_in_scratch,
+    trimmed,
 )
 from trainers.wording.measures import outcome_measure, pair_measure, positions_in_call
 from trainers.wording.spec import (
@@ -44,44 +48,23 @@ from trainers.wording.spec import (
     Pair,
     StageProgress,
     WordingSpec,
-    config_with,
-    held_out_split,
     pair_groups,
-    trim_prompt,
 )
 
 
 @dataclass(frozen=True)
-class RewardModelConfig:
+class RewardModelConfig(HeldOutSettings):
+    """The reward model's settings (the spec's "reward_model"), beside the held-out split and
+    the schedule every fit has."""
+
     learning_rate: float = 1e-4
     """AdamW step size on the picks (Bradley-Terry), TRL's default for reward models."""
     outcome_learning_rate: float = 3e-4
     """Step size on outcome labels (logistic): touchy; 3e-3 diverged on the tiny model."""
-    epochs: float = 1.0
-    """Passes over the training rows (the spec's epochs)."""
-    max_steps: int | None = None
-    """Stop after this many optimizer steps (tests, benchmarks); None runs the epochs."""
-    batch_size: int = 8
-    """Pairs (or outcome rows) per card per step."""
-    gradient_accumulation_steps: int = 1
-    """Steps whose gradients are summed before one optimizer update."""
     max_length: int = 1024
     """Tokens per conversation; the oldest turns of a longer call are dropped."""
-    held_out_fraction: float = 0.1
-    """Share of the rows held out (whole calls at a time) to measure the fit."""
-    held_out_minimum: int = 0
-    """Hold out at least this many calls (pairs where a pick names no call), up to half of
-    them, when a tenth is too few to measure (100 give an interval of about ±0.1)."""
-    lora_r: int = 16
-    """LoRA rank of the reward adapter."""
-    lora_alpha: int = 32
-    """LoRA scale (alpha / r multiplies the update)."""
-    lora_dropout: float = 0.0
-    """Dropout on the LoRA input."""
     score_batch_size: int = 16
     """Conversations scored per forward pass (held-out set, policy replies)."""
-    seed: int = 0
-    """Seeds the split, the head's initialisation and the data order."""
     probe: bool = True
     """Start the head from a linear probe on the base's frozen features
     (trainers.wording.reward_probe)
@@ -98,13 +81,7 @@ class RewardModelConfig:
 
 def reward_lora_config(config: RewardModelConfig) -> Any:
     """A LoRA on the projections, with the scalar head trained in full."""
-    return lora_config(
-        task_type="SEQ_CLS",
-        r=config.lora_r,
-        alpha=config.lora_alpha,
-        dropout=config.lora_dropout,
-        modules_to_save=["score"],
-    )
+    return config.lora("SEQ_CLS", modules_to_save=["score"])
 
 
 @dataclass
@@ -165,42 +142,403 @@ def score(
     batch_size: int = 16,
 ) -> list[float]:
     """The reward of each conversation (its last message the reply), read at its last token."""
-    import torch
-
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
     ids = [conversation_ids(tokenizer, conversation) for conversation in conversations]
     rewards: list[float] = []
-    with torch.no_grad(), inference_precision(model):
+    with evaluating(model) as device, inference_precision(model):
         for start in range(0, len(ids), batch_size):
-            batch = ids[start : start + batch_size]
-            width = max(len(row) for row in batch)
-            input_ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
-            attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, tokens in enumerate(batch):
-                input_ids[row, : len(tokens)] = torch.tensor(tokens)
-                attention_mask[row, : len(tokens)] = 1
+            input_ids, attention_mask = padded_batch(
+                ids[start : start + batch_size], tokenizer.pad_token_id
+            )
             logits = model(
                 input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)
             ).logits
             rewards.extend(logits[:, 0].float().cpu().tolist())
-    if was_training:
-        model.train()
     return rewards
 
 
-def _fitted(tokenizer: Any, prompt: Sequence[Message], replies: Sequence[str], max_length: int):
-    return trim_prompt(
-        lambda messages: len(conversation_ids(tokenizer, messages)),
-        prompt,
-        replies,
-        max_tokens=max_length,
+# --- the rows a fit reads, and its two losses -----------------------------------------------------
+
+
+@dataclass
+class RewardRows:
+    """The rows one fit reads (pairs or outcome examples), what they are held out by (calls, or
+    pairs), the training and held-out indices, and each row's conversation(s), trimmed."""
+
+    rows: Sequence[Any]
+    groups: list[str]
+    train: list[int]
+    held: list[int]
+    conversations: list[Any]
+
+
+@dataclass
+class TrainerRun:
+    """What a loss hands the fit's one Trainer run (`trainers.wording.common.train_in_scratch`):
+    the Trainer and its arguments' types, the step size, the loss's own arguments, and the
+    Trainer's inputs (the model, the dataset, ...)."""
+
+    trainer_type: Any
+    arguments_type: type
+    learning_rate: float
+    arguments: dict[str, Any]
+    inputs: dict[str, Any]
+
+
+class BradleyTerry:
+    """Bradley-Terry on the picks: a row is a pair, its conversations (chosen, rejected) share
+    one prompt, trimmed so the longer reply fits; measured by held-out accuracy."""
+
+    source = "picks"
+
+    def groups(self, pairs: Sequence[Pair]) -> list[str]:
+        return pair_groups(pairs)
+
+    def conversations(
+        self, tokenizer: Any, pairs: Sequence[Pair], config: RewardModelConfig
+    ) -> list[tuple[list[Message], list[Message]]]:
+        prompts = [
+            trimmed(tokenizer, pair.prompt, (pair.chosen, pair.rejected), config.max_length)
+            for pair in pairs
+        ]
+        return [
+            (prompt + as_reply(pair.chosen), prompt + as_reply(pair.rejected))
+            for prompt, pair in zip(prompts, pairs, strict=True)
+        ]
+
+    def probe_conversations(self, data: RewardRows, indices: Sequence[int]) -> list[Any]:
+        """Both sides of each pair, chosen then rejected: the probe's rows come in twos."""
+        return [data.conversations[index][side] for index in indices for side in (0, 1)]
+
+    def fit_head(
+        self, read: Any, data: RewardRows, order: Sequence[int], *, deadline: float | None
+    ) -> tuple[np.ndarray, float] | None:
+        """The head on chosen-minus-rejected features of the whole pairs read (at least ten)."""
+        from trainers.wording.reward_probe import fit_pair_probe
+
+        complete = read.rows_read // 2
+        read.rows_read, read.rows_asked = complete, len(order)
+        if complete < 10:
+            return None
+        return fit_pair_probe(
+            read.features[0 : 2 * complete : 2],
+            read.features[1 : 2 * complete : 2],
+            [data.groups[index] for index in order[:complete]],
+            deadline=deadline,
+        )
+
+    def probe_measure(
+        self, held_features: np.ndarray, weights: np.ndarray, data: RewardRows, seed: int
+    ) -> tuple[dict[str, Any], dict[str, list[float]]]:
+        chosen, rejected = held_features[0::2] @ weights, held_features[1::2] @ weights
+        measured = pair_measure(chosen, rejected, seed=seed)
+        return measured, {"chosen": chosen.tolist(), "rejected": rejected.tolist()}
+
+    def trainer_run(
+        self, model: Any, tokenizer: Any, data: RewardRows, config: RewardModelConfig, peft: Any
+    ) -> TrainerRun:
+        """TRL's RewardTrainer on (prompt, chosen, rejected), the LoRA its own to add."""
+        from datasets import Dataset
+        from trl import RewardConfig, RewardTrainer
+
+        prompts = [chosen[:-1] for chosen, _ in data.conversations]
+        dataset = Dataset.from_list(preference_rows(prompts, data.rows, data.train))
+        return TrainerRun(
+            RewardTrainer,
+            RewardConfig,
+            config.learning_rate,
+            # Trimmed above: RewardTrainer would drop long pairs instead.
+            arguments={"max_length": None},
+            inputs={
+                "model": model,
+                "train_dataset": dataset,
+                "processing_class": tokenizer,
+                "peft_config": peft if peft is not None else reward_lora_config(config),
+            },
+        )
+
+    def measure(
+        self, fitted: Any, tokenizer: Any, data: RewardRows, config: RewardModelConfig
+    ) -> tuple[dict[str, Any], dict[str, list[float]]]:
+        """Over the WHOLE held-out set: RewardTrainer's eval_accuracy averages per-batch
+        means."""
+        chosen, rejected = (
+            score(
+                fitted,
+                tokenizer,
+                [data.conversations[index][side] for index in data.held],
+                batch_size=config.score_batch_size,
+            )
+            for side in (0, 1)
+        )
+        measured = pair_measure(chosen, rejected, seed=config.seed)
+        return measured, {"chosen": list(chosen), "rejected": list(rejected)}
+
+
+class Logistic:
+    """The logistic loss on outcome labels: a row is one agent turn of a labelled real call,
+    its conversation the call so far and the reply; measured by AUC by call."""
+
+    source = "outcomes"
+
+    def groups(self, examples: Sequence[OutcomeExample]) -> list[str]:
+        return [example.call_id for example in examples]
+
+    def conversations(
+        self, tokenizer: Any, examples: Sequence[OutcomeExample], config: RewardModelConfig
+    ) -> list[list[Message]]:
+        return [
+            trimmed(tokenizer, example.prompt, (example.reply,), config.max_length)
+            + as_reply(example.reply)
+            for example in examples
+        ]
+
+    def probe_conversations(self, data: RewardRows, indices: Sequence[int]) -> list[Any]:
+        return [data.conversations[index] for index in indices]
+
+    def fit_head(
+        self, read: Any, data: RewardRows, order: Sequence[int], *, deadline: float | None
+    ) -> tuple[np.ndarray, float] | None:
+        """The head on won/lost of the turns read, when they hold both labels and five calls."""
+        from trainers.wording.reward_probe import fit_outcome_probe
+
+        seen = [data.rows[index] for index in order[: read.rows_read]]
+        if len({row.won for row in seen}) < 2 or len({row.call_id for row in seen}) < 5:
+            return None
+        return fit_outcome_probe(
+            read.features,
+            [row.won for row in seen],
+            [row.call_id for row in seen],
+            deadline=deadline,
+        )
+
+    def probe_measure(
+        self, held_features: np.ndarray, weights: np.ndarray, data: RewardRows, seed: int
+    ) -> tuple[dict[str, Any], dict[str, list[float]]]:
+        held_scores = (held_features @ weights).tolist()
+        return _by_call(held_scores, data, seed), {"scores": held_scores}
+
+    def trainer_run(
+        self, model: Any, tokenizer: Any, data: RewardRows, config: RewardModelConfig, peft: Any
+    ) -> TrainerRun:
+        """A plain Trainer on (conversation, won) with the logistic loss, on the model already
+        wrapped in its LoRA."""
+        from datasets import Dataset
+        from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
+
+        # Tokenised for the Trainer only once it is known to run (the probe reads its own ids).
+        rows = []
+        for index in data.train:
+            ids = conversation_ids(tokenizer, data.conversations[index])
+            won = 1.0 if data.rows[index].won else 0.0
+            rows.append({"input_ids": ids, "attention_mask": [1] * len(ids), "labels": [won]})
+        set_seed(config.seed)
+        # One logit read through a sigmoid: BCE-with-logits, i.e. the logistic loss on won/lost.
+        model.config.problem_type = "multi_label_classification"
+        return TrainerRun(
+            Trainer,
+            TrainingArguments,
+            config.outcome_learning_rate,
+            arguments={"remove_unused_columns": False},
+            inputs={
+                "model": _as_adapter(model, config, peft),
+                "train_dataset": Dataset.from_list(rows),
+                "data_collator": DataCollatorWithPadding(tokenizer),
+            },
+        )
+
+    def measure(
+        self, fitted: Any, tokenizer: Any, data: RewardRows, config: RewardModelConfig
+    ) -> tuple[dict[str, Any], dict[str, list[float]]]:
+        held_scores = score(
+            fitted,
+            tokenizer,
+            [data.conversations[index] for index in data.held],
+            batch_size=config.score_batch_size,
+        )
+        return _by_call(held_scores, data, config.seed), {"scores": list(held_scores)}
+
+
+RewardLoss = BradleyTerry | Logistic
+bradley_terry = BradleyTerry()
+logistic = Logistic()
+
+
+def _by_call(held_scores: Sequence[float], data: RewardRows, seed: int) -> dict[str, Any]:
+    """The held-out outcome figures: by call, within turn position, and beside position- and
+    length-only predictors (a pooled AUC over turn rows mostly measures how many turns a call
+    has)."""
+    held_calls = [data.groups[index] for index in data.held]
+    return outcome_measure(
+        held_scores,
+        [data.rows[index].won for index in data.held],
+        held_calls,
+        positions=positions_in_call(held_calls),
+        reply_lengths=[len(data.rows[index].reply) for index in data.held],
+        seed=seed,
     )
 
 
-def _reply(text: str) -> list[Message]:
-    return [{"role": "assistant", "content": text}]
+# --- the fit ----------------------------------------------------------------------------------
+
+
+def fit(
+    model: Any,
+    tokenizer: Any,
+    rows: Sequence[Any],
+    *,
+    loss: RewardLoss,
+    config: RewardModelConfig,
+    peft_config: Any = None,
+    callbacks: Sequence[Any] = (),
+    work_dir: Path | str | None = None,
+    budget_seconds: float | None = None,
+    on_probe: Callable[[int, int], None] | None = None,
+    stage_started: float | None = None,
+) -> RewardModelFit:
+    """Fit `model` (a base with `head="reward"`) on `rows` with `loss` (`bradley_terry` on
+    pairs, `logistic` on outcome examples), held out by call; its head starts from the probe
+    (`config.probe`), which on a time budget may be the whole fit (`config.fine_tune`).
+    `stage_started` (time.monotonic()) is when the stage's budget began counting."""
+    started = time.perf_counter()
+    stage_started = time.monotonic() if stage_started is None else stage_started
+    data = reward_rows(rows, tokenizer, loss=loss, config=config)
+    fine_tunes = _fine_tunes(config, budget_seconds)
+    probe, probe_scores = None, None
+    if config.probe:
+        probe, probe_scores = probe_head(
+            model,
+            tokenizer,
+            data,
+            loss=loss,
+            config=config,
+            budget_seconds=budget_seconds,
+            fine_tunes=fine_tunes,
+            stage_started=stage_started,
+            on_chunk=on_probe,
+        )
+        _leave_to_trainer(callbacks, time.monotonic() - stage_started)
+    if probe is not None and not fine_tunes:
+        # The probe is the head and no step follows: its held-out figures are the fit's.
+        adapter = _as_adapter(model, config, peft_config)
+        seen = _probe_data_seen(probe, budget_seconds)
+        held_out = probe["held_out"], probe_scores
+        return _fitted(
+            adapter, tokenizer, loss, data, held_out, started, probe=probe, data_seen=seen
+        )
+    fitted = _fine_tune(model, tokenizer, data, loss, config, peft_config, callbacks, work_dir)
+    held_out = loss.measure(fitted, tokenizer, data, config)
+    found = {"probe": probe, "history": _history(callbacks), "data_seen": _data_seen(callbacks)}
+    return _fitted(fitted, tokenizer, loss, data, held_out, started, **found)
+
+
+def reward_rows(
+    rows: Sequence[Any], tokenizer: Any, *, loss: RewardLoss, config: RewardModelConfig
+) -> RewardRows:
+    """The rows split by what `loss` holds them out by, each with its conversation(s)."""
+    groups = loss.groups(rows)
+    train, held = config.held_out(groups)
+    return RewardRows(rows, groups, train, held, loss.conversations(tokenizer, rows, config))
+
+
+def _fine_tune(
+    model: Any,
+    tokenizer: Any,
+    data: RewardRows,
+    loss: RewardLoss,
+    config: RewardModelConfig,
+    peft_config: Any,
+    callbacks: Sequence[Any],
+    work_dir: Path | str | None,
+) -> Any:
+    """The LoRA steps after the probe, with `loss`'s Trainer: the fitted model."""
+    run = loss.trainer_run(model, tokenizer, data, config, peft_config)
+    trainer = train_in_scratch(
+        run.trainer_type,
+        run.arguments_type,
+        settings=config,
+        work_dir=work_dir,
+        learning_rate=run.learning_rate,
+        arguments=run.arguments,
+        callbacks=list(callbacks),
+        **run.inputs,
+    )
+    return trainer.accelerator.unwrap_model(trainer.model)
+
+
+def fit_on_pairs(
+    model: Any, tokenizer: Any, pairs: Sequence[Pair], **options: Any
+) -> RewardModelFit:
+    """`fit` with the Bradley-Terry loss on the picks."""
+    return fit(model, tokenizer, pairs, loss=bradley_terry, **options)
+
+
+def fit_on_outcomes(
+    model: Any, tokenizer: Any, examples: Sequence[OutcomeExample], **options: Any
+) -> RewardModelFit:
+    """`fit` with the logistic loss on the outcome labels."""
+    return fit(model, tokenizer, examples, loss=logistic, **options)
+
+
+def _fitted(
+    model: Any,
+    tokenizer: Any,
+    loss: RewardLoss,
+    data: RewardRows,
+    held_out: tuple[dict[str, Any], dict[str, list[float]] | None],
+    started: float,
+    **found: Any,
+) -> RewardModelFit:
+    """The fit's record: its held-out (figures, scores) (accuracy for picks, AUC by call for
+    outcomes) and the calls on each side; `found` holds the probe, history and data seen."""
+    measured, scores = held_out
+    return RewardModelFit(
+        model=model,
+        tokenizer=tokenizer,
+        source=loss.source,
+        measured=measured,
+        train_rows=len(data.train),
+        held_out_rows=len(data.held),
+        held_out_accuracy=measured.get("accuracy") if loss.source == "picks" else None,
+        held_out_auc=measured.get("auc_by_call") if loss.source == "outcomes" else None,
+        train_groups=sorted({data.groups[index] for index in data.train}),
+        held_out_groups=sorted({data.groups[index] for index in data.held}),
+        seconds=time.perf_counter() - started,
+        held_out_scores=scores,
+        **found,
+    )
+
+
+def _data_seen(callbacks: Sequence[Any]) -> dict[str, Any]:
+    for callback in callbacks:
+        if hasattr(callback, "data_seen"):
+            return dict(callback.data_seen)
+    return {}
+
+
+def _history(callbacks: Sequence[Any]) -> list[dict[str, float]]:
+    for callback in callbacks:
+        if hasattr(callback, "history"):
+            return list(callback.history)
+    return []
+
+
+def _leave_to_trainer(callbacks: Sequence[Any], spent: float) -> None:
+    """The Trainer's budget is what the probe left of the stage's (at least a minute)."""
+    for callback in callbacks:
+        if getattr(callback, "budget_seconds", None) is not None:
+            callback.budget_seconds = max(60.0, callback.budget_seconds - spent)
+
+
+def _as_adapter(model: Any, config: RewardModelConfig, peft_config: Any) -> Any:
+    """`model` wrapped in the reward LoRA (`peft_config`, or the config's). With no step after,
+    it is the probed model in the saved format: the LoRA starts as a no-op (PEFT zeroes its
+    second matrix) and the probed head is the saved `score`."""
+    from peft import get_peft_model
+
+    with quiet_deprecations():
+        return get_peft_model(
+            model, peft_config if peft_config is not None else reward_lora_config(config)
+        )
 
 
 # --- the probe the head starts from (trainers.wording.reward_probe) ------------------------------
@@ -250,69 +588,64 @@ def _fit_deadline(deadline: float | None, read: Any, held_tokens: int) -> float 
     return deadline - held_tokens / read.tokens_per_second
 
 
-def _as_adapter(model: Any, config: RewardModelConfig, peft_config: Any) -> Any:
-    """The probed model in the saved format without any step: the LoRA starts as a no-op
-    (PEFT zeroes its second matrix) and the probed head is the saved `score`."""
-    from peft import get_peft_model
-
-    with quiet_deprecations():
-        return get_peft_model(
-            model, peft_config if peft_config is not None else reward_lora_config(config)
-        )
-
-
-def _probe_only_fit(
-    model: Any,
-    tokenizer: Any,
-    source: str,
-    probe: dict[str, Any],
-    scores: dict[str, list[float]] | None,
-    *,
-    groups: Sequence[str],
-    train: Sequence[int],
-    held: Sequence[int],
-    seconds: float,
-    budget_seconds: float | None,
-) -> RewardModelFit:
-    """The fit when the probe is the head (no LoRA step): its held-out figures are the fit's."""
-    measured = probe["held_out"]
-    return RewardModelFit(
-        model=model,
-        tokenizer=tokenizer,
-        source=source,
-        measured=measured,
-        probe=probe,
-        train_rows=len(train),
-        held_out_rows=len(held),
-        held_out_accuracy=measured.get("accuracy") if source == "picks" else None,
-        held_out_auc=measured.get("auc_by_call") if source == "outcomes" else None,
-        train_groups=sorted({groups[index] for index in train}),
-        held_out_groups=sorted({groups[index] for index in held}),
-        seconds=seconds,
-        held_out_scores=scores,
-        data_seen={
-            "steps": 0,
-            "planned_steps": 0,
-            "probe_rows": probe["rows_read"],
-            "share_of_planned": probe["share_read"],
-            "stopped_by_budget": probe["rows_read"] < probe["rows_asked"],
-            "budget_seconds": budget_seconds,
-            "fine_tuned": False,
-        },
-    )
-
-
-def _leave_to_trainer(callbacks: Sequence[Any], spent: float) -> None:
-    """The Trainer's budget is what the probe left of the stage's (at least a minute)."""
-    for callback in callbacks:
-        if getattr(callback, "budget_seconds", None) is not None:
-            callback.budget_seconds = max(60.0, callback.budget_seconds - spent)
-
-
 def _seeded_order(indices: Sequence[int], seed: int) -> list[int]:
     order = list(indices)
     np.random.default_rng(seed).shuffle(order)
     return order
+
+
+def probe_head(
+    model: Any,
+    tokenizer: Any,
+    data: RewardRows,
+    *,
+    loss: RewardLoss,
+    config: RewardModelConfig,
+    budget_seconds: float | None,
+    fine_tunes: bool = True,
+    stage_started: float,
+    on_chunk: Callable[[int, int], None] | None = None,
+) -> tuple[dict[str, Any] | None, dict[str, list[float]] | None]:
+    """Fit the head on the base's frozen features of the training rows it can afford (in a
+    seeded order; never the held-out rows), write it into the model, and measure it on the
+    held-out rows from the same features: (the probe's record, its held-out scores), or
+    (None, None) when too few rows were read to fit it."""
+    from trainers.wording.reward_probe import last_token_features, set_head
+
+    order = _seeded_order(data.train, config.seed)
+
+    def token_rows(indices: Sequence[int]) -> list[list[int]]:
+        return [conversation_ids(tokenizer, c) for c in loss.probe_conversations(data, indices)]
+
+    rows, held_rows = token_rows(order), token_rows(data.held)
+    # The read, the head's fit and the held-out pass share one deadline (the fit's grid stops
+    # trying strengths once its share has passed), so the stage ends near its budget.
+    deadline = _probe_deadline(
+        config, budget_seconds, fine_tunes=fine_tunes, stage_started=stage_started
+    )
+    held_tokens = sum(map(len, held_rows))
+    read = last_token_features(
+        model,
+        rows,
+        pad_token_id=tokenizer.pad_token_id,
+        batch_size=config.score_batch_size,
+        deadline=deadline,
+        reserve_tokens=held_tokens,
+        reserve_seconds=_fit_reserve(budget_seconds),
+        on_chunk=on_chunk,
+    )
+    head = loss.fit_head(read, data, order, deadline=_fit_deadline(deadline, read, held_tokens))
+    if head is None:
+        return None, None
+    weights, strength = head
+    set_head(model, weights)
+    fitted = time.monotonic()
+    held_features = last_token_features(
+        model, held_rows, pad_token_id=tokenizer.pad_token_id, batch_size=config.score_batch_size
+    ).features
+    measured, scores = loss.probe_measure(held_features, weights, data, config.seed)
+    record = _probe_record(read, strength, measured, fitted=fitted, measured_at=time.monotonic())
+    return record, scores
 
 
 def _probe_record(
@@ -333,424 +666,24 @@ def _probe_record(
     }
 
 
-def _probe_pairs(
-    model: Any,
-    tokenizer: Any,
-    conversations: Sequence[tuple[list[Message], list[Message]]],
-    train: Sequence[int],
-    held: Sequence[int],
-    groups: Sequence[str],
-    *,
-    config: RewardModelConfig,
-    budget_seconds: float | None,
-    fine_tunes: bool,
-    stage_started: float,
-    on_chunk: Any = None,
-) -> tuple[dict[str, Any] | None, dict[str, list[float]] | None]:
-    """Fit the head on chosen-minus-rejected features of the training pairs it can afford,
-    write it into the model; its own held-out accuracy comes from the same frozen features."""
-    from trainers.wording.reward_probe import fit_pair_probe, last_token_features, set_head
-
-    order = _seeded_order(train, config.seed)
-    rows = [conversation_ids(tokenizer, conversations[i][side]) for i in order for side in (0, 1)]
-    held_rows = [conversation_ids(tokenizer, conversations[i][s]) for i in held for s in (0, 1)]
-    # The read, the head's fit and the held-out pass share one deadline (the fit's grid stops
-    # trying strengths once its share has passed), so the stage ends near its budget.
-    deadline = _probe_deadline(
-        config, budget_seconds, fine_tunes=fine_tunes, stage_started=stage_started
-    )
-    held_tokens = sum(map(len, held_rows))
-    read = last_token_features(
-        model,
-        rows,
-        pad_token_id=tokenizer.pad_token_id,
-        batch_size=config.score_batch_size,
-        deadline=deadline,
-        reserve_tokens=held_tokens,
-        reserve_seconds=_fit_reserve(budget_seconds),
-        on_chunk=on_chunk,
-    )
-    complete = read.rows_read // 2
-    read.rows_read, read.rows_asked = complete, len(order)
-    if complete < 10:
-        return None, None
-    weights, strength = fit_pair_probe(
-        read.features[0 : 2 * complete : 2],
-        read.features[1 : 2 * complete : 2],
-        [groups[i] for i in order[:complete]],
-        deadline=_fit_deadline(deadline, read, held_tokens),
-    )
-    set_head(model, weights)
-    fitted = time.monotonic()
-    held_features = last_token_features(
-        model, held_rows, pad_token_id=tokenizer.pad_token_id, batch_size=config.score_batch_size
-    ).features
-    chosen, rejected = held_features[0::2] @ weights, held_features[1::2] @ weights
-    measured = pair_measure(chosen, rejected, seed=config.seed)
-    record = _probe_record(read, strength, measured, fitted=fitted, measured_at=time.monotonic())
-    return record, {"chosen": chosen.tolist(), "rejected": rejected.tolist()}
-
-
-# --- Bradley-Terry on the picks ------------------------------------------------------------
-
-
-def fit_on_pairs(
-    model: Any,
-    tokenizer: Any,
-    pairs: Sequence[Pair],
-    *,
-    config: RewardModelConfig,
-    peft_config: Any = None,
-    callbacks: Sequence[Any] = (),
-    work_dir: Path | str | None = None,
-    budget_seconds: float | None = None,
-    on_probe: Any = None,
-    stage_started: float | None = None,
-) -> RewardModelFit:
-    """Fit `model` (a base with `head="reward"`) on the pairs with TRL's RewardTrainer, its
-    head started from the probe (`config.probe`)."""
-    from datasets import Dataset
-    from trl import RewardConfig, RewardTrainer
-
-    started = time.perf_counter()
-    stage_started = time.monotonic() if stage_started is None else stage_started
-    groups = pair_groups(pairs)
-    train, held = held_out_split(
-        groups,
-        fraction=config.held_out_fraction,
-        seed=config.seed,
-        minimum_groups=config.held_out_minimum,
-    )
-    prompts = [
-        _fitted(tokenizer, pair.prompt, (pair.chosen, pair.rejected), config.max_length)
-        for pair in pairs
-    ]
-    fine_tunes = _fine_tunes(config, budget_seconds)
-    probe, probe_scores = None, None
-    if config.probe:
-        probe, probe_scores = _probe_pairs(
-            model,
-            tokenizer,
-            [
-                (prompt + _reply(pair.chosen), prompt + _reply(pair.rejected))
-                for prompt, pair in zip(prompts, pairs, strict=True)
-            ],
-            train,
-            held,
-            groups,
-            config=config,
-            budget_seconds=budget_seconds,
-            fine_tunes=fine_tunes,
-            stage_started=stage_started,
-            on_chunk=on_probe,
-        )
-        _leave_to_trainer(callbacks, time.monotonic() - stage_started)
-    if probe is not None and not fine_tunes:
-        return _probe_only_fit(
-            _as_adapter(model, config, peft_config),
-            tokenizer,
-            "picks",
-            probe,
-            probe_scores,
-            groups=groups,
-            train=train,
-            held=held,
-            seconds=time.perf_counter() - started,
-            budget_seconds=budget_seconds,
-        )
-    dataset = Dataset.from_list(
-        [
-            {
-                "prompt": prompts[index],
-                "chosen": _reply(pairs[index].chosen),
-                "rejected": _reply(pairs[index].rejected),
-                "chat_template_kwargs": CHAT_TEMPLATE_KWARGS,
-            }
-            for index in train
-        ]
-    )
-    with tempfile.TemporaryDirectory(dir=work_dir) as scratch, quiet_deprecations():
-        arguments = training_arguments(
-            RewardConfig,
-            output_dir=scratch,
-            batch_size=config.batch_size,
-            gradient_accumulation_steps=config.gradient_accumulation_steps,
-            epochs=config.epochs,
-            max_steps=config.max_steps,
-            learning_rate=config.learning_rate,
-            seed=config.seed,
-            max_length=None,  # trimmed above: RewardTrainer would drop long pairs instead
-        )
-        trainer = RewardTrainer(
-            model=model,
-            args=arguments,
-            train_dataset=dataset,
-            processing_class=tokenizer,
-            peft_config=peft_config if peft_config is not None else reward_lora_config(config),
-            callbacks=list(callbacks),
-        )
-        train_quietly(trainer)
-    fitted = trainer.accelerator.unwrap_model(trainer.model)
-
-    # Over the WHOLE held-out set: RewardTrainer's eval_accuracy averages per-batch means.
-    chosen = score(
-        fitted,
-        tokenizer,
-        [prompts[index] + _reply(pairs[index].chosen) for index in held],
-        batch_size=config.score_batch_size,
-    )
-    rejected = score(
-        fitted,
-        tokenizer,
-        [prompts[index] + _reply(pairs[index].rejected) for index in held],
-        batch_size=config.score_batch_size,
-    )
-    measured = pair_measure(chosen, rejected, seed=config.seed)
-    return RewardModelFit(
-        held_out_scores={"chosen": list(chosen), "rejected": list(rejected)},
-        model=fitted,
-        tokenizer=tokenizer,
-        source="picks",
-        measured=measured,
-        probe=probe,
-        train_rows=len(train),
-        held_out_rows=len(held),
-        held_out_accuracy=measured["accuracy"],
-        held_out_auc=None,
-        train_groups=sorted({groups[index] for index in train}),
-        held_out_groups=sorted({groups[index] for index in held}),
-        seconds=time.perf_counter() - started,
-        history=_history(callbacks),
-        data_seen=_data_seen(callbacks),
-    )
-
-
-# --- logistic loss on the outcome labels ------------------------------------------------------
-
-
-def fit_on_outcomes(
-    model: Any,
-    tokenizer: Any,
-    examples: Sequence[OutcomeExample],
-    *,
-    config: RewardModelConfig,
-    peft_config: Any = None,
-    callbacks: Sequence[Any] = (),
-    work_dir: Path | str | None = None,
-    budget_seconds: float | None = None,
-    on_probe: Any = None,
-    stage_started: float | None = None,
-) -> RewardModelFit:
-    """Fit `model` (a base with `head="reward"`) to predict whether the call was won, its head
-    started from the probe (`config.probe`)."""
-    from datasets import Dataset
-    from peft import get_peft_model
-    from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
-
-    started = time.perf_counter()
-    stage_started = time.monotonic() if stage_started is None else stage_started
-    groups = [example.call_id for example in examples]
-    train, held = held_out_split(
-        groups,
-        fraction=config.held_out_fraction,
-        seed=config.seed,
-        minimum_groups=config.held_out_minimum,
-    )
-    conversations = [
-        _fitted(tokenizer, example.prompt, (example.reply,), config.max_length)
-        + _reply(example.reply)
-        for example in examples
-    ]
-    fine_tunes = _fine_tunes(config, budget_seconds)
-    probe, probe_scores = None, None
-    if config.probe:
-        probe, probe_scores = _probe_outcomes(
-            model,
-            tokenizer,
-            conversations,
-            examples,
-            train,
-            held,
-            config=config,
-            budget_seconds=budget_seconds,
-            fine_tunes=fine_tunes,
-            stage_started=stage_started,
-            on_chunk=on_probe,
-        )
-        _leave_to_trainer(callbacks, time.monotonic() - stage_started)
-    if probe is not None and not fine_tunes:
-        return _probe_only_fit(
-            _as_adapter(model, config, peft_config),
-            tokenizer,
-            "outcomes",
-            probe,
-            probe_scores,
-            groups=groups,
-            train=train,
-            held=held,
-            seconds=time.perf_counter() - started,
-            budget_seconds=budget_seconds,
-        )
-
-    # Tokenised for the Trainer only once it is known to run (the probe reads its own ids).
-    rows = []
-    for index in train:
-        ids = conversation_ids(tokenizer, conversations[index])
-        rows.append(
-            {
-                "input_ids": ids,
-                "attention_mask": [1] * len(ids),
-                "labels": [1.0 if examples[index].won else 0.0],
-            }
-        )
-
-    set_seed(config.seed)
-    # One logit read through a sigmoid: BCE-with-logits, i.e. the logistic loss on won/lost.
-    model.config.problem_type = "multi_label_classification"
-    with quiet_deprecations():
-        peft_model = get_peft_model(
-            model, peft_config if peft_config is not None else reward_lora_config(config)
-        )
-    with tempfile.TemporaryDirectory(dir=work_dir) as scratch:
-        arguments = training_arguments(
-            TrainingArguments,
-            output_dir=scratch,
-            batch_size=config.batch_size,
-            gradient_accumulation_steps=config.gradient_accumulation_steps,
-            epochs=config.epochs,
-            max_steps=config.max_steps,
-            learning_rate=config.outcome_learning_rate,
-            seed=config.seed,
-            remove_unused_columns=False,
-        )
-        trainer = Trainer(
-            model=peft_model,
-            args=arguments,
-            train_dataset=Dataset.from_list(rows),
-            data_collator=DataCollatorWithPadding(tokenizer),
-            callbacks=list(callbacks),
-        )
-        train_quietly(trainer)
-    fitted = trainer.accelerator.unwrap_model(trainer.model)
-
-    held_scores = score(
-        fitted,
-        tokenizer,
-        [conversations[index] for index in held],
-        batch_size=config.score_batch_size,
-    )
-    # By call, within turn position, and beside position- and length-only predictors: a
-    # pooled AUC over turn rows mostly measures how many turns a call has.
-    held_calls = [groups[index] for index in held]
-    measured = outcome_measure(
-        held_scores,
-        [examples[index].won for index in held],
-        held_calls,
-        positions=positions_in_call(held_calls),
-        reply_lengths=[len(examples[index].reply) for index in held],
-        seed=config.seed,
-    )
-    return RewardModelFit(
-        held_out_scores={"scores": list(held_scores)},
-        model=fitted,
-        tokenizer=tokenizer,
-        source="outcomes",
-        measured=measured,
-        probe=probe,
-        train_rows=len(train),
-        held_out_rows=len(held),
-        held_out_accuracy=None,
-        held_out_auc=measured["auc_by_call"],
-        train_groups=sorted({groups[index] for index in train}),
-        held_out_groups=sorted({groups[index] for index in held}),
-        seconds=time.perf_counter() - started,
-        history=_history(callbacks),
-        data_seen=_data_seen(callbacks),
-    )
-
-
-def _probe_outcomes(
-    model: Any,
-    tokenizer: Any,
-    conversations: Sequence[list[Message]],
-    examples: Sequence[OutcomeExample],
-    train: Sequence[int],
-    held: Sequence[int],
-    *,
-    config: RewardModelConfig,
-    budget_seconds: float | None,
-    fine_tunes: bool = True,
-    stage_started: float,
-    on_chunk: Any = None,
-) -> tuple[dict[str, Any] | None, dict[str, list[float]] | None]:
-    """Fit the head on won/lost from the features of the training turns it can afford (held
-    out by call like everything else), write it into the model, and measure it by call."""
-    from trainers.wording.reward_probe import fit_outcome_probe, last_token_features, set_head
-
-    order = _seeded_order(train, config.seed)
-    held_rows = [conversation_ids(tokenizer, conversations[i]) for i in held]
-    deadline = _probe_deadline(
-        config, budget_seconds, fine_tunes=fine_tunes, stage_started=stage_started
-    )
-    held_tokens = sum(map(len, held_rows))
-    read = last_token_features(
-        model,
-        [conversation_ids(tokenizer, conversations[i]) for i in order],
-        pad_token_id=tokenizer.pad_token_id,
-        batch_size=config.score_batch_size,
-        deadline=deadline,
-        reserve_tokens=held_tokens,
-        reserve_seconds=_fit_reserve(budget_seconds),
-        on_chunk=on_chunk,
-    )
-    seen = order[: read.rows_read]
-    if len({examples[i].won for i in seen}) < 2 or len({examples[i].call_id for i in seen}) < 5:
-        return None, None
-    weights, strength = fit_outcome_probe(
-        read.features,
-        [examples[i].won for i in seen],
-        [examples[i].call_id for i in seen],
-        deadline=_fit_deadline(deadline, read, held_tokens),
-    )
-    set_head(model, weights)
-    fitted = time.monotonic()
-    held_features = last_token_features(
-        model, held_rows, pad_token_id=tokenizer.pad_token_id, batch_size=config.score_batch_size
-    ).features
-    held_calls = [examples[i].call_id for i in held]
-    held_scores = (held_features @ weights).tolist()
-    measured = outcome_measure(
-        held_scores,
-        [examples[i].won for i in held],
-        held_calls,
-        positions=positions_in_call(held_calls),
-        reply_lengths=[len(examples[i].reply) for i in held],
-        seed=config.seed,
-    )
-    record = _probe_record(read, strength, measured, fitted=fitted, measured_at=time.monotonic())
-    return record, {"scores": held_scores}
-
-
-def _data_seen(callbacks: Sequence[Any]) -> dict[str, Any]:
-    for callback in callbacks:
-        if hasattr(callback, "data_seen"):
-            return dict(callback.data_seen)
-    return {}
-
-
-def _history(callbacks: Sequence[Any]) -> list[dict[str, float]]:
-    for callback in callbacks:
-        if hasattr(callback, "history"):
-            return list(callback.history)
-    return []
+def _probe_data_seen(probe: dict[str, Any], budget_seconds: float | None) -> dict[str, Any]:
+    """How much of the data a fit that is its probe alone read: no step, the probe's rows."""
+    return {
+        "steps": 0,
+        "planned_steps": 0,
+        "probe_rows": probe["rows_read"],
+        "share_of_planned": probe["share_read"],
+        "stopped_by_budget": probe["rows_read"] < probe["rows_asked"],
+        "budget_seconds": budget_seconds,
+        "fine_tuned": False,
+    }
 
 
 # --- from a spec -------------------------------------------------------------------------------
 
 
 def reward_model_config(spec: WordingSpec) -> RewardModelConfig:
-    defaults = RewardModelConfig(epochs=spec.epochs, max_steps=spec.max_steps, seed=spec.seed)
-    return config_with(defaults, spec.section("reward_model"), where="the reward model")
+    return RewardModelConfig.from_spec(spec, "reward_model", where="the reward model")
 
 
 def fit_reward_model(
@@ -768,33 +701,22 @@ def fit_reward_model(
     model, tokenizer = load_base(spec.base, models_dir=spec.models_dir, head="reward")
     callbacks = [stages.callback("reward_model")]
     spec.output_dir.mkdir(parents=True, exist_ok=True)
-    budget = stages.budget_seconds
 
     def on_probe(done: int, total: int) -> None:
         # The bar moves while the probe reads (a Trainer, if one follows, re-plans its steps).
         planned = stages.planned.get("reward_model", 1)
         stages.step("reward_model", round(planned * done / max(1, total)), phase="probe")
 
-    if spec.reward_source == "outcomes":
-        return fit_on_outcomes(
-            model,
-            tokenizer,
-            spec.outcome_examples,
-            config=config,
-            callbacks=callbacks,
-            work_dir=spec.output_dir,
-            budget_seconds=budget,
-            on_probe=on_probe,
-            stage_started=stage_started,
-        )
-    return fit_on_pairs(
+    outcomes = spec.reward_source == "outcomes"
+    return fit(
         model,
         tokenizer,
-        spec.pairs,
+        spec.outcome_examples if outcomes else spec.pairs,
+        loss=logistic if outcomes else bradley_terry,
         config=config,
         callbacks=callbacks,
         work_dir=spec.output_dir,
-        budget_seconds=budget,
+        budget_seconds=stages.budget_seconds,
         on_probe=on_probe,
         stage_started=stage_started,
     )
