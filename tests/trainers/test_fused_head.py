@@ -14,7 +14,7 @@ from trainers.wording.bases import (
     load_base,
     tiny_base,
 )
-from trainers.wording.dpo import completion_logps
+from trainers.wording.policy_measures import completion_logps
 
 
 @pytest.fixture(scope="module")

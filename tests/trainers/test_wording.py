@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from trainers.runtime import parse_progress_line
-from trainers.wording import dpo, rlhf
+from trainers.wording import dpo, ppo_update, rlhf
 from trainers.wording.bases import (
     SMOLLM2_BASE,
     TINY_BASE,
@@ -324,7 +324,7 @@ def test_it_runs_rlhf_with_an_active_clip_and_a_kl_to_the_base(rlhf_result):
 
 def test_it_normalises_advantages_over_the_whole_batch():
     rewards = torch.tensor([1.0, 1.0, 5.0, 3.0])  # two prompts, two replies each
-    advantages = rlhf.batch_normalised(rewards)
+    advantages = ppo_update.batch_normalised(rewards)
     assert abs(advantages.mean().item()) < 1e-6
     assert abs(advantages.std().item() - 1) < 1e-3
     # A group baseline would give the first prompt's replies 0; the batch one does not.
@@ -345,7 +345,7 @@ def test_the_policy_samples_in_the_precision_of_the_cpu(monkeypatch, bf16):
         "_generate_single_turn",
         lambda self, *args, **kwargs: seen.append(torch.is_autocast_enabled("cpu")),
     )
-    trainer = object.__new__(rlhf.policy_trainer_class())
+    trainer = object.__new__(ppo_update.policy_trainer_class())
     trainer.model = torch.nn.Linear(2, 2)
     trainer._generate_single_turn([[1, 2]], None, None, 4)
     assert seen == [bf16 == "1"]
@@ -738,15 +738,20 @@ def test_on_a_cpu_budget_the_probe_is_the_head_and_no_step_follows(models_dir, t
 def test_a_cpu_stage_on_its_budget_takes_the_cpu_defaults_unless_the_spec_sets_them(models_dir):
     cpu = parse_wording_spec(base_spec(models_dir), trainer="rlhf")
     assert cpu.runs_to_a_budget
-    assert rlhf.policy_config(cpu).learning_rate == rlhf.CPU_POLICY_DEFAULTS["learning_rate"]
+    assert (
+        ppo_update.policy_config(cpu).learning_rate
+        == ppo_update.CPU_POLICY_DEFAULTS["learning_rate"]
+    )
     assert dpo.dpo_settings(cpu).max_length == dpo.CPU_DPO_DEFAULTS["max_length"]
     own = parse_wording_spec(
         base_spec(models_dir, policy={"learning_rate": 1e-5}, dpo={"max_length": 900}),
         trainer="rlhf",
     )
-    assert rlhf.policy_config(own).learning_rate == 1e-5
+    assert ppo_update.policy_config(own).learning_rate == 1e-5
     assert dpo.dpo_settings(own).max_length == 900
     for other in ({"gpu": {"type": "h100", "count": 1}}, {"max_steps": 3}):
         spec = parse_wording_spec(base_spec(models_dir, **other), trainer="rlhf")
         assert not spec.runs_to_a_budget
-        assert rlhf.policy_config(spec).learning_rate == rlhf.PolicyConfig().learning_rate
+        assert (
+            ppo_update.policy_config(spec).learning_rate == ppo_update.PolicyConfig().learning_rate
+        )
