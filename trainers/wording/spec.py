@@ -120,99 +120,30 @@ class WordingSpec:
 
 
 def parse_wording_spec(raw: Mapping[str, Any], *, trainer: Trainer) -> WordingSpec:
-    """The spec, checked; ValueError with a message a person can act on."""
+    """The spec, checked; ValueError with a message a person can act on. The checks run in
+    the spec's order (the world and version, the base, the machine, the data, where it saves,
+    the limits, the overrides), so the first thing wrong is the one reported."""
     if not isinstance(raw, Mapping):
         raise ValueError("The spec must be a JSON object.")
-    pack = raw.get("pack")
-    if not isinstance(pack, str) or not pack.strip():
-        raise ValueError("The spec names no pack (world).")
-    version = raw.get("version")
-    if version is None:
-        raise ValueError(
-            "The spec names no preference version ('version'): freeze the picks first and "
-            "train on a frozen version."
-        )
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise ValueError(f"The preference version must be a number from 1 up, not {version!r}.")
+    pack, version = _pack_and_version(raw)
     base = validate_base(raw.get("base"), allowlist=raw.get("base_allowlist") or None)
-
-    gpu = raw.get("gpu") or {}
-    if not isinstance(gpu, Mapping):
-        raise ValueError('\'gpu\' must be an object: {"type": ..., "count": ...}.')
-    gpu_type = str(gpu.get("type") or "cpu")
-    gpu_count = _positive_int(gpu.get("count", 1), "gpu.count")
+    gpu_type, gpu_count = _gpu(raw)
     epochs = raw.get("epochs", 1)
     if isinstance(epochs, bool) or not isinstance(epochs, int | float) or not epochs > 0:
         raise ValueError(f"'epochs' must be a positive number, not {epochs!r}.")
     system = raw.get("system") or ""
     if not isinstance(system, str):
         raise ValueError("'system' must be text.")
-
-    pairs = tuple(
-        _parse_pair(item, index, system) for index, item in enumerate(_list(raw, "pairs"))
-    )
-    # A reward model from outcome labels needs no picks: the policy answers the calls' openings.
-    outcomes_only = trainer == "rlhf" and raw.get("reward_source") == "outcomes"
-    minimum = 0 if outcomes_only else MIN_PAIRS[trainer]
-    if raw.get("min_pairs") is not None:
-        minimum = _positive_int(raw["min_pairs"], "min_pairs")
-    if len(pairs) < minimum:
-        route = "RLHF" if trainer == "rlhf" else "DPO"
-        raise ValueError(
-            f"{route} asks for at least {minimum} pairs and preference version {version} has "
-            f"{len(pairs)}: collect more picks in the Duel and freeze a new version."
-        )
-
-    reward_source = "picks"
-    outcome_examples: tuple[OutcomeExample, ...] = ()
-    if trainer == "rlhf":
-        reward_source = raw.get("reward_source") or "picks"
-        if reward_source not in REWARD_SOURCES:
-            raise ValueError(
-                f"Unknown reward source {reward_source!r}: 'picks' (the Duel's picks) or "
-                "'outcomes' (the real calls' won/lost labels)."
-            )
-        if reward_source == "outcomes":
-            outcome_examples = tuple(
-                _parse_outcome(item, index, system)
-                for index, item in enumerate(_list(raw, "outcome_examples"))
-            )
-            calls = {example.call_id for example in outcome_examples}
-            labels = {example.won for example in outcome_examples}
-            if len(calls) < 2 or len(labels) < 2:
-                raise ValueError(
-                    "A reward model from outcome labels needs labelled real calls, won and lost, "
-                    f"from at least two calls; the spec has {len(outcome_examples)} examples "
-                    f"from {len(calls)} calls. Import real calls with outcomes into the world."
-                )
-
+    pairs = _pairs(raw, trainer=trainer, version=version, system=system)
+    reward_source, outcome_examples = _reward_source(raw, trainer=trainer, system=system)
     seed = raw.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"'seed' must be a whole number, not {seed!r}.")
-    models_dir = Path(raw.get("models_dir") or os.environ.get("LEVERS9_MODELS_DIR", "var/models"))
-    output_dir = raw.get("output_dir") or f"versions/{pack}/{trainer}-preferences-v{version}"
-    output_dir = Path(output_dir)
-    if not output_dir.is_absolute():
-        output_dir = models_dir / output_dir
+    models_dir, output_dir = _folders(raw, pack=pack, trainer=trainer, version=version)
     max_steps = raw.get("max_steps")
     if max_steps is not None:
         max_steps = _positive_int(max_steps, "max_steps")
-    time_budget = raw.get("time_budget_s")
-    if time_budget is not None and (
-        isinstance(time_budget, bool)
-        or not isinstance(time_budget, int | float)
-        or not 0 < time_budget <= 7 * 24 * 3600
-    ):
-        raise ValueError(
-            f"'time_budget_s' must be seconds per stage, above 0 and at most a week, not "
-            f"{time_budget!r}."
-        )
-    overrides = {}
-    for name in ("reward_model", "policy", "dpo"):
-        section = raw.get(name) or {}
-        if not isinstance(section, Mapping):
-            raise ValueError(f"'{name}' must be an object of settings.")
-        overrides[name] = dict(section)
+    time_budget = _time_budget(raw)
     return WordingSpec(
         trainer=trainer,
         pack=pack.strip(),
@@ -230,9 +161,123 @@ def parse_wording_spec(raw: Mapping[str, Any], *, trainer: Trainer) -> WordingSp
         output_dir=output_dir,
         max_steps=max_steps,
         job=raw.get("job"),
-        overrides=overrides,
-        time_budget_s=None if time_budget is None else float(time_budget),
+        overrides=_overrides(raw),
+        time_budget_s=time_budget,
     )
+
+
+def _pack_and_version(raw: Mapping[str, Any]) -> tuple[str, int]:
+    """The world (pack) as written, and the frozen preference version it trains on."""
+    pack = raw.get("pack")
+    if not isinstance(pack, str) or not pack.strip():
+        raise ValueError("The spec names no pack (world).")
+    version = raw.get("version")
+    if version is None:
+        raise ValueError(
+            "The spec names no preference version ('version'): freeze the picks first and "
+            "train on a frozen version."
+        )
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"The preference version must be a number from 1 up, not {version!r}.")
+    return pack, version
+
+
+def _gpu(raw: Mapping[str, Any]) -> tuple[str, int]:
+    """(card type, card count); no "gpu" is one CPU."""
+    gpu = raw.get("gpu") or {}
+    if not isinstance(gpu, Mapping):
+        raise ValueError('\'gpu\' must be an object: {"type": ..., "count": ...}.')
+    return str(gpu.get("type") or "cpu"), _positive_int(gpu.get("count", 1), "gpu.count")
+
+
+def _pairs(
+    raw: Mapping[str, Any], *, trainer: Trainer, version: int, system: str
+) -> tuple[Pair, ...]:
+    """The frozen picks, at least as many as the route asks for (min_pairs where the spec
+    sets it)."""
+    pairs = tuple(
+        _parse_pair(item, index, system) for index, item in enumerate(_list(raw, "pairs"))
+    )
+    # A reward model from outcome labels needs no picks: the policy answers the calls' openings.
+    outcomes_only = trainer == "rlhf" and raw.get("reward_source") == "outcomes"
+    minimum = 0 if outcomes_only else MIN_PAIRS[trainer]
+    if raw.get("min_pairs") is not None:
+        minimum = _positive_int(raw["min_pairs"], "min_pairs")
+    if len(pairs) < minimum:
+        route = "RLHF" if trainer == "rlhf" else "DPO"
+        raise ValueError(
+            f"{route} asks for at least {minimum} pairs and preference version {version} has "
+            f"{len(pairs)}: collect more picks in the Duel and freeze a new version."
+        )
+    return pairs
+
+
+def _reward_source(
+    raw: Mapping[str, Any], *, trainer: Trainer, system: str
+) -> tuple[str, tuple[OutcomeExample, ...]]:
+    """(reward source, outcome examples): RLHF's reward model learns from the picks or from
+    labelled real calls, won and lost, from at least two calls; DPO always reads the picks."""
+    if trainer != "rlhf":
+        return "picks", ()
+    reward_source = raw.get("reward_source") or "picks"
+    if reward_source not in REWARD_SOURCES:
+        raise ValueError(
+            f"Unknown reward source {reward_source!r}: 'picks' (the Duel's picks) or "
+            "'outcomes' (the real calls' won/lost labels)."
+        )
+    if reward_source != "outcomes":
+        return reward_source, ()
+    outcome_examples = tuple(
+        _parse_outcome(item, index, system)
+        for index, item in enumerate(_list(raw, "outcome_examples"))
+    )
+    calls = {example.call_id for example in outcome_examples}
+    labels = {example.won for example in outcome_examples}
+    if len(calls) < 2 or len(labels) < 2:
+        raise ValueError(
+            "A reward model from outcome labels needs labelled real calls, won and lost, "
+            f"from at least two calls; the spec has {len(outcome_examples)} examples "
+            f"from {len(calls)} calls. Import real calls with outcomes into the world."
+        )
+    return reward_source, outcome_examples
+
+
+def _folders(
+    raw: Mapping[str, Any], *, pack: str, trainer: Trainer, version: int
+) -> tuple[Path, Path]:
+    """(models folder, output folder): a relative output folder lies under the models'."""
+    models_dir = Path(raw.get("models_dir") or os.environ.get("LEVERS9_MODELS_DIR", "var/models"))
+    output_dir = raw.get("output_dir") or f"versions/{pack}/{trainer}-preferences-v{version}"
+    output_dir = Path(output_dir)
+    if not output_dir.is_absolute():
+        output_dir = models_dir / output_dir
+    return models_dir, output_dir
+
+
+def _time_budget(raw: Mapping[str, Any]) -> float | None:
+    """The seconds each stage may run, where the spec sets them."""
+    time_budget = raw.get("time_budget_s")
+    if time_budget is not None and (
+        isinstance(time_budget, bool)
+        or not isinstance(time_budget, int | float)
+        or not 0 < time_budget <= 7 * 24 * 3600
+    ):
+        raise ValueError(
+            f"'time_budget_s' must be seconds per stage, above 0 and at most a week, not "
+            f"{time_budget!r}."
+        )
+    return None if time_budget is None else float(time_budget)
+
+
+def _overrides(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The spec's own settings for each part, each an object (checked by name later)."""
+    overrides = {}
+    for name in ("reward_model", "policy", "dpo"):
+        section = raw.get(name) or {}
+        if not isinstance(section, Mapping):
+            raise ValueError(f"'{name}' must be an object of settings.")
+        overrides[name] = dict(section)
+    return overrides
 
 
 def config_with(config: Any, overrides: Mapping[str, Any], *, where: str) -> Any:
