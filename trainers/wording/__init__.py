@@ -1,3 +1,4 @@
-"""Wording: bases, the reward model, RLHF's PPO update, DPO, the spec, the measures.
+"""Wording: bases, the reward model, RLHF (its PPO update apart), DPO, the spec, the measures,
+and what the fits share (common).
 
 Pure Python; never imports Django."""
