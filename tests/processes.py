@@ -53,9 +53,10 @@ def start_worker(*, cluster: str = "local-cpu", workers: int = 1) -> subprocess.
     )
 
 
-def start_web(port: int) -> subprocess.Popen:
-    """daphne serving the app, with the dashboard's job watcher, as `manage.py serve` runs it."""
-    process = subprocess.Popen(
+def start_daphne(port: int, *, env: dict[str, str], output=subprocess.DEVNULL) -> subprocess.Popen:
+    """daphne serving the app on 127.0.0.1:`port`, its stdout and stderr both to `output`, in a
+    session of its own so that `stop` can kill its whole group."""
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -67,11 +68,16 @@ def start_web(port: int) -> subprocess.Popen:
             "config.asgi:application",
         ],
         cwd=settings.BASE_DIR,
-        env=_environment({"LEVERS9_JOB_WATCHER": "1"}),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        env=env,
+        stdout=output,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+
+
+def start_web(port: int) -> subprocess.Popen:
+    """daphne serving the app, with the dashboard's job watcher, as `manage.py serve` runs it."""
+    process = start_daphne(port, env=_environment({"LEVERS9_JOB_WATCHER": "1"}))
 
     def answers() -> bool:
         with socket.socket() as probe:

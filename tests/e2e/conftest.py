@@ -20,18 +20,16 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from tests.conftest import PASSWORD, database_url_for_workers
 from tests.e2e.workspaces import fresh_workspace
-from tests.processes import free_port
+from tests.processes import free_port, start_daphne
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -104,23 +102,7 @@ def e2e_server(django_db_setup, tmp_path_factory):
     env.pop("REDIS_URL", None)  # the server uses the database for its channel layer
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the server keeps Django's async checks
     with open(log, "wb") as output:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "config.asgi:application",
-            ],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        process = start_daphne(port, env=env, output=output)
     server = E2EServer(port=port, process=process, datasets_dir=datasets_dir, log=log)
     try:
         server.wait_until_up()
