@@ -7,9 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django_tenants.utils import schema_context
 
 from arena.errors import DuelError
+from arena.management.world_lookup import workspace_named
 from arena.selectors import preference_version_path
 from arena.services import preference_freeze
-from levers9.models import Workspace
 
 
 class Command(BaseCommand):
@@ -23,9 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("--by", default="", help="The e-mail of the user it is recorded as")
 
     def handle(self, *args, workspace: str, by: str, **options) -> None:
-        found = Workspace.objects.filter(slug=workspace).exclude(schema_name="public").first()
-        if found is None:
-            raise CommandError(f"No workspace '{workspace}'.")
+        found = workspace_named(workspace)
         with schema_context(found.schema_name):
             user = None
             if by:

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
-from django.core.management.base import BaseCommand, CommandError
-from django_tenants.utils import schema_context
-
-from arena.management.world_lookup import workspace_named, world_named
+from arena.management.world_import import WorldFileImportCommand
 from arena.services import CallImportError, calls_import
 from arena.services.calls import CONVERT_TO_REAL_CALLS
 
 
-class Command(BaseCommand):
+class Command(WorldFileImportCommand):
     help = "Import real calls (JSON or JSONL) into a world. All or nothing; idempotent by id."
+    refusal = CallImportError
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("file", type=Path)
-        parser.add_argument("--workspace", required=True)
-        parser.add_argument("--pack", required=True, help="The world's slug")
+        super().add_arguments(parser)
         parser.add_argument(
             "--convert",
             choices=[CONVERT_TO_REAL_CALLS],
@@ -27,28 +20,13 @@ class Command(BaseCommand):
             "purpose (without it, such a world refuses calls).",
         )
 
-    def handle(
-        self, *args, file: Path, workspace: str, pack: str, convert: str | None = None, **options
-    ) -> None:
-        found = workspace_named(workspace)
-        if not file.is_file():
-            raise CommandError(f"No such file: {file}")
-        with schema_context(found.schema_name):
-            world = world_named(pack, workspace=workspace)
-            started = time.perf_counter()
-            try:
-                report = calls_import(
-                    world=world,
-                    text=file.read_bytes(),
-                    source=file.name,
-                    convert=convert == CONVERT_TO_REAL_CALLS,
-                )
-            except CallImportError as error:
-                raise CommandError(str(error)) from error
-            seconds = time.perf_counter() - started
-        self.stdout.write(
-            self.style.SUCCESS(
-                f"{report.created} calls imported ({report.turns_created} turns), "
-                f"{report.unchanged} already there, in {seconds:.2f}s."
-            )
+    def import_into(self, world, *, text: bytes, source: str, convert: str | None = None, **_):
+        return calls_import(
+            world=world, text=text, source=source, convert=convert == CONVERT_TO_REAL_CALLS
+        )
+
+    def summary(self, report, *, seconds: float) -> str:
+        return (
+            f"{report.created} calls imported ({report.turns_created} turns), "
+            f"{report.unchanged} already there, in {seconds:.2f}s."
         )
