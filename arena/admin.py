@@ -379,7 +379,7 @@ class ScenarioAdmin(RoleAdminMixin, admin.ModelAdmin):
 class ReplyInline(admin.TabularInline):
     model = Reply
     extra = 0
-    fields = ["source", "policy_version", "move", "text"]
+    fields = ["source", "move", "text"]
 
 
 @admin.register(Moment)
@@ -393,8 +393,9 @@ class MomentAdmin(RoleAdminMixin, admin.ModelAdmin):
 
 @admin.register(Reply)
 class ReplyAdmin(RoleAdminMixin, admin.ModelAdmin):
-    list_display = ["id", "moment", "source", "policy_version", "move", "short_text"]
-    list_filter = ["source", "policy_version", "moment__world"]
+    # Which version wrote a reply is the registry's (the Policies admin's "Reply authors").
+    list_display = ["id", "moment", "source", "move", "short_text"]
+    list_filter = ["source", "moment__world"]
     search_fields = ["text"]
     raw_id_fields = ["moment"]
 

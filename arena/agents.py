@@ -36,6 +36,13 @@ class AgentDirectory(Protocol):
     def reply(self, version: Any, moment: Any) -> AgentReply:
         """What `version` says at `moment`, or AgentCannotAnswer."""
 
+    def replies_written(self, written: Sequence[tuple[Any, Any]]) -> None:
+        """Keep who wrote what: each (saved reply, version) of the sequence."""
+
+    def reply_authors(self, reply_ids: Sequence[int]) -> dict[int, Any]:
+        """The version that wrote each of these replies, by reply id (only where one did and
+        still exists)."""
+
 
 _directory: AgentDirectory | None = None
 

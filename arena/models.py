@@ -286,6 +286,9 @@ def moments_dialogues_load(moments: Iterable[Moment]) -> None:
 
 
 class Reply(models.Model):
+    """A reply at a moment. Which version wrote a policy reply is the registry's to keep
+    (policies.ReplyAuthor): the arena, below it, asks through arena.agents."""
+
     class Source(models.TextChoices):
         POLICY = "policy", "Policy version"
         REAL_AGENT = "real_agent", "Real agent"
@@ -295,9 +298,6 @@ class Reply(models.Model):
     moment = models.ForeignKey(Moment, on_delete=models.CASCADE, related_name="replies")
     text = models.TextField()
     source = models.CharField(max_length=20, choices=Source.choices)
-    policy_version = models.ForeignKey(
-        "policies.PolicyVersion", null=True, blank=True, on_delete=models.SET_NULL
-    )
     move = models.CharField(max_length=40, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -159,8 +159,6 @@ def duel_pairs_shown() -> QuerySet[DuelPair]:
         "world",
         "moment__call",
         "moment__scenario",
-        "reply_a__policy_version",
-        "reply_b__policy_version",
         "frozen_in",
     )
 
@@ -194,10 +192,19 @@ def duel_item(pair: DuelPair) -> dict[str, Any]:
     }
 
 
-def reply_source_label(reply: Reply) -> str:
-    """Who wrote a reply, as the reveal and the TSV say it."""
+def reply_authors(replies: list[Reply]) -> dict[int, Any]:
+    """The version that wrote each policy reply, by reply id: the registry above the arena
+    keeps who wrote what, and says it through the agent directory."""
+    from arena.agents import agents
+
+    reply_ids = [reply.pk for reply in replies if reply.source == Reply.Source.POLICY]
+    return agents().reply_authors(reply_ids) if reply_ids else {}
+
+
+def reply_source_label(reply: Reply, authors: dict[int, Any]) -> str:
+    """Who wrote a reply, as the reveal and the TSV say it (`authors`: its reply_authors)."""
     if reply.source == Reply.Source.POLICY:
-        version = reply.policy_version
+        version = authors.get(reply.pk)
         return version.label if version else "a deleted version"
     if reply.source == Reply.Source.REAL_AGENT:
         return "real agent"
@@ -227,13 +234,15 @@ def _judgement_dict(judgement: Judgement | None) -> dict[str, Any] | None:
 def pair_reveal(pair: DuelPair) -> dict[str, Any]:
     """After the pick: who wrote A and B, and what the judge made of each."""
     judgements = reply_judgements([pair.reply_a_id, pair.reply_b_id])
+    authors = reply_authors([pair.reply_a, pair.reply_b])
     reveal = {}
     for side, reply in (("A", pair.reply_a), ("B", pair.reply_b)):
+        author = authors.get(reply.pk)
         reveal[side] = {
             "reply": reply.pk,
             "source": reply.source,
-            "label": reply_source_label(reply),
-            "version": reply.policy_version.label if reply.policy_version_id else None,
+            "label": reply_source_label(reply, authors),
+            "version": author.label if author is not None else None,
             "move": reply.move,
             "judge": _judgement_dict(judgements.get(reply.pk)),
             "can_overrule": True,

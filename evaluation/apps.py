@@ -10,7 +10,11 @@ class EvaluationConfig(AppConfig):
     def ready(self) -> None:
         from evaluation.missions import boss_fight_mission
         from evaluation.runner import evaluation_job_run
-        from evaluation.selectors import evaluation_games, version_verdicts
+        from evaluation.selectors import (
+            evaluation_games,
+            evaluation_jobs_about,
+            version_verdicts,
+        )
         from evaluation.services import (
             evaluation_job_ended,
             evaluation_job_finish,
@@ -32,6 +36,7 @@ class EvaluationConfig(AppConfig):
                 "Evaluation",
                 finish=lambda job, result: evaluation_job_finish(job=job, result=result),
                 on_end=evaluation_job_ended,
+                about=evaluation_jobs_about,
             )
         )
         # Evaluations read and write the database: they run in the worker, not as a process.

@@ -26,6 +26,7 @@ from arena.models import (
 from evaluation import scoring
 from evaluation.models import Evaluation, EvaluationAnswer, EvaluationCallSet, HeldOutMoment
 from levers9.jobs.estimates import JobEstimate, estimate_from_runs
+from levers9.jobs.kinds import JobAbout
 from levers9.jobs.selectors import job_durations_recent
 from policies.models import PolicyVersion
 
@@ -931,4 +932,14 @@ def score_vs_outcome(
         "bands": rows,
         "evaluation": evaluation.pk if evaluation is not None else None,
         "versions": versions,
+    }
+
+
+def evaluation_jobs_about(jobs: list[Any]) -> dict[int, JobAbout]:
+    """What an evaluate job is about, for the jobs' pages and API: the baseline its candidate
+    is measured against (the job's parent, as a Train card's is its parent version)."""
+    evaluations = Evaluation.objects.filter(job__in=jobs).select_related("baseline")
+    return {
+        evaluation.job_id: JobAbout(parent_version=evaluation.baseline)
+        for evaluation in evaluations
     }

@@ -55,6 +55,7 @@ from evaluation.replay import (
     judgements_in_force,
 )
 from policies.models import PolicyVersion
+from policies.services import replies_written
 from trainers.moves.simulated_duel import DEFAULT_EPISODES, simulated_duel
 from trainers.moves.simulator import Scenario as SimulatedScenario
 from trainers.moves.strategy import SCRIPTED
@@ -140,8 +141,7 @@ def _evaluation_job_start(*, evaluation: Evaluation, pool: Any, checkpoint: bool
         pool=pool,
         title=f"{what} {candidate.label} vs {baseline.label} on {world.name}",
         started_by=evaluation.started_by,
-        world=world,
-        parent_version=baseline,
+        # What the job is about (its world, its baseline) is the evaluation's: Evaluation.job.
         finish_needs={"evaluation": evaluation.pk},
         # A checkpoint is the finish of a training that already counted against the limits.
         within_workspace_limits=not checkpoint,
@@ -407,24 +407,20 @@ def _replies_create(
     versions: dict[str, PolicyVersion],
 ) -> dict[tuple[str, int], Reply]:
     """Each version's reply, where it gave one, by (side, held-out moment)."""
+    answered = [(side, pk, answer) for side, pk, answer in version_answers if not answer.error]
     replies = Reply.objects.bulk_create(
         Reply(
             moment=by_pk[pk].moment,
             text=answer.text,
             move=answer.move or "",
             source=Reply.Source.POLICY,
-            policy_version=versions[side],
         )
-        for side, pk, answer in version_answers
-        if not answer.error
+        for side, pk, answer in answered
     )
-    return dict(
-        zip(
-            [(side, pk) for side, pk, answer in version_answers if not answer.error],
-            replies,
-            strict=True,
-        )
+    replies_written(
+        [(reply, versions[side]) for reply, (side, _, _) in zip(replies, answered, strict=True)]
     )
+    return {(side, pk): reply for reply, (side, pk, _) in zip(replies, answered, strict=True)}
 
 
 def _answers_store(

@@ -27,7 +27,7 @@ from evaluation.services import (
     evaluation_start,
     world_score_vs_outcome,
 )
-from levers9.jobs.progress import job_payload
+from levers9.jobs.progress import job_payload, job_payloads
 from levers9.roles import MANAGER, role_required
 from policies.models import PolicyVersion
 from policies.selectors import policies_answering
@@ -79,7 +79,7 @@ def evaluate(request):
             "default_candidate": candidate,
             "default_baseline": baseline,
             "evaluations": recent,
-            "job_payloads": [job_payload(e.job) for e in recent if e.job_id],
+            "job_payloads": job_payloads([e.job for e in recent if e.job_id]),
             "evaluation": latest,
             **_results_context(latest),
             **_lens_context(world, latest),

@@ -30,7 +30,7 @@ from policies.canary import canary_running, canary_start
 from policies.endpoints import endpoint_delete, endpoint_release, version_release, version_serve
 from policies.errors import PolicyError
 from policies.live import LiveError, live_version, version_make_live
-from policies.models import Endpoint, PolicyVersion
+from policies.models import Endpoint, PolicyVersion, ReplyAuthor
 from policies.selectors import VersionRow, versions_with_verdicts
 from policies.services import JUDGE_MODEL, version_runs_on_set
 
@@ -686,3 +686,25 @@ class EndpointAdmin(RoleAdminMixin, admin.ModelAdmin):
     def delete_queryset(self, request, queryset) -> None:
         for endpoint in queryset:
             endpoint_delete(endpoint=endpoint)
+
+
+@admin.register(ReplyAuthor)
+class ReplyAuthorAdmin(RoleAdminMixin, admin.ModelAdmin):
+    """Which version wrote which reply (the arena's Reply admin lists the replies themselves):
+    written by the Duel and by evaluations, never by hand."""
+
+    list_display = ["reply", "version", "reply_source"]
+    list_filter = ["version__world", "version"]
+    search_fields = ["reply__text"]
+    list_select_related = ["reply", "version"]
+    raw_id_fields = ["reply"]
+
+    def has_add_permission(self, request, *args) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="Source")
+    def reply_source(self, author: ReplyAuthor) -> str:
+        return author.reply.get_source_display()

@@ -19,7 +19,7 @@ from django.conf import settings
 
 from arena.agents import AgentCannotAnswer, AgentReply
 from arena.conversation import moment_messages
-from arena.models import Moment, Turn, World
+from arena.models import Moment, Reply, Turn, World
 from arena.recorded_replies import recorded_reply
 from levers9.providers import (
     CallLimits,
@@ -31,7 +31,8 @@ from levers9.providers import (
     dialogue_state_index,
     provider_for,
 )
-from policies.models import Endpoint, PolicyVersion
+from policies.models import Endpoint, PolicyVersion, ReplyAuthor
+from policies.services import replies_written
 from trainers.moves.offline_outcome import outcome_choose_move
 from trainers.moves.simulator import Persona
 
@@ -202,3 +203,14 @@ class RegistryAgents:
 
     def reply(self, version: PolicyVersion, moment: Moment) -> AgentReply:
         return version_reply(version, moment)
+
+    def replies_written(self, written: Sequence[tuple[Reply, PolicyVersion]]) -> None:
+        replies_written(written)
+
+    def reply_authors(self, reply_ids: Sequence[int]) -> dict[int, PolicyVersion]:
+        return {
+            author.reply_id: author.version
+            for author in ReplyAuthor.objects.filter(reply_id__in=reply_ids).select_related(
+                "version"
+            )
+        }

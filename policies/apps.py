@@ -31,6 +31,7 @@ class PoliciesConfig(AppConfig):
         )
         from policies.missions import crown_mission, home_versions
         from policies.models import Endpoint
+        from policies.selectors import serve_jobs_about
         from policies.services import world_baseline_on_save
 
         job_kind_register(
@@ -44,6 +45,7 @@ class PoliciesConfig(AppConfig):
                 keeps_cards=True,
                 # vLLM splits one server across the cards itself: no torchrun.
                 data_parallel=False,
+                about=serve_jobs_about,
             )
         )
         # Starts a vLLM server in its own session (or checks in-process weights) and returns.

@@ -164,7 +164,7 @@ def version_serve(
                 card_count=count,
                 title=f"Serve {version.label} on {count} × {pool.card_type}",
                 started_by=started_by,
-                parent_version=version,
+                # What the job is about (the version it serves) is its endpoint's: job_id.
                 finish_needs={"endpoint": endpoint.pk, "version": version.number},
             )
         except JobError as error:

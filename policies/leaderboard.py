@@ -33,9 +33,9 @@ def leaderboard_games(*, world: World) -> list[tuple[str, str]]:
     labels = {version.pk: version.label for version in PolicyVersion.objects.filter(world=world)}
     for chosen, rejected in Pick.objects.filter(
         world=world,
-        chosen_reply__policy_version__isnull=False,
-        rejected_reply__policy_version__isnull=False,
-    ).values_list("chosen_reply__policy_version", "rejected_reply__policy_version"):
+        chosen_reply__author__isnull=False,
+        rejected_reply__author__isnull=False,
+    ).values_list("chosen_reply__author__version", "rejected_reply__author__version"):
         if chosen != rejected and chosen in labels and rejected in labels:
             games.append((labels[chosen], labels[rejected]))
     for source in _GAME_SOURCES:

@@ -271,3 +271,20 @@ class LiveCall(models.Model):
 
     def __str__(self) -> str:
         return self.external_id
+
+
+class ReplyAuthor(models.Model):
+    """The version that wrote a reply (a Duel candidate, an evaluation's answer). The arena's
+    Reply sits below the registry and names no version: the registry keeps who wrote what,
+    and the arena asks through its agent directory (arena.agents). A deleted version takes its
+    authorship with it; the reply stays, written by "a deleted version"."""
+
+    reply = models.OneToOneField(
+        "arena.Reply", primary_key=True, on_delete=models.CASCADE, related_name="author"
+    )
+    version = models.ForeignKey(
+        PolicyVersion, on_delete=models.CASCADE, related_name="replies_written"
+    )
+
+    def __str__(self) -> str:
+        return f"reply {self.reply_id} by {self.version_id}"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.models import World
+from levers9.jobs.kinds import JobAbout
 from policies.models import Endpoint, PolicyVersion
 
 
@@ -315,7 +316,7 @@ def versions_list(*, world: World | None) -> list[VersionRow]:
         current = newest_endpoint.get(endpoint.version_id)
         if current is None or not current.is_live:
             newest_endpoint[endpoint.version_id] = endpoint
-    seconds = _trained_seconds(list(by_id))
+    seconds = _trained_seconds(versions)
     return [
         VersionRow(
             version=version,
@@ -327,16 +328,31 @@ def versions_list(*, world: World | None) -> list[VersionRow]:
     ]
 
 
-def _trained_seconds(version_ids: list[int]) -> dict[int, float]:
-    """How long the job that produced each version ran (started to finished), by version."""
+def _trained_seconds(versions: list[PolicyVersion]) -> dict[int, float]:
+    """How long the job that produced each version ran (started to finished), by version: the
+    job its `learned_from` names (the training's own table is above the registry)."""
     from levers9.jobs.models import Job
 
+    job_ids = {
+        (version.learned_from or {}).get("job"): version.pk
+        for version in versions
+        if isinstance((version.learned_from or {}).get("job"), int)
+    }
     seconds: dict[int, float] = {}
-    for version_id, started, finished in Job.objects.filter(
-        produced_version_id__in=version_ids, started_at__isnull=False, finished_at__isnull=False
-    ).values_list("produced_version_id", "started_at", "finished_at"):
-        seconds.setdefault(version_id, (finished - started).total_seconds())
+    for job_id, started, finished in Job.objects.filter(
+        pk__in=job_ids, started_at__isnull=False, finished_at__isnull=False
+    ).values_list("pk", "started_at", "finished_at"):
+        seconds[job_ids[job_id]] = (finished - started).total_seconds()
     return seconds
+
+
+def serve_jobs_about(jobs: list[Any]) -> dict[int, JobAbout]:
+    """What a serve job is about, for the jobs' pages and API: the version its endpoint
+    serves (the job's parent)."""
+    endpoints = Endpoint.objects.filter(job_id__in=[job.pk for job in jobs]).select_related(
+        "version"
+    )
+    return {endpoint.job_id: JobAbout(parent_version=endpoint.version) for endpoint in endpoints}
 
 
 def endpoints_list() -> list[Endpoint]:

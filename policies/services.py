@@ -6,12 +6,14 @@ Serving and releasing trained versions are in policies.endpoints; the world's ju
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from arena import model_connection
 from arena.errors import ModelConnectionConflict, ModelConnectionError
-from arena.models import DEFAULT_JUDGE, JudgeConnection, World
+from arena.models import DEFAULT_JUDGE, JudgeConnection, Reply, World
 from levers9.providers import SIMULATOR
 from policies.errors import PolicyBadRequest, PolicyConflict
-from policies.models import PolicyVersion
+from policies.models import PolicyVersion, ReplyAuthor
 
 BASELINE_NAME = "baseline"
 # Every world reads it, so it names no world's business (policies.agents says how v1 answers).
@@ -197,3 +199,10 @@ def version_runs_on_set(
     PolicyVersion.objects.filter(pk=version.pk).update(provider=provider, **fields)
     version.refresh_from_db()
     return version
+
+
+def replies_written(written: Sequence[tuple[Reply, PolicyVersion]]) -> None:
+    """Keep which version wrote each saved reply (a Duel candidate, an evaluation's answer)."""
+    ReplyAuthor.objects.bulk_create(
+        ReplyAuthor(reply=reply, version=version) for reply, version in written
+    )

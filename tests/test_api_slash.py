@@ -10,7 +10,6 @@ from arena.models import World
 from levers9.jobs.services import job_start
 from levers9.pools import pool_default
 from policies.canary import live_call_route
-from policies.models import PolicyVersion
 
 
 @pytest.fixture
@@ -21,7 +20,6 @@ def job_id(workspace, django_capture_on_commit_callbacks) -> int:
             trainer="q-learning-online",
             spec={"algorithm": "q-learning-online"},
             pool=pool_default(gpu=False),
-            parent_version=PolicyVersion.objects.get(world__slug="lettings", number=1),
         ).pk
 
 

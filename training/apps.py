@@ -18,11 +18,14 @@ class TrainingConfig(AppConfig):
         from levers9.jobs.kinds import JobKind, job_kind_register, trainer_register
         from training.finish import train_job_finish
         from training.missions import level_up_mission
+        from training.runs import training_runs_about
 
         # A Train card always ends in a version; an Engines run ends in a measurement, and
         # becomes a version only when someone promotes it (training.engines).
-        job_kind_register(JobKind("train", "Train card", finish=train_job_finish))
-        job_kind_register(JobKind("engines", "Engines run"))
+        job_kind_register(
+            JobKind("train", "Train card", finish=train_job_finish, about=training_runs_about)
+        )
+        job_kind_register(JobKind("engines", "Engines run", about=training_runs_about))
         for name in trainers_of(*TRAINING_FAMILIES):
             trainer_register(name, module=trainer_module(name))
         mission_register(4, level_up_mission)

@@ -6,11 +6,11 @@ from typing import Any
 
 from arena.models import World
 from levers9.jobs.models import Job
-from levers9.jobs.services import job_start
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from trainers.moves.simulator import DEFAULT_MAX_TURNS
 from trainers.moves.strategy import SCRIPTED
+from training.runs import training_run_start
 
 MOVE_STRATEGY_ALGORITHM = "q-learning-online"
 
@@ -54,14 +54,14 @@ def train_move_strategy(
         "pack": world.slug,
         "parent_version": parent.number,
     }
-    return job_start(
+    return training_run_start(
+        world=world,
+        parent=parent,
         kind="train",
         trainer=MOVE_STRATEGY_ALGORITHM,
         spec=spec,
         pool=pool_default(gpu=False),
         title=f"Move strategy from {parent.label}",
         started_by=started_by,
-        world=world,
-        parent_version=parent,
         finish_needs={"version": "move-strategy", "parent": parent.number},
     )

@@ -12,7 +12,7 @@ from django.db import transaction
 from arena.models import Call, World
 from arena.services import calls_label_moves
 from levers9.jobs.models import Job
-from levers9.jobs.services import JobError, job_produced, job_start
+from levers9.jobs.services import JobError, job_produced
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from trainers.moves.engines import ALGORITHMS, KnobError, validate_spec
@@ -21,6 +21,8 @@ from trainers.moves.simulator import DEFAULT_MAX_TURNS, MOVES
 from trainers.moves.strategy import SCRIPTED
 from training.cards import world_scenarios_spec
 from training.finish import version_from_move_strategy
+from training.models import TrainingRun
+from training.runs import training_run_of, training_run_start
 
 __all__ = [
     "KnobError",
@@ -102,15 +104,15 @@ def engines_run_start(
     if not spec["scenarios"]:
         raise KnobError(f"{world.name} has no simulated scenarios to learn on", knob="pack")
     validate_spec(spec)
-    return job_start(
+    return training_run_start(
+        world=world,
+        parent=parent,
         kind="engines",
         trainer=algorithm,
         spec=spec,
         pool=pool_default(gpu=False),
         title=f"Engines: {ALGORITHMS[algorithm].label}",
         started_by=started_by,
-        world=world,
-        parent_version=parent,
         finish_needs={"promote": "by hand"},
     )
 
@@ -131,8 +133,9 @@ def engines_run_offline_comparison(*, job: Job, world: World | None) -> dict[str
         return None
     calls_label_moves(world=world)
     learned = offline_agreement(strategy, _calls_with_moves(world))
+    parent_version = training_run_of(job).parent_version
     parent = offline_agreement(
-        job.parent_version.move_strategy if job.parent_version else SCRIPTED,
+        parent_version.move_strategy if parent_version else SCRIPTED,
         _calls_with_moves(world),
     )
     return {"world": world.name, "learned": learned, "parent": parent}
@@ -146,12 +149,13 @@ def engines_run_promote(*, job: Job, promoted_by=None) -> PolicyVersion:
         raise JobError("This run learned no move strategy (a reward model without planning).")
     with transaction.atomic():
         locked = Job.objects.select_for_update().get(pk=job.pk)
-        if locked.produced_version_id:
-            raise JobError(f"This run was already promoted to {locked.produced_version.label}.")
+        promoted = training_run_of(locked).produced_version
+        if promoted is not None:
+            raise JobError(f"This run was already promoted to {promoted.label}.")
         version = version_from_move_strategy(locked, locked.result, name="promoted")
         job_produced(locked, version)  # the checkpoint listens for it
         if promoted_by is not None:
             version.created_by = promoted_by
             version.save(update_fields=["created_by"])
-        Job.objects.filter(pk=job.pk).update(produced_version=version)
+        TrainingRun.objects.update_or_create(job=locked, defaults={"produced_version": version})
     return version

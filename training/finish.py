@@ -13,6 +13,8 @@ from levers9.jobs.services import job_note
 from policies.models import PolicyVersion
 from policies.services import version_register
 from trainers.registry import Family, trainers_of
+from training.models import TrainingRun
+from training.runs import training_run_of
 
 # What a version keeps of a move-strategy result (the full result stays on the job).
 _RETURN_KEYS = (
@@ -26,12 +28,18 @@ _RETURN_KEYS = (
 
 
 def _world_of(job: Job) -> World:
-    """The world the version is made in: the job's (Train sets it), else its parent's."""
-    if job.world_id:
-        return job.world
-    if job.parent_version_id:
-        return job.parent_version.world
+    """The world the version is made in: the run's (Train sets it), else its parent's."""
+    run = training_run_of(job)
+    if run.world_id:
+        return run.world
+    if run.parent_version_id:
+        return run.parent_version.world
     raise ValueError("the job names no world and no parent: no world to make a version in")
+
+
+def _pack_of(job: Job) -> str | None:
+    run = training_run_of(job)
+    return run.world.slug if run.world_id else None
 
 
 def _lineage(job: Job, result: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +51,7 @@ def _lineage(job: Job, result: dict[str, Any]) -> dict[str, Any]:
         "knobs": result.get("knobs", {}),
         "seed": result.get("seed"),
         "max_turns": result.get("max_turns"),
-        "pack": job.world.slug if job.world_id else None,
+        "pack": _pack_of(job),
         "scenarios": [row.get("slug") for row in reports],
         "returns": [{key: row.get(key) for key in _RETURN_KEYS} for row in reports],
         "summary": result.get("summary", {}),
@@ -54,7 +62,7 @@ def version_from_move_strategy(
     job: Job, result: dict[str, Any], *, name: str = "trained"
 ) -> PolicyVersion:
     """A version that plays the learned move table and keeps its parent's wording."""
-    parent = job.parent_version
+    parent = training_run_of(job).parent_version
     strategy = result.get("strategy")
     if not isinstance(strategy, dict) or strategy.get("kind") != "table":
         raise ValueError("the trainer returned no move table to make a version from")
@@ -79,7 +87,7 @@ def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
     merged = record.get("merged_weights")
     if not merged:
         raise ValueError("the trainer returned no merged weights to make a version from")
-    parent = job.parent_version
+    parent = training_run_of(job).parent_version
     metrics = result.get("metrics") or {}
     learned_from = {
         "job": job.pk,
@@ -134,10 +142,11 @@ def version_from_offline_moves(job: Job, result: dict[str, Any]) -> PolicyVersio
     strategy = result.get("strategy")
     if not isinstance(strategy, dict) or strategy.get("kind") != "outcome":
         raise ValueError("the trainer returned no move strategy to make a version from")
-    parent = job.parent_version
+    run = training_run_of(job)
+    parent = run.parent_version
     comparison = (
-        offline_comparison_report(world=job.world, strategy=strategy, seed=result.get("seed") or 0)
-        if job.world_id
+        offline_comparison_report(world=run.world, strategy=strategy, seed=result.get("seed") or 0)
+        if run.world_id
         else {}
     )
     trained_on = result.get("trained_on") or {}
@@ -146,7 +155,7 @@ def version_from_offline_moves(job: Job, result: dict[str, Any]) -> PolicyVersio
         "kind": job.kind,
         "algorithm": result.get("algorithm", job.trainer),
         "learner": result.get("learner"),
-        "pack": job.world.slug if job.world_id else None,
+        "pack": _pack_of(job),
         "trained_on": trained_on,
         "smoothing": result.get("smoothing"),
         "seed": result.get("seed"),
@@ -188,11 +197,15 @@ WORDING_TRAINERS = trainers_of(Family.WORDING)
 
 
 def train_job_finish(job: Job, result: dict[str, Any]) -> PolicyVersion | None:
-    """A Train card's job always ends in a version (checkpointed by evaluation's listener)."""
+    """A Train card's job always ends in a version (checkpointed by evaluation's listener),
+    which its run keeps as the version it produced."""
     if job.trainer in MOVE_STRATEGY_TRAINERS:
-        return version_from_move_strategy(job, result)
-    if job.trainer in OFFLINE_MOVE_TRAINERS:
-        return version_from_offline_moves(job, result)
-    if job.trainer in WORDING_TRAINERS:
-        return version_from_wording(job, result)
-    raise ValueError(f"a Train card does not run {job.trainer}")
+        version = version_from_move_strategy(job, result)
+    elif job.trainer in OFFLINE_MOVE_TRAINERS:
+        version = version_from_offline_moves(job, result)
+    elif job.trainer in WORDING_TRAINERS:
+        version = version_from_wording(job, result)
+    else:
+        raise ValueError(f"a Train card does not run {job.trainer}")
+    TrainingRun.objects.update_or_create(job=job, defaults={"produced_version": version})
+    return version

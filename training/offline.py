@@ -15,11 +15,11 @@ from typing import Any
 from arena.models import Call, World
 from arena.services import calls_label_moves
 from levers9.jobs.models import Job
-from levers9.jobs.services import job_start
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from trainers.moves.offline_comparison import comparison_trust, outcome_policy_comparison
 from trainers.moves.offline_outcome import ALGORITHM, LEARNER
+from training.runs import training_run_start
 
 OFFLINE_ALGORITHM = ALGORITHM
 OFFLINE_LEARNER = LEARNER
@@ -73,15 +73,15 @@ def train_move_strategy_offline(
         "pack": world.slug,
         "parent_version": parent.number,
     }
-    return job_start(
+    return training_run_start(
+        world=world,
+        parent=parent,
         kind="train",
         trainer=OFFLINE_ALGORITHM,
         spec=spec,
         pool=pool_default(gpu=False),
         title=f"Move strategy (off-line, real calls) from {parent.label}",
         started_by=started_by,
-        world=world,
-        parent_version=parent,
         finish_needs={"version": "move-strategy-offline", "parent": parent.number},
     )
 

@@ -11,12 +11,18 @@ from arena.models import World
 from arena.selectors import world_in_view
 from levers9.jobs.models import Job
 from levers9.jobs.progress import job_payload
-from levers9.jobs.selectors import job_list_recent, job_log_tail, without_server_paths
+from levers9.jobs.selectors import (
+    job_list_recent,
+    job_log_tail,
+    jobs_about_read,
+    without_server_paths,
+)
 from levers9.jobs.services import JobError, job_cancel, job_resume
 from levers9.roles import MANAGER, role_required
 from policies.models import PolicyVersion
 from policies.selectors import policies_answering, policy_live
 from training.cards import train_move_strategy
+from training.runs import training_run_of
 
 
 @role_required(MANAGER)
@@ -58,12 +64,14 @@ def _offline_move_card(world: World | None) -> dict | None:
     from training.offline import OFFLINE_ALGORITHM, OFFLINE_LEARNER
 
     job = (
-        Job.objects.filter(trainer=OFFLINE_ALGORITHM, world=world, state=Job.State.DONE)
-        .select_related("produced_version")
+        Job.objects.filter(
+            trainer=OFFLINE_ALGORITHM, training_run__world=world, state=Job.State.DONE
+        )
+        .select_related("training_run__produced_version")
         .order_by("-id")
         .first()
     )
-    version = job.produced_version if job else None
+    version = job.training_run.produced_version if job else None
     return {
         "learner": OFFLINE_LEARNER,
         "training_calls": world.calls.filter(held_out=False).count(),
@@ -110,6 +118,7 @@ def _how_each_method_learns() -> dict:
     for method in ("rlhf", "dpo"):
         job = Job.objects.filter(trainer=method, state=Job.State.DONE).order_by("-id").first()
         if job and job.result:
+            produced = training_run_of(job).produced_version
             record = job.result.get("version") or {}
             metrics = job.result.get("metrics") or {}
             latest[method] = {
@@ -129,8 +138,8 @@ def _how_each_method_learns() -> dict:
                 "policy_gain_over_base_ci": metrics.get("policy_gain_over_base_ci"),
                 "policy_unchanged": _includes_zero(metrics.get("policy_gain_over_base_ci")),
                 "did_not_learn": metrics.get("did_not_learn") or [],
-                "version": job.produced_version,
-                "checkpoint": _checkpoint_of(job.produced_version),
+                "version": produced,
+                "checkpoint": _checkpoint_of(produced),
             }
     rlhf = latest.get("rlhf")
     if rlhf and rlhf["version"] is not None:
@@ -189,9 +198,7 @@ def train_move_strategy_view(request):
 
 @role_required(MANAGER)
 def job_detail(request, job_id: int):
-    job = get_object_or_404(
-        Job.objects.select_related("parent_version", "produced_version"), pk=job_id
-    )
+    job = get_object_or_404(Job, pk=job_id)
     job.error = without_server_paths(job.error)  # shown, never saved
     return render(
         request,
@@ -250,7 +257,7 @@ def _form_knobs(post, algorithm: str) -> dict:
 def engines(request):
     from trainers.moves.engines import ALGORITHMS, knob_help
 
-    runs = Job.objects.filter(kind="engines").select_related("produced_version")[:30]
+    runs = jobs_about_read(list(Job.objects.filter(kind="engines")[:30]))
     chosen = request.POST.get("algorithm") or request.GET.get("algorithm") or "q-learning-online"
     error, error_knob = "", ""
     if request.method == "POST":
@@ -319,7 +326,9 @@ def engines_run(request, job_id: int):
     from training.engines import engines_comparison_world, engines_run_offline_comparison
 
     job = get_object_or_404(
-        Job.objects.select_related("parent_version", "produced_version", "world"),
+        Job.objects.select_related(
+            "training_run__parent_version", "training_run__produced_version"
+        ),
         pk=job_id,
         kind="engines",
     )

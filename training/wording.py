@@ -16,11 +16,11 @@ from arena.held_out import held_out_call_ids
 from arena.models import Call, Moment, PreferenceVersion, World
 from arena.selectors import preference_pairs
 from levers9.jobs.models import Job
-from levers9.jobs.services import job_start
 from levers9.models import GpuPool
 from policies.models import PolicyVersion
 from trainers.wording.bases import LISTED_BASES, default_base
 from trainers.wording.spec import MIN_PAIRS, outcome_examples_from_calls, parse_wording_spec
+from training.runs import training_run_start
 
 # The bounds of a card's numbers: seeds are unsigned 32-bit (numpy's and torch's), and more
 # epochs than this is a typo, not a plan.
@@ -252,7 +252,12 @@ def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
         parse_wording_spec(spec, trainer=choice.method)
     except ValueError as error:
         raise WordingCardError(str(error)) from error
-    return job_start(
+    return training_run_start(
+        # The version is made in its parent's world (wording_choice_from checked it).
+        world=choice.parent.world,
+        parent=choice.parent,
+        preference_version=choice.preference_version.number,
+        base_model=choice.base,
         kind="train",
         trainer=choice.method,
         spec=spec,
@@ -260,10 +265,5 @@ def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
         card_count=choice.card_count,
         title=f"{METHODS[choice.method]} from {choice.parent.label}",
         started_by=started_by,
-        # The version is made in its parent's world (wording_choice_from checked it).
-        world=choice.parent.world,
-        parent_version=choice.parent,
-        preference_version=choice.preference_version.number,
-        base_model=choice.base,
         finish_needs={"version": choice.method, "serve": True, "checkpoint": True},
     )

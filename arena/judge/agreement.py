@@ -87,7 +87,7 @@ def judge_measure_start(*, world: World, started_by=None, on_request: bool = Tru
         pool=pool_default(gpu=False),
         title=f"Measure the model judge of {world.name}",
         started_by=started_by,
-        world=world,
+        # The job's world is in what its finish needs: the platform's job names no world.
         finish_needs={"world": world.pk},
         within_workspace_limits=on_request,
         background=not on_request,
@@ -101,7 +101,10 @@ def judge_measure_soon(*, world: World, started_by=None) -> None:
     if not judged_by_a_model(world):
         return
     waiting = Job.objects.filter(
-        kind=JUDGE_MEASURE_KIND, world=world, state=Job.State.PACKING, submitted_at=None
+        kind=JUDGE_MEASURE_KIND,
+        finish_needs__world=world.pk,
+        state=Job.State.PACKING,
+        submitted_at=None,
     )
     if waiting.exists() or not held_out_part(judge_fit_rows(world)["pairs"]):
         return
@@ -136,7 +139,9 @@ def judge_measure_run(job_id: int, progress) -> dict[str, Any]:
 def judge_measurement_latest(world: World) -> dict[str, Any] | None:
     """The newest finished measurement of the world's model judge (a job's result)."""
     job = (
-        Job.objects.filter(kind=JUDGE_MEASURE_KIND, world=world, state=Job.State.DONE)
+        Job.objects.filter(
+            kind=JUDGE_MEASURE_KIND, finish_needs__world=world.pk, state=Job.State.DONE
+        )
         .order_by("-finished_at")
         .first()
     )

@@ -73,7 +73,7 @@ def judge_fit_start(
         pool=pool_default(gpu=False),
         title=f"Fit the judge of {world.name}" + ("" if on_request else " (refit)"),
         started_by=started_by,
-        world=world,
+        # The job's world is in what its finish needs: the platform's job names no world.
         finish_needs=finish_needs,
         within_workspace_limits=on_request,
         background=not on_request,
@@ -89,7 +89,9 @@ def judge_refit_request(*, world: World, started_by=None) -> Job | None:
     Packing a fit reads every pick of the world: done inside each freeze while a fit was on its
     way, a second freeze of 20,000 picks took 7.5-9.3 s instead of 0.2 s."""
     active = (
-        Job.objects.filter(kind=JUDGE_FIT_KIND, world=world, state__in=Job.ACTIVE_STATES)
+        Job.objects.filter(
+            kind=JUDGE_FIT_KIND, finish_needs__world=world.pk, state__in=Job.ACTIVE_STATES
+        )
         .order_by("-id")
         .first()
     )

@@ -301,11 +301,19 @@ def _drafts_save(world: World, drafts: list[_PairDraft]) -> list[DuelPair]:
                 moment=draft.moment,
                 text=candidate.text,
                 source=candidate.source,
-                policy_version=candidate.version,
                 move=candidate.move or "",
             )
             replies.append(candidate.reply)
     Reply.objects.bulk_create(replies)
+    # Which version wrote which reply is the registry's to keep.
+    written = [
+        (candidate.reply, candidate.version)
+        for draft in drafts
+        for candidate in draft.candidates
+        if candidate.version is not None
+    ]
+    if written:
+        agents().replies_written(written)
     Judgement.objects.bulk_create(
         Judgement(
             reply=candidate.reply,

@@ -14,7 +14,13 @@ from django.utils import timezone
 from arena.errors import DuelBadInput, DuelConflict
 from arena.judge.rubric import DIMENSIONS
 from arena.models import DuelPair, PairSkip, Pick, World
-from arena.selectors import QueueSelection, duel_pair_get, duel_pairs_shown, reply_source_label
+from arena.selectors import (
+    QueueSelection,
+    duel_pair_get,
+    duel_pairs_shown,
+    reply_authors,
+    reply_source_label,
+)
 from arena.services.pairs import duel_pairs_request
 
 REASONS: tuple[str, ...] = DIMENSIONS
@@ -154,6 +160,7 @@ def pick_submit(*, pair_id: Any, reviewer, chosen: Any, reasons: Any = None) -> 
     chosen_reply, rejected_reply = (
         (pair.reply_a, pair.reply_b) if side == "A" else (pair.reply_b, pair.reply_a)
     )
+    authors = reply_authors([chosen_reply, rejected_reply])
     try:
         with transaction.atomic():
             # The pick goes in first: a freeze locks the picks table and then closes pairs,
@@ -164,8 +171,8 @@ def pick_submit(*, pair_id: Any, reviewer, chosen: Any, reasons: Any = None) -> 
                 chosen_side=side,
                 chosen_reply=chosen_reply,
                 rejected_reply=rejected_reply,
-                chosen_source=reply_source_label(chosen_reply),
-                rejected_source=reply_source_label(rejected_reply),
+                chosen_source=reply_source_label(chosen_reply, authors),
+                rejected_source=reply_source_label(rejected_reply, authors),
                 reasons=cleaned_reasons,
                 reviewer=reviewer,
                 reviewer_name=reviewer.get_username(),

@@ -7,7 +7,7 @@ from django.utils.html import format_html
 
 from levers9.jobs.models import Job
 from levers9.jobs.progress import job_payload
-from levers9.jobs.selectors import job_log_tail
+from levers9.jobs.selectors import job_log_tail, jobs_about_read
 from levers9.jobs.services import JobError, job_cancel, job_resume
 from levers9.roles import MANAGER, RoleAdminMixin
 
@@ -27,7 +27,6 @@ class JobAdmin(RoleAdminMixin, admin.ModelAdmin):
     ]
     list_filter = ["state", "background", "kind", "trainer", "pool_name"]
     search_fields = ["title", "trainer", "task_id", "error"]
-    list_select_related = ["produced_version"]
     actions = ["cancel_jobs", "resume_jobs"]
     change_form_template = "admin/jobs/job/change_form.html"
     readonly_fields = [f.name for f in Job._meta.fields] + ["progress_bar", "log"]
@@ -53,6 +52,17 @@ class JobAdmin(RoleAdminMixin, admin.ModelAdmin):
             job.progress_step,
             job.progress_total,
         )
+
+    @admin.display(description="Produced version")
+    def produced_version(self, job: Job) -> str:
+        # What the job made, as its kind's app says: the platform keeps no link to a version.
+        version = job.about.produced_version
+        return version.label if version is not None else "-"
+
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        jobs_about_read(list(changelist.result_list))
+        return changelist
 
     @admin.display(description="Started", ordering="background")
     def started_how(self, job: Job) -> str:

@@ -8,22 +8,36 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from levers9.jobs.models import Job
+from levers9.jobs.selectors import jobs_about_read
 from levers9.jobs.services import JobError, job_cancel, job_resume
 from levers9.roles import MANAGER, HasRole
 
 
+class JobListSerializer(serializers.ListSerializer):
+    def to_representation(self, data):
+        # What the jobs are about, read once per kind for the whole page.
+        jobs = list(data.all() if hasattr(data, "all") else data)
+        return super().to_representation(jobs_about_read(jobs))
+
+
 class JobSerializer(serializers.ModelSerializer):
-    parent_version = serializers.SlugRelatedField(
-        slug_field="number", read_only=True, allow_null=True
+    # What the job is about, as its kind's app says (levers9.jobs.kinds.JobAbout).
+    parent_version = serializers.IntegerField(
+        source="about.parent_version.number", read_only=True, allow_null=True
     )
-    produced_version = serializers.SlugRelatedField(
-        slug_field="number", read_only=True, allow_null=True
+    produced_version = serializers.IntegerField(
+        source="about.produced_version.number", read_only=True, allow_null=True
     )
+    preference_version = serializers.IntegerField(
+        source="about.preference_version", read_only=True, allow_null=True
+    )
+    base_model = serializers.CharField(source="about.base_model", read_only=True)
     progress_fraction = serializers.FloatField(read_only=True)
     eta_seconds = serializers.FloatField(read_only=True, allow_null=True)
 
     class Meta:
         model = Job
+        list_serializer_class = JobListSerializer
         fields = [
             "id",
             "kind",
@@ -68,7 +82,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     """Training jobs of this workspace."""
 
     serializer_class = JobSerializer
-    queryset = Job.objects.select_related("parent_version", "produced_version")
+    queryset = Job.objects.all()
 
     def _act(self, handler) -> Response:
         try:

@@ -14,6 +14,11 @@ so in its `AppConfig.ready()`:
   watcher_hook_register(hook)         called in every workspace on each look of the watcher
                                       (reconciling what a deletion elsewhere left behind)
 
+A job's link to the product (its world, the version it starts from, the one it made) lives in
+the app of its kind, never on the job: the kind's `about` tells the platform's pages and API
+what to show of it (JobAbout), so the job's representation stays whole without the platform
+naming any product table.
+
 Lookups of an unknown name say which names are known: a job row naming a kind whose app is not
 installed fails in words instead of being finished by nobody.
 """
@@ -28,8 +33,24 @@ from typing import Any
 Finish = Callable[[Any, dict[str, Any]], Any]
 # Called with the job once it has ended, whichever way (done, failed, cancelled).
 OnEnd = Callable[[Any], None]
+# What the kind's jobs are about, batched for a page of jobs: (jobs) -> {job id: JobAbout}.
+About = Callable[[list[Any]], dict[int, "JobAbout"]]
 # An in-worker job function: (job id, progress(step, total, **metrics)) -> plain values.
 InWorker = Callable[[int, Callable[..., None]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class JobAbout:
+    """What a job is about, in the product's words, as its kind's app says: the platform only
+    shows it (a version by its `number` and `label`)."""
+
+    parent_version: Any = None
+    produced_version: Any = None
+    preference_version: int | None = None
+    base_model: str = ""
+
+
+NOTHING_KNOWN = JobAbout()
 
 
 @dataclass(frozen=True)
@@ -38,6 +59,7 @@ class JobKind:
     label: str
     finish: Finish | None = None
     on_end: OnEnd | None = None
+    about: About | None = None
     # A serve job's cards become its endpoint's at the finish: the task must not free them.
     keeps_cards: bool = False
     # Data parallel across several cards (torchrun); a server splits itself across them.
@@ -98,6 +120,20 @@ def job_kind_label(name: str) -> str:
 
 def job_kinds() -> list[JobKind]:
     return sorted(_KINDS.values(), key=lambda kind: kind.name)
+
+
+def jobs_about(jobs: list[Any]) -> dict[int, JobAbout]:
+    """What each job is about, one call per kind: a job whose kind says nothing (or whose app
+    is not installed) is about nothing known."""
+    by_kind: dict[str, list[Any]] = {}
+    for job in jobs:
+        by_kind.setdefault(job.kind, []).append(job)
+    about: dict[int, JobAbout] = {}
+    for name, of_kind in by_kind.items():
+        kind = _KINDS.get(name)
+        if kind is not None and kind.about is not None:
+            about.update(kind.about(of_kind))
+    return {job.pk: about.get(job.pk, NOTHING_KNOWN) for job in jobs}
 
 
 def trainer_lookup(name: str) -> Trainer:

@@ -4,14 +4,17 @@ packing → submitted(task_id) → running → finishing → done | failed, plus
 dashboard lost sight of a running task; it carries on as `task_id`) and cancelled.
 
 What a job *is* (train card, evaluation, serve request, ...) is its `kind`, a name an app
-registered in levers9.jobs.kinds; the platform itself knows no kind. The table keeps the name it
-had when jobs lived in training (`training_job`), so moving the model changed no data.
+registered in levers9.jobs.kinds; the platform itself knows no kind, and no product table: what
+a job is about (its world, the version it starts from or made) is kept by the app of its kind,
+in a table of its own that points at the job (training.TrainingRun, evaluation.Evaluation.job,
+policies.Endpoint.job_id, a judge job's finish_needs), and shown through the kind's `about`.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.functional import cached_property
 
 
 class Job(models.Model):
@@ -47,25 +50,6 @@ class Job(models.Model):
         help_text="Started by the platform, not by a person: runs in the pool's background "
         "lane and yields to jobs a person started.",
     )
-    world = models.ForeignKey(
-        "arena.World", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
-    )
-    parent_version = models.ForeignKey(
-        "policies.PolicyVersion",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="child_jobs",
-    )
-    produced_version = models.ForeignKey(
-        "policies.PolicyVersion",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="produced_by_jobs",
-    )
-    preference_version = models.PositiveIntegerField(null=True, blank=True)
-    base_model = models.CharField(max_length=200, blank=True)
     pool_name = models.CharField(max_length=60)
     card_type = models.CharField(max_length=100)
     card_count = models.PositiveSmallIntegerField(default=1)
@@ -98,9 +82,8 @@ class Job(models.Model):
     finish_claimed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        db_table = "training_job"
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["state"], name="training_jo_state_191524_idx")]
+        indexes = [models.Index(fields=["state"], name="jobs_job_state_idx")]
 
     def __str__(self) -> str:
         return f"Job {self.pk} · {self.trainer} · {self.state}"
@@ -110,6 +93,14 @@ class Job(models.Model):
         from levers9.jobs.kinds import job_kind_label
 
         return job_kind_label(self.kind)
+
+    @cached_property
+    def about(self):
+        """What the job is about, as its kind's app says (levers9.jobs.kinds.JobAbout); a page
+        of jobs reads it for all of them at once (levers9.jobs.selectors.jobs_about_read)."""
+        from levers9.jobs.kinds import jobs_about
+
+        return jobs_about([self])[self.pk]
 
     @property
     def is_active(self) -> bool:

@@ -9,7 +9,7 @@ from django_tenants.utils import schema_context
 
 from levers9.events import workspace_event_send
 from levers9.jobs.models import Job
-from levers9.jobs.selectors import without_server_paths
+from levers9.jobs.selectors import jobs_about_read, without_server_paths
 
 
 def job_payload(job: Job) -> dict[str, Any]:
@@ -26,8 +26,13 @@ def job_payload(job: Job) -> dict[str, Any]:
         "eta_seconds": None if eta is None else round(eta, 1),
         "metrics": job.metrics,
         "error": without_server_paths(job.error),
-        "produced_version": job.produced_version.label if job.produced_version_id else None,
+        "produced_version": getattr(job.about.produced_version, "label", None),
     }
+
+
+def job_payloads(jobs: list[Job]) -> list[dict[str, Any]]:
+    """A page's jobs as browsers see them, what each is about read in one go per kind."""
+    return [job_payload(job) for job in jobs_about_read(list(jobs))]
 
 
 def job_event_send(job_id: int) -> None:
@@ -40,6 +45,6 @@ def job_event_send(job_id: int) -> None:
 
 def _job_event_push(job_id: int, schema_name: str) -> None:
     with schema_context(schema_name):
-        job = Job.objects.select_related("produced_version").filter(pk=job_id).first()
+        job = Job.objects.filter(pk=job_id).first()
         if job is not None:
             workspace_event_send({"type": "job", "job": job_payload(job)}, schema_name=schema_name)

@@ -5,15 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.conf import settings
-from django.db.models import QuerySet
 
+from levers9.jobs.kinds import jobs_about
 from levers9.jobs.models import Job
 
 LOG_TAIL_BYTES = 20_000
 
 
-def job_list_recent(limit: int = 30) -> QuerySet[Job]:
-    return Job.objects.select_related("parent_version", "produced_version", "started_by")[:limit]
+def job_list_recent(limit: int = 30) -> list[Job]:
+    """The newest jobs, each with what it is about."""
+    return jobs_about_read(list(Job.objects.select_related("started_by")[:limit]))
+
+
+def jobs_about_read(jobs: list[Job]) -> list[Job]:
+    """Read what each job is about in one go per kind (a page of jobs shows it), instead of
+    one query per job when each `job.about` is first used."""
+    about = jobs_about(jobs)
+    for job in jobs:
+        job.about = about[job.pk]
+    return jobs
 
 
 def job_log_tail(job: Job, *, max_bytes: int = LOG_TAIL_BYTES) -> str:

@@ -96,10 +96,6 @@ def job_start(
     card_count: int = 1,
     title: str = "",
     started_by=None,
-    world=None,
-    parent_version=None,
-    preference_version: int | None = None,
-    base_model: str = "",
     finish_needs: dict[str, Any] | None = None,
     within_workspace_limits: bool = True,
     background: bool = False,
@@ -112,6 +108,10 @@ def job_start(
     `background` is work nobody clicked (a refit after a freeze): it waits in the pool's
     background lane and yields to jobs a person started (levers9.pools); it is never refused
     by the workspace's limits, which count what people start.
+
+    What the job is about (its world, its parent version) is the caller's to keep, in its own
+    app's table: inside an atomic block around this call, the task is queued only once that
+    row is there too.
     """
     try:
         trainer_lookup(trainer)
@@ -129,10 +129,6 @@ def job_start(
             title=title[:200],
             workspace_schema=connection.schema_name,
             started_by=started_by,
-            world=world,
-            parent_version=parent_version,
-            preference_version=preference_version,
-            base_model=base_model,
             pool_name=pool.name,
             card_type=pool.card_type,
             card_count=card_count,
@@ -264,21 +260,21 @@ def job_finish(*, job_id: int) -> bool:
         return _job_end(job, Job.State.CANCELLED)
     try:
         with transaction.atomic():
-            produced = _finish_for_kind(job, result)
+            _finish_for_kind(job, result)
     except Exception as error:  # the finish's own failure is the job's, said in words
         return _job_end(job, Job.State.FAILED, error=f"The finish failed: {error}", result=result)
-    return _job_end(job, Job.State.DONE, result=result, produced_version=produced)
+    return _job_end(job, Job.State.DONE, result=result)
 
 
-def _finish_for_kind(job: Job, result: Any) -> Any:
-    """The registered kind's finish, then everyone listening for versions a job produced."""
+def _finish_for_kind(job: Job, result: Any) -> None:
+    """The registered kind's finish (which keeps what it produced where its app keeps the
+    job's links), then everyone listening for versions a job produced."""
     if not isinstance(result, dict):
         raise ValueError("the trainer's result is not a dict of plain values")
     kind = job_kind(job.kind)
     produced = kind.finish(job, result) if kind.finish else None
     if produced is not None:
         job_produced(job, produced)
-    return produced
 
 
 def job_produced(job: Job, version: Any) -> None:
@@ -288,13 +284,9 @@ def job_produced(job: Job, version: Any) -> None:
         listener(job, version)
 
 
-def _job_end(job: Job, state: str, *, error: str = "", result=None, produced_version=None) -> bool:
+def _job_end(job: Job, state: str, *, error: str = "", result=None) -> bool:
     Job.objects.filter(pk=job.pk).update(
-        state=state,
-        error=error,
-        result=result,
-        produced_version=produced_version,
-        finished_at=timezone.now(),
+        state=state, error=error, result=result, finished_at=timezone.now()
     )
     cards_release(allocation_id=job.card_allocation_id)
     _job_ended(job.pk)

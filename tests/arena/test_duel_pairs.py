@@ -52,7 +52,7 @@ def test_it_lets_two_versions_and_the_real_agent_compete(lettings):
     )
     duel_pairs_generate(world=lettings, count=4)
     numbers = {
-        reply.policy_version.number
+        reply.author.version.number
         for reply in Reply.objects.filter(moment__world=lettings, source="policy")
     }
     assert numbers == {1, 2}
@@ -69,7 +69,7 @@ def test_two_simulator_versions_answer_alike_in_a_world_of_recorded_calls(in_wor
     duel_pairs_generate(world=world, count=4)
     moment = DuelPair.objects.filter(world=world).first().moment
     sources = sorted(
-        (reply.source, reply.policy_version.number if reply.policy_version else None)
+        (reply.source, reply.author.version.number if hasattr(reply, "author") else None)
         for reply in Reply.objects.filter(moment=moment)
     )
     # The same words twice teach a reviewer nothing: the second is not a candidate.
@@ -164,4 +164,4 @@ def test_it_offers_only_the_worlds_own_versions_in_the_duel(lettings):
     with pytest.raises(DuelNotFound, match="v2"):
         policy_versions_numbered(numbers=[2], world=world)
     duel_pairs_generate(world=world, count=4)
-    assert not Reply.objects.filter(moment__world=world, policy_version__world=lettings).exists()
+    assert not Reply.objects.filter(moment__world=world, author__version__world=lettings).exists()

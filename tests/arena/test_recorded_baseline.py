@@ -66,18 +66,22 @@ def test_a_world_made_over_the_api_duels_with_an_on_topic_baseline(owner_client,
         world = World.objects.get(slug="charity")
         # The world made over the API has its own v1 · baseline, and it is the one that duels.
         baseline = PolicyVersion.objects.get(world=world, number=1)
-        pairs = list(DuelPair.objects.filter(world=world).select_related("reply_a", "reply_b"))
+        pairs = list(
+            DuelPair.objects.filter(world=world).select_related(
+                "reply_a__author", "reply_b__author"
+            )
+        )
         in_pairs = [
             reply
             for pair in pairs
             for reply in (pair.reply_a, pair.reply_b)
-            if reply.policy_version_id == baseline.pk
+            if getattr(getattr(reply, "author", None), "version_id", None) == baseline.pk
         ]
         assert len(in_pairs) >= 20
         world_texts = list(Turn.objects.filter(call__world=world).values_list("text", flat=True))
         # No lettings word the world's own calls do not use.
         assert _lettings_words(r.text for r in in_pairs) <= _lettings_words(world_texts)
-        for reply in Reply.objects.filter(moment__world=world, policy_version=baseline):
+        for reply in Reply.objects.filter(moment__world=world, author__version=baseline):
             assert reply.text not in SCRIPTED
             # Word for word another call's real agent turn, never the moment's own call's.
             sources = set(
@@ -172,7 +176,7 @@ def test_the_lettings_world_keeps_its_scripted_replies(in_workspace):
     lettings = World.objects.get(slug="lettings")
     assert duel_pairs_generate(world=lettings, count=4) >= 1
     texts = set(
-        Reply.objects.filter(moment__world=lettings, policy_version__number=1).values_list(
+        Reply.objects.filter(moment__world=lettings, author__version__number=1).values_list(
             "text", flat=True
         )
     )

@@ -23,8 +23,9 @@ def test_it_checkpoints_a_version_against_its_parent_on_the_held_out_calls(
         job = evaluation_checkpoint_start(version=pushy)
     assert job.kind == "evaluate"
     assert job.trainer == "evaluate"
-    assert job.world_id == lettings.pk  # the world it learned in
     checkpoint = Evaluation.objects.get(job=job)
+    assert checkpoint.world == lettings  # the world it learned in
+    assert job.about.parent_version == baseline  # what the jobs' pages say it is about
     assert checkpoint.purpose == Evaluation.Purpose.CHECKPOINT
     assert (checkpoint.candidate, checkpoint.baseline) == (pushy, baseline)
     # The same held-out calls as every evaluation of that world.

@@ -78,7 +78,6 @@ def test_the_estimate_reads_past_evaluations_of_the_same_kind(
         title="an earlier evaluation",
         state=Job.State.DONE,
         pool_name="local-cpu",
-        world=lettings,
         started_at=timezone.now() - timedelta(minutes=12),
         finished_at=timezone.now(),
     )

@@ -130,7 +130,7 @@ def test_it_compares_the_two_versions_on_the_same_moments(lettings, pushy, basel
     for sides in by_moment.values():
         assert sides["candidate"].reply.moment_id == sides["baseline"].reply.moment_id
         assert sides["candidate"].reply.source == Reply.Source.POLICY
-        assert sides["candidate"].reply.policy_version_id == pushy.pk
+        assert sides["candidate"].reply.author.version_id == pushy.pk
         outcomes.append(pairwise_outcome(sides["candidate"].total, sides["baseline"].total))
     assert evaluation.summary["wins"] == outcomes.count(1.0)
     assert evaluation.summary["losses"] == outcomes.count(0.0)

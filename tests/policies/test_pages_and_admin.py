@@ -342,30 +342,29 @@ def test_it_sums_up_what_each_version_learned_from_in_one_line(in_workspace, own
 
     lettings = World.objects.get(slug="lettings")
     baseline = PolicyVersion.objects.get(world=lettings, number=1)
+    now = timezone.now()
+    # The job that made it ran 2 minutes: the version's record names it.
+    job = Job.objects.create(
+        kind="train",
+        trainer="q-learning-online",
+        workspace_schema=in_workspace.schema_name,
+        pool_name="cpu",
+        card_type="cpu",
+        started_at=now - timedelta(seconds=125),
+        finished_at=now,
+    )
     moves = version_register(
         world=lettings,
         name="trained",
         parent=baseline,
         move_strategy={},
         learned_from={
-            "job": 1,
+            "job": job.pk,
             "algorithm": "q-learning-online",
             "seed": 7,
             "knobs": {"episodes": 4000},
             "summary": {"mean_fraction_of_optimum": 0.934},
         },
-    )
-    now = timezone.now()
-    Job.objects.create(
-        kind="train",
-        trainer="q-learning-online",
-        workspace_schema=in_workspace.schema_name,
-        pool_name="cpu",
-        card_type="cpu",
-        world=lettings,
-        produced_version=moves,
-        started_at=now - timedelta(seconds=125),
-        finished_at=now,
     )
     wording = version_register(
         world=lettings,

@@ -201,6 +201,7 @@ def test_train_makes_the_next_version_of_its_own_world(lettings, charity):
     from levers9.jobs.models import Job
     from trainers.moves.strategy import SCRIPTED, strategy_table
     from training.finish import version_from_move_strategy
+    from training.models import TrainingRun
 
     _trained(lettings)
     _trained(lettings)  # Lettings is at v3; the charity still at v1
@@ -210,8 +211,9 @@ def test_train_makes_the_next_version_of_its_own_world(lettings, charity):
         workspace_schema=charity.slug,
         pool_name="cpu",
         card_type="cpu",
-        world=charity,
-        parent_version=PolicyVersion.objects.get(world=charity, number=1),
+    )
+    TrainingRun.objects.create(
+        job=job, world=charity, parent_version=PolicyVersion.objects.get(world=charity, number=1)
     )
     table = strategy_table(SCRIPTED, scenario=None, max_turns=8)
     version = version_from_move_strategy(

@@ -21,6 +21,7 @@ from training.engines import (
     engines_run_promote,
     engines_run_start,
 )
+from training.models import TrainingRun
 
 CALLS = [
     {
@@ -88,17 +89,17 @@ def _finished_run(lettings, baseline) -> Job:
         "scenarios": ["young-professional-price"],
     }
     result = q_learning_run(spec)
-    return Job.objects.create(
+    job = Job.objects.create(
         kind="engines",
         trainer="q-learning-online",
         state=Job.State.DONE,
         workspace_schema="ws_acme",
         pool_name="local-cpu",
         card_type="cpu",
-        parent_version=baseline,
-        world=lettings,
         result=json.loads(json.dumps(result)),
     )
+    TrainingRun.objects.create(job=job, world=lettings, parent_version=baseline)
+    return job
 
 
 def test_it_promotes_a_finished_run_once(lettings, baseline):

@@ -29,6 +29,7 @@ from levers9.models import CardAllocation
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from trainers.moves.strategy import SCRIPTED, strategy_table
+from training.runs import training_run_start
 
 
 def _learned_result() -> dict:
@@ -46,12 +47,13 @@ def _learned_result() -> dict:
 def job(in_workspace, django_capture_on_commit_callbacks):
     parent = PolicyVersion.objects.get(world__slug="lettings", number=1)
     with django_capture_on_commit_callbacks(execute=False):
-        return job_start(
+        return training_run_start(
+            world=parent.world,
+            parent=parent,
             kind="train",
             trainer="q-learning-online",
             spec={"algorithm": "q-learning-online"},
             pool=pool_default(gpu=False),
-            parent_version=parent,
         )
 
 
@@ -88,9 +90,10 @@ def test_it_finishes_exactly_once_and_makes_one_version(job):
     assert jobs_follow(watcher="test:1") == []
     job.refresh_from_db()
     assert job.state == Job.State.DONE
-    assert job.produced_version.label == "v2 · trained"
-    assert job.produced_version.parent.number == 1
-    assert job.produced_version.learned_from["seed"] == 3
+    produced = job.training_run.produced_version
+    assert produced.label == "v2 · trained"
+    assert produced.parent.number == 1
+    assert produced.learned_from["seed"] == 3
     assert PolicyVersion.objects.count() == 2
     assert CardAllocation.objects.get(pk=job.card_allocation_id).state == "released"
 

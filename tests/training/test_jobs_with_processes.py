@@ -42,7 +42,7 @@ def live_workspace(django_db_setup, django_db_blocker):
 
 def _job(schema: str, job_id: int) -> Job:
     with schema_context(schema):
-        return Job.objects.select_related("produced_version").get(pk=job_id)
+        return Job.objects.select_related("training_run__produced_version").get(pk=job_id)
 
 
 def _start_move_strategy(workspace) -> int:
@@ -88,7 +88,7 @@ def test_it_finishes_a_job_once_when_the_web_process_is_killed_mid_run(live_work
             version = PolicyVersion.objects.get(number=2)
             assert version.parent.number == 1
             assert version.learned_from["job"] == job_id
-        assert job.produced_version == version
+        assert job.training_run.produced_version == version
     finally:
         stop(web)
         stop(worker)

@@ -72,7 +72,7 @@ def test_it_ends_in_a_v2_with_the_learner_the_held_out_calls_and_the_interval(
     assert job.trainer == "offline-outcome"
     job = _run_and_finish(job)
     assert job.state == Job.State.DONE, job.error
-    version = job.produced_version
+    version = job.training_run.produced_version
     assert version.label == "v2 · trained"
     record = version.learned_from
     assert record["learner"].startswith("per-state outcome model")
@@ -116,7 +116,7 @@ def test_it_ends_in_a_version_even_with_few_calls(in_workspace, django_capture_o
     world = _donation_world(3)
     job = _run_and_finish(_start(world, django_capture_on_commit_callbacks))
     assert job.state == Job.State.DONE, job.error
-    record = job.produced_version.learned_from
+    record = job.training_run.produced_version.learned_from
     assert record["trained_on"]["calls"] == 3
     assert record["held_out_calls"] == 0
     assert record["interval"] is None
@@ -143,6 +143,6 @@ def test_a_second_workspace_cannot_start_it_on_the_firsts_world(
     assert api.status_code == 404
     rival.post("/train/move-strategy/", {"world": "donations"})
     with schema_context(other_workspace.schema_name):
-        assert not Job.objects.filter(world__slug="donations").exists()
+        assert not Job.objects.filter(training_run__world__slug="donations").exists()
     with schema_context(workspace.schema_name):
         assert not Job.objects.exists()

@@ -14,6 +14,7 @@ from levers9.jobs.models import Job
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from training.finish import version_from_wording
+from training.models import TrainingRun
 from training.wording import WordingCardError, WordingChoice, train_wording
 
 
@@ -63,7 +64,8 @@ def test_it_packs_the_frozen_pairs_into_the_spec_and_starts_a_job(
         job = train_wording(choice=_choice(frozen, method="rlhf", reward_source="picks"))
     with open(job.spec_path) as spec_file:
         spec = json.load(spec_file)
-    assert (job.trainer, job.preference_version, job.base_model) == (
+    run = job.training_run
+    assert (job.trainer, run.preference_version, run.base_model) == (
         "rlhf",
         frozen.number,
         "smollm2-135m-instruct",
@@ -82,8 +84,8 @@ def test_it_registers_a_trained_version_from_the_trainers_result(frozen):
         workspace_schema="ws_acme",
         pool_name="local-cpu",
         card_type="cpu",
-        parent_version=parent,
     )
+    TrainingRun.objects.create(job=job, world=parent.world, parent_version=parent)
     result = {
         "trainer": "dpo",
         "version": {
@@ -202,15 +204,16 @@ def test_the_api_card_is_for_managers_of_this_workspace_only(frozen, workspace, 
 
 
 def _done_wording_job(method: str, version: PolicyVersion, *, result: dict) -> Job:
-    return Job.objects.create(
+    job = Job.objects.create(
         kind="train",
         trainer=method,
         state=Job.State.DONE,
         pool_name="local-cpu",
         card_type="cpu",
-        produced_version=version,
         result=result,
     )
+    TrainingRun.objects.create(job=job, world=version.world, produced_version=version)
+    return job
 
 
 def _checkpoint(version: PolicyVersion, parent: PolicyVersion, win_rate: float, verdict: str):

@@ -17,7 +17,7 @@ from tests.arena.judge.test_world_judge_fit import PAIRS, datasets, persuasion  
 
 
 def _fits(world) -> list[Job]:
-    return list(Job.objects.filter(kind="judge-fit", world=world).order_by("pk"))
+    return list(Job.objects.filter(kind="judge-fit", finish_needs__world=world.pk).order_by("pk"))
 
 
 def _spec(job: Job) -> dict:

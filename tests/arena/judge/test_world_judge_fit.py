@@ -102,7 +102,9 @@ def test_picks_frozen_while_a_fit_runs_are_fitted_once_it_ends(
     from levers9.jobs.kinds import job_kind
 
     def fits():
-        return list(Job.objects.filter(kind="judge-fit", world=persuasion).order_by("pk"))
+        return list(
+            Job.objects.filter(kind="judge-fit", finish_needs__world=persuasion.pk).order_by("pk")
+        )
 
     def end(job):  # what the platform does once the worker is done with it
         judge_fit_finish(job, _fit_now(job))
