@@ -21,7 +21,6 @@ The workspace, its schema and its files are removed at the end.
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 import shutil
 import statistics
@@ -31,22 +30,11 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from bench.django_setup import setup_django
+
 REVIEWERS = 20
 BATCH = 20_000
 WARM_UP = 5
-
-
-def _setup_django(datasets_dir: Path) -> None:
-    # The settings read the datasets volume and the database address at import.
-    os.environ["LEVERS9_DATASETS_DIR"] = str(datasets_dir)
-    if not os.environ.get("DATABASE_URL"):
-        from levers9 import embedded_pg
-
-        embedded_pg.start(say=print)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import django
-
-    django.setup()
 
 
 def _p(values: list[float], q: float) -> float:
@@ -416,7 +404,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     datasets_dir = Path(tempfile.mkdtemp(prefix="bench-duel-datasets-"))
-    _setup_django(datasets_dir)
+    setup_django(datasets_dir)
     from django.contrib.auth import get_user_model
     from django_tenants.utils import schema_context
 

@@ -38,6 +38,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from bench.django_setup import setup_django
+
 DIMENSIONS = ("dialect", "respect", "accuracy", "progress", "family", "timing", "compliance")
 REAL_CALLS = (
     Path(__file__).resolve().parents[2] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
@@ -139,19 +141,6 @@ class OpenAIStub:
         self._server.server_close()
 
 
-def _setup_django(datasets_dir: Path) -> None:
-    # The settings read the datasets volume and the database address at import.
-    os.environ["LEVERS9_DATASETS_DIR"] = str(datasets_dir)
-    if not os.environ.get("DATABASE_URL"):
-        from levers9 import embedded_pg
-
-        embedded_pg.start(say=print)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import django
-
-    django.setup()
-
-
 def _run_once(*, slug: str, calls_text: str, versions, stub: OpenAIStub, slots: int):
     """A fresh world of the same calls judged by the stub, and one evaluation run in it."""
     import logging
@@ -196,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     datasets_dir = Path(tempfile.mkdtemp(prefix="bench-eval-"))
-    _setup_django(datasets_dir)
+    setup_django(datasets_dir)
     from django_tenants.utils import schema_context
 
     from levers9.models import Domain, Workspace

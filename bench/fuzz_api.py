@@ -27,21 +27,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench.django_setup import setup_django
+
 ROOT = Path(__file__).resolve().parents[1]
 SLUG = "fuzz"
 OWNER = "owner@fuzz.test"
 CHECKS = "not_a_server_error,response_schema_conformance,status_code_conformance"
-
-
-def _setup_django() -> None:
-    if not os.environ.get("DATABASE_URL"):
-        from levers9 import embedded_pg
-
-        embedded_pg.start(say=print)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import django
-
-    django.setup()
 
 
 def _seed() -> str:
@@ -151,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    _setup_django()
+    setup_django()
     token = _seed()
     port = _free_port()
     host = f"{SLUG}.localhost:{port}"

@@ -10,29 +10,18 @@ their domains, so the bench leaves nothing behind.
 
 from __future__ import annotations
 
-import os
 import secrets
 import statistics
 import time
 from pathlib import Path
+
+from bench.django_setup import setup_django
 
 CALLS_FILE = (
     Path(__file__).resolve().parents[2] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
 )
 WORKSPACES = 3
 ADMIN_EMAIL = "bench@x.test"
-
-
-def _setup_django() -> None:
-    # The settings read the embedded server's address at import, so it must run first.
-    if not os.environ.get("DATABASE_URL"):
-        from levers9 import embedded_pg
-
-        embedded_pg.start(say=print)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    import django
-
-    django.setup()
 
 
 def _bench_workspace_creation(slugs: list[str]) -> list:
@@ -97,7 +86,7 @@ def _delete_workspaces(slugs: list[str]) -> None:
 
 
 def main() -> None:
-    _setup_django()
+    setup_django()
     slugs = [f"bench-{secrets.token_hex(4)}" for _ in range(WORKSPACES)]
     try:
         workspaces = _bench_workspace_creation(slugs)
