@@ -55,6 +55,29 @@ def _fmt(block: dict | None, key: str) -> str:
     return text + (f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "")
 
 
+def judge_totals(judge, rows: list[dict], side: str) -> np.ndarray:
+    """The judge's total for one side ("chosen" or "rejected") of each preference row."""
+    scored = judge.score(
+        [row["context"] for row in rows],
+        [row[side] for row in rows],
+        [row[f"rubric_{side}"] for row in rows],
+        digits=None,
+    )
+    return np.asarray([item["total"] for item in scored])
+
+
+def judge_won_probability_by_call(judge, rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """The judge's won probability of each call of these outcome rows (its turns' scores
+    gathered by per_call_scores), and whether each call was won."""
+    scored = judge.score(
+        [row["context"] for row in rows],
+        [row["reply"] for row in rows],
+        [row["rubric"] for row in rows],
+        digits=None,
+    )
+    return per_call_scores(rows, np.asarray([item["won_probability"] for item in scored]))
+
+
 def _cross_fitted(spec: JudgeFitSpec, pairs: list, outcomes: list, *, folds: int) -> None:
     """Every row scored once by the fit of the folds that did not hold it (held out by pair
     and by call), so the figures rest on all the data, not a fifth of it; the difference to
@@ -66,29 +89,14 @@ def _cross_fitted(spec: JudgeFitSpec, pairs: list, outcomes: list, *, folds: int
         model, _report = fit(folded)
         split = {"seed": spec.seed, "fraction": 1 / folds, "fold": fold}
         held_pairs = split_rows(pairs, **split)[1]
-        contexts = [row["context"] for row in held_pairs]
-        for replies, rubric, into, rubric_into in (
-            ("chosen", "rubric_chosen", fitted_c, rubric_c),
-            ("rejected", "rubric_rejected", fitted_r, rubric_r),
+        for side, into, rubric_into in (
+            ("chosen", fitted_c, rubric_c),
+            ("rejected", fitted_r, rubric_r),
         ):
-            scored = model.score(
-                contexts,
-                [row[replies] for row in held_pairs],
-                [row[rubric] for row in held_pairs],
-                digits=None,
-            )
-            into += [item["total"] for item in scored]
-            rubric_into += [row[rubric][-1] for row in held_pairs]
+            into += judge_totals(model, held_pairs, side).tolist()
+            rubric_into += [row[f"rubric_{side}"][-1] for row in held_pairs]
         held_outcomes = split_rows(outcomes, **split)[1]
-        scored = model.score(
-            [row["context"] for row in held_outcomes],
-            [row["reply"] for row in held_outcomes],
-            [row["rubric"] for row in held_outcomes],
-            digits=None,
-        )
-        by_call, won = per_call_scores(
-            held_outcomes, np.asarray([item["won_probability"] for item in scored])
-        )
+        by_call, won = judge_won_probability_by_call(model, held_outcomes)
         rubric_by_call, _ = per_call_scores(
             held_outcomes, np.asarray([row["rubric"][-1] for row in held_outcomes])
         )
