@@ -6,15 +6,8 @@ from __future__ import annotations
 import pytest
 
 from arena.errors import DuelBadInput, DuelConflict, DuelNotFound
-from arena.models import DuelPair, Pick, World
-from arena.services import duel_next, duel_pairs_generate, pick_submit, preference_freeze
-
-
-@pytest.fixture
-def lettings(in_workspace):
-    world = World.objects.get(slug="lettings")
-    duel_pairs_generate(world=world, count=6)
-    return world
+from arena.models import DuelPair, Pick
+from arena.services import duel_next, pick_submit, preference_freeze
 
 
 def test_it_records_the_preference_and_where_each_reply_came_from(lettings, rita):

@@ -21,13 +21,6 @@ from arena.services import (
 from tests.conftest import make_user
 
 
-@pytest.fixture
-def lettings(in_workspace):
-    world = World.objects.get(slug="lettings")
-    duel_pairs_generate(world=world, count=10)
-    return world
-
-
 def test_it_serves_the_weakest_pair_first(lettings, rita):
     pair = duel_next(world=lettings, reviewer=rita)
     lowest = DuelPair.objects.filter(world=lettings).order_by("judge_total", "id").first()
