@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 
 from arena.models import World
 from arena.selectors import world_in_view
+from levers9.jobs.adoption import job_resume
 from levers9.jobs.models import Job
 from levers9.jobs.progress import job_payload
 from levers9.jobs.selectors import (
@@ -17,7 +18,7 @@ from levers9.jobs.selectors import (
     jobs_about_read,
     without_server_paths,
 )
-from levers9.jobs.services import JobError, job_cancel, job_resume
+from levers9.jobs.services import JobError, job_cancel
 from levers9.roles import MANAGER, role_required
 from policies.models import PolicyVersion
 from policies.selectors import policies_answering, policy_live

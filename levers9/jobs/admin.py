@@ -5,10 +5,11 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
+from levers9.jobs.adoption import job_resume
 from levers9.jobs.models import Job
 from levers9.jobs.progress import job_payload
 from levers9.jobs.selectors import job_log_tail, jobs_about_read
-from levers9.jobs.services import JobError, job_cancel, job_resume
+from levers9.jobs.services import JobError, job_cancel
 from levers9.roles import MANAGER, RoleAdminMixin
 
 

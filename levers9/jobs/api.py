@@ -7,9 +7,10 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from levers9.jobs.adoption import job_resume
 from levers9.jobs.models import Job
 from levers9.jobs.selectors import jobs_about_read
-from levers9.jobs.services import JobError, job_cancel, job_resume
+from levers9.jobs.services import JobError, job_cancel
 from levers9.roles import MANAGER, HasRole
 
 

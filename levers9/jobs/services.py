@@ -1,4 +1,5 @@
-"""The job lifecycle on the platform: start, follow, finish exactly once, cancel, resume.
+"""The job lifecycle on the platform: start, place on cards, finish exactly once, cancel.
+Following jobs from the dashboard, adopting them and resuming by hand are levers9.jobs.adoption's.
 
 packing → submitted(task_id) → running → finishing → done | failed, plus interrupted and
 cancelled. The worker runs the trainer (levers9.jobs.runner); the dashboard follows the job
@@ -15,7 +16,6 @@ import logging
 import os
 import signal
 import socket
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +25,10 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from levers9.jobs.kinds import job_kind, produced_listeners, trainer_lookup, watcher_hooks
+from levers9.jobs.kinds import job_kind, produced_listeners, trainer_lookup
 from levers9.jobs.limits import job_limits_check
 from levers9.jobs.models import Job
-from levers9.jobs.processes import this_process
+from levers9.jobs.processes import pid_alive
 from levers9.jobs.progress import job_event_send
 from levers9.models import GpuPool
 from levers9.pools import (
@@ -42,9 +42,7 @@ from levers9.pools import (
     cards_try_grant,
 )
 from levers9.task_results import (
-    TaskResultMissing,
     UnsafeTaskResult,
-    plain_value_from_column,
     task_result_read,
 )
 from levers9.tasks import enqueue_in_workspace
@@ -52,10 +50,6 @@ from levers9.tasks import enqueue_in_workspace
 logger = logging.getLogger(__name__)
 
 JOB_TASK = "levers9.jobs.runner.job_run"
-# A dashboard that has not looked at its jobs for this long is gone; another adopts them.
-WATCHER_TIMEOUT = timedelta(seconds=30)
-# A worker that has not beaten for this long (and is not on this host to ask) is gone.
-WORKER_TIMEOUT = timedelta(minutes=3)
 
 
 def failure_sentence(failure: Any) -> str:
@@ -289,11 +283,11 @@ def _job_end(job: Job, state: str, *, error: str = "", result=None) -> bool:
         state=state, error=error, result=result, finished_at=timezone.now()
     )
     cards_release(allocation_id=job.card_allocation_id)
-    _job_ended(job.pk)
+    job_has_ended(job.pk)
     return state == Job.State.DONE
 
 
-def _job_ended(job_id: int) -> None:
+def job_has_ended(job_id: int) -> None:
     """The job has ended (done, failed or cancelled): its kind's end hook, then the event."""
     job = Job.objects.get(pk=job_id)
     with contextlib.suppress(LookupError):
@@ -322,206 +316,16 @@ def job_cancel(*, job: Job) -> Job:
         )
     # The worker sees the state within seconds and stops the trainer; free the cards now.
     cards_release(allocation_id=job.card_allocation_id)
-    _kill_local_trainer(job)
-    _job_ended(job.pk)
+    orphan_trainer_kill(job)
+    job_has_ended(job.pk)
     job.refresh_from_db()
     return job
 
 
-def _kill_local_trainer(job: Job) -> None:
+def orphan_trainer_kill(job: Job) -> None:
     """If the trainer runs on this host and its worker is gone, nobody else will stop it."""
     host, _, pid = job.worker.partition(":")
-    if not job.trainer_pid or host != socket.gethostname() or _pid_alive(int(pid or 0)):
+    if not job.trainer_pid or host != socket.gethostname() or pid_alive(int(pid or 0)):
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(job.trainer_pid, signal.SIGKILL)
-
-
-# --- follow (the dashboard's side) -----------------------------------------------------
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _process_alive(process_id: str, seen_at, timeout: timedelta) -> bool:
-    """A "host:pid" we can ask directly on this host; elsewhere we go by its last sign of life."""
-    host, _, pid = process_id.partition(":")
-    if not process_id:
-        return False
-    if host == socket.gethostname():
-        return _pid_alive(int(pid.split(":")[0] or 0))
-    return seen_at is not None and timezone.now() - seen_at < timeout
-
-
-def _task_finished(task_id: str) -> bool:
-    if not task_id:
-        return False
-    try:
-        task_result_read(task_id)
-    except TaskResultMissing:
-        return False
-    except UnsafeTaskResult:
-        return True  # finished, and job_finish will say the result was refused
-    return True
-
-
-def jobs_follow(*, watcher: str | None = None) -> list[int]:
-    """One look at this workspace's unfinished jobs, as the dashboard `watcher`.
-
-    Adopts jobs nobody follows any more (marking them interrupted first, with the task they
-    carry on as), finishes the ones whose task has ended, and fails the ones whose worker
-    died. Returns the ids it finished.
-    """
-    watcher = watcher or this_process()
-    now = timezone.now()
-    finished: list[int] = []
-    jobs = Job.objects.filter(state__in=[*Job.ACTIVE_STATES, Job.State.INTERRUPTED]).exclude(
-        state=Job.State.FINISHING
-    )
-    # Oldest first: a job finished in this look frees cards for the ones queued after it.
-    for job in jobs.order_by("id"):
-        if job.watcher != watcher and not _process_alive(
-            job.watcher, job.watched_at, WATCHER_TIMEOUT
-        ):
-            job = _adopt(job, watcher)
-            if job is None:
-                continue
-        if job.watcher != watcher:
-            continue  # another live dashboard follows it
-        Job.objects.filter(pk=job.pk).update(watched_at=now)
-        if job.state == Job.State.PACKING:
-            job_place(job_id=job.pk)
-            continue
-        if _task_finished(job.task_id):
-            if job_finish(job_id=job.pk):
-                finished.append(job.pk)
-            continue
-        if (
-            job.state in (Job.State.RUNNING, Job.State.INTERRUPTED)
-            and job.worker
-            and not _process_alive(job.worker, job.heartbeat_at, WORKER_TIMEOUT)
-        ):
-            _fail_lost_worker(job)
-    # What the apps keep in step with the jobs (endpoints whose row was deleted, ...).
-    for hook in watcher_hooks():
-        hook()
-    return finished
-
-
-def _adopt(job: Job, watcher: str) -> Job | None:
-    """Take over a job whose dashboard is gone (or that nobody followed yet)."""
-    packed = job.card_allocation_id is not None
-    if job.state == Job.State.PACKING and not packed:
-        # It died before its spec and card request were in place: it never reached the
-        # platform, so there is nothing to adopt.
-        if job.created_at < timezone.now() - WATCHER_TIMEOUT or job.watcher:
-            Job.objects.filter(pk=job.pk, state=Job.State.PACKING).update(
-                state=Job.State.INTERRUPTED,
-                error="Interrupted while packing, before it reached the platform: "
-                "start it again from Train.",
-            )
-            job_event_send(job.pk)
-        return None
-    if job.state == Job.State.INTERRUPTED and not job.task_id:
-        return None  # only Resume with a task id can help this one
-    taken = Job.objects.filter(pk=job.pk, watcher=job.watcher, state=job.state).update(
-        watcher=watcher, watched_at=timezone.now()
-    )
-    if not taken:
-        return None
-    if job.watcher and job.state in (Job.State.SUBMITTED, Job.State.RUNNING):
-        # The dashboard that followed it restarted (or died): the record says so.
-        Job.objects.filter(pk=job.pk).update(state=Job.State.INTERRUPTED)
-        job_note(
-            job.pk,
-            f"Interrupted: the dashboard following it ({job.watcher}) went away; it carries "
-            f"on as task {job.task_id}.",
-        )
-        job_event_send(job.pk)
-    if job.watcher or job.state == Job.State.INTERRUPTED:
-        job_note(job.pk, f"Adopted by the dashboard {watcher}.")
-    return Job.objects.get(pk=job.pk)
-
-
-def _fail_lost_worker(job: Job) -> None:
-    if _task_finished(job.task_id):
-        return
-    failed = Job.objects.filter(
-        pk=job.pk, state__in=[Job.State.RUNNING, Job.State.INTERRUPTED], finish_claimed_at=None
-    ).update(
-        state=Job.State.FAILED,
-        finished_at=timezone.now(),
-        error=f"The worker running this job ({job.worker}) stopped before the trainer "
-        "finished; its cards were freed. Start it again from Train.",
-    )
-    if failed:
-        cards_release(allocation_id=job.card_allocation_id)
-        _kill_local_trainer(job)
-        _job_ended(job.pk)
-
-
-# --- resume (by hand) -------------------------------------------------------------------
-
-
-def job_resume(*, job: Job, task_id: str = "") -> Job:
-    """Adopt an interrupted job by hand, optionally naming the task it carries on as."""
-    if job.state != Job.State.INTERRUPTED:
-        raise JobError(
-            f"Job {job.pk} is {job.get_state_display().lower()}; only an "
-            "interrupted job can be resumed."
-        )
-    if not job.task_id and not task_id:
-        raise JobError(
-            "This job was interrupted while packing, before it reached the "
-            "platform: start it again from Train."
-        )
-    if task_id and task_id != job.task_id:
-        _check_task_belongs(job, task_id)
-        Job.objects.filter(pk=job.pk).update(task_id=task_id)
-    job_note(job.pk, f"Resumed by hand as task {task_id or job.task_id}.")
-    Job.objects.filter(pk=job.pk, state=Job.State.INTERRUPTED).update(
-        state=Job.State.RUNNING, watcher=this_process(), watched_at=timezone.now(), error=""
-    )
-    job.refresh_from_db()
-    if _task_finished(job.task_id):
-        job_finish(job_id=job.pk)
-    else:
-        # A dashboard's watcher (or the next Resume) finishes it when the task ends.
-        Job.objects.filter(pk=job.pk).update(watcher="")
-    job.refresh_from_db()
-    job_event_send(job.pk)
-    return job
-
-
-def _check_task_belongs(job: Job, task_id: str) -> None:
-    """A named task must be this trainer's, in this job's workspace, started after the job."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT func, args, started FROM public.django_q_task WHERE id = %s OR name = %s",
-            [task_id, task_id],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise JobError(f"No finished task '{task_id}' exists; resume once it has finished.")
-    func, raw_args, started = row
-    try:
-        arguments = plain_value_from_column(raw_args) if raw_args else []
-    except UnsafeTaskResult as error:
-        raise JobError(f"Task '{task_id}' cannot be read safely ({error}).") from error
-    if func != "levers9.tasks.run_in_workspace" or len(arguments) < 4 or arguments[1] != JOB_TASK:
-        raise JobError(f"Task '{task_id}' is not a training task.")
-    if arguments[0] != job.workspace_schema:
-        raise JobError(f"Task '{task_id}' belongs to another workspace.")
-    if arguments[3] != job.trainer:
-        raise JobError(f"Task '{task_id}' ran {arguments[3]}, not this job's {job.trainer}.")
-    if started is None or started < job.created_at:
-        raise JobError(f"Task '{task_id}' started before this job was created.")

@@ -21,7 +21,7 @@ _started: threading.Thread | None = None
 
 def follow_all_workspaces(*, watcher: str) -> int:
     """One look at every workspace's jobs; returns how many were finished."""
-    from levers9.jobs.services import jobs_follow
+    from levers9.jobs.adoption import jobs_follow
     from levers9.models import Workspace
 
     finished = 0

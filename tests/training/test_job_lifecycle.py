@@ -14,6 +14,7 @@ from django.db import connection
 from django.utils import timezone
 from django_q.models import Task
 
+from levers9.jobs.adoption import job_resume, jobs_follow
 from levers9.jobs.models import Job
 from levers9.jobs.services import (
     JOB_TASK,
@@ -21,9 +22,7 @@ from levers9.jobs.services import (
     job_cancel,
     job_finish,
     job_place,
-    job_resume,
     job_start,
-    jobs_follow,
 )
 from levers9.models import CardAllocation
 from levers9.pools import pool_default

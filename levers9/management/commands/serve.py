@@ -3,7 +3,7 @@
 Each runs as its own process, and each outlives the other: when the web process dies (a crash,
 an OOM kill, `kill -9`), serve starts a new one and leaves the worker and the embedded database
 alone, so a training carries on and the new web process's job watcher adopts it (levers9.jobs
-.services.jobs_follow). A dead worker is started again the same way. Only Ctrl+C (or SIGTERM to
+.adoption.jobs_follow). A dead worker is started again the same way. Only Ctrl+C (or SIGTERM to
 serve) stops everything: both processes, then the embedded database when we use it.
 """
 
