@@ -63,27 +63,39 @@ class MoveStrategySerializer(serializers.Serializer):
     seed = _seed_field()
 
 
+def _job_started(request, serializer_class, start) -> Response:
+    """Validate the body, find its world and the parent there, then `start(data, world,
+    parent)`: 201 with the job, or a 400 naming what to fix (`parent`, a knob, ...)."""
+    body = serializer_class(data=request.data)
+    body.is_valid(raise_exception=True)
+    data = body.validated_data
+    world = get_object_or_404(World, slug=data["pack"])
+    try:
+        job = start(data, world, _parent_in(world, data.get("parent")))
+    except ParentNotInWorld as error:
+        return _field_refused("parent", str(error))
+    except VersionWorldMismatch as error:
+        return _field_refused(error.field, str(error))
+    except ValueError as error:  # a knob out of range (KnobError names it), a world without calls
+        refusal = {"detail": str(error)}
+        if hasattr(error, "knob"):
+            refusal["knob"] = error.knob
+        return Response(refusal, status=status.HTTP_400_BAD_REQUEST)
+    return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+
 @extend_schema(request=MoveStrategySerializer, responses={201: JobSerializer})
 @api_view(["POST"])
 @permission_classes([HasRole.at_least(MANAGER)])
 def train_move_strategy_api(request):
     """The "Move strategy" card: Q-learning with default knobs; always ends in a version."""
-    body = MoveStrategySerializer(data=request.data)
-    body.is_valid(raise_exception=True)
-    world = get_object_or_404(World, slug=body.validated_data["pack"])
-    try:
-        parent = _parent_in(world, body.validated_data.get("parent"))
-    except ParentNotInWorld as error:
-        return _field_refused("parent", str(error))
-    try:
-        job = train_move_strategy(
-            world=world, parent=parent, seed=body.validated_data["seed"], started_by=request.user
-        )
-    except VersionWorldMismatch as error:
-        return _field_refused(error.field, str(error))
-    except ValueError as error:
-        return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
-    return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+    return _job_started(
+        request,
+        MoveStrategySerializer,
+        lambda data, world, parent: train_move_strategy(
+            world=world, parent=parent, seed=data["seed"], started_by=request.user
+        ),
+    )
 
 
 class EnginesRunSerializer(serializers.Serializer):
@@ -98,32 +110,20 @@ class EnginesRunSerializer(serializers.Serializer):
 @permission_classes([HasRole.at_least(MANAGER)])
 def engines_run_api(request):
     """Start an Engines run; bad knobs get a 400 naming the knob before anything runs."""
-    from training.engines import KnobError, engines_run_start
+    from training.engines import engines_run_start
 
-    body = EnginesRunSerializer(data=request.data)
-    body.is_valid(raise_exception=True)
-    world = get_object_or_404(World, slug=body.validated_data["pack"])
-    try:
-        parent = _parent_in(world, body.validated_data.get("parent"))
-    except ParentNotInWorld as error:
-        return _field_refused("parent", str(error))
-    try:
-        job = engines_run_start(
-            algorithm=body.validated_data["algorithm"],
-            knobs=body.validated_data["knobs"],
+    return _job_started(
+        request,
+        EnginesRunSerializer,
+        lambda data, world, parent: engines_run_start(
+            algorithm=data["algorithm"],
+            knobs=data["knobs"],
             world=world,
             parent=parent,
             outcomes_world=World.objects.filter(calls__isnull=False).distinct().first(),
             started_by=request.user,
-        )
-    except VersionWorldMismatch as error:
-        return _field_refused(error.field, str(error))
-    except KnobError as error:
-        return Response(
-            {"detail": str(error), "knob": getattr(error, "knob", None)},
-            status=status.HTTP_400_BAD_REQUEST,
-        )
-    return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+        ),
+    )
 
 
 class PromotedSerializer(serializers.Serializer):
