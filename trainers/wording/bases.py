@@ -204,11 +204,62 @@ def convert_smollm2(models_dir: Path | str, *, force: bool = False) -> Path:
 # --- loading --------------------------------------------------------------------------
 
 
-def default_dtype() -> Any:
-    """bfloat16 on a GPU, float32 on the CPU (bf16 matmuls on CPU are slow and lossy)."""
+def default_dtype(device: Any = None) -> Any:
+    """bfloat16 on a GPU that has it; float32 elsewhere (bf16 weights on a CPU are lossy, and
+    slow where it has no bf16 units: autocast gives those their speed instead; float16 weights
+    would need a loss scaler the trainers do not set). Without a `device`: bfloat16 wherever
+    this machine has a GPU."""
     import torch
 
-    return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    if device is None:
+        return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    if torch.device(device).type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
+    return torch.float32
+
+
+# --- the device a spec's models and passes run on --------------------------------------
+
+
+def device_for(device_type: str) -> Any:
+    """The torch device a spec's models load on and every pass runs on: the CPU for a CPU spec;
+    for a GPU spec this process's card (`cuda:LOCAL_RANK`, one process per card under
+    torchrun/accelerate). A GPU spec on a machine without one is refused here, never run on
+    the CPU instead: a 14B base on the host would take hours and say nothing."""
+    import torch
+
+    if device_type == "cpu":
+        return torch.device("cpu")
+    if device_type != "cuda":
+        raise ValueError(f"Unknown device type {device_type!r}: 'cpu' or 'cuda'.")
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "The spec asks for a GPU and this process sees none (torch.cuda.is_available() is "
+            "False): run it on the GPU pool's worker, or train on the CPU."
+        )
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(device)
+    return device
+
+
+def model_device(model: Any) -> Any:
+    """The device a loaded model's parameters are on: where its passes send their inputs."""
+    return next(model.parameters()).device
+
+
+def free_memory(device: Any) -> int:
+    """Bytes free now on `device`: the card's (torch.cuda.mem_get_info) on a GPU, the machine's
+    available RAM on the CPU. Every memory decision (activations kept, pairs per step) reads
+    it here."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    import psutil
+
+    return int(psutil.virtual_memory().available)
 
 
 def load_tokenizer(base: str, *, models_dir: Path | str) -> Any:
@@ -325,14 +376,17 @@ def load_base(
     models_dir: Path | str,
     head: Literal["causal", "reward"] = "causal",
     dtype: Any = None,
+    device: Any = None,
 ) -> tuple[Any, Any]:
-    """(model, tokenizer) for a base, from local files only.
+    """(model, tokenizer) for a base, from local files only, on `device` (the spec's:
+    `device_for`; None is the CPU).
 
     head="causal" is the language model (policy, DPO); head="reward" puts a fresh scalar head
     on the last token (`AutoModelForSequenceClassification`, one label) for reward models.
     The tokenizer's pad token always differs from eos: the reward is read at the last non-pad
     token, so a pad equal to eos would read the reward before the reply's end.
     """
+    import torch
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
     # Every trainer and in-process server loads its base here, once a stage.
@@ -340,7 +394,8 @@ def load_base(
     reuse_freed_memory()
     folder = resolve_base(base, models_dir=models_dir)
     tokenizer = load_tokenizer(base, models_dir=models_dir)
-    kwargs = {"local_files_only": True, "dtype": dtype or default_dtype()}
+    device = torch.device("cpu") if device is None else torch.device(device)
+    kwargs = {"local_files_only": True, "dtype": dtype or default_dtype(device)}
     if head == "reward":
         model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, **kwargs)
     elif head == "causal":
@@ -348,6 +403,10 @@ def load_base(
     else:
         raise ValueError(f"Unknown head {head!r}: 'causal' or 'reward'.")
     ensure_distinct_pad(tokenizer, model)
+    if device.type != "cpu":
+        # Loaded on the host, then moved whole: every pass before and after the Trainer (the
+        # probe, held-out scoring, replies, rewards) reads the device from the parameters.
+        model.to(device)
     return model, tokenizer
 
 
@@ -462,11 +521,12 @@ def training_arguments(
     learning_rate: float,
     seed: int,
     checkpointing: bool = True,
+    device: Any = None,
     **trainer_arguments: Any,
 ) -> Any:
     """`arguments_type` (transformers' TrainingArguments or a TRL config) as every wording
-    trainer sets it, plus the trainer's own `trainer_arguments` and the machine's
-    `device_arguments()`. A log line every step, because our progress lines and the curve are
+    trainer sets it, plus the trainer's own `trainer_arguments` and `device_arguments()` for
+    the model's `device`. A log line every step, because our progress lines and the curve are
     read from the logs; no checkpoints (each run saves what it keeps itself), no reporting
     and no tqdm bar in the job's log. `checkpointing` False keeps every layer's activations
     (faster; the caller has checked they fit: `activations_fit`)."""
@@ -483,12 +543,13 @@ def training_arguments(
         disable_tqdm=True,
         seed=seed,
         **trainer_arguments,
-        **device_arguments(checkpointing=checkpointing),
+        **device_arguments(checkpointing=checkpointing, device=device),
     )
 
 
-def device_arguments(*, checkpointing: bool = True) -> dict[str, Any]:
-    """TrainingArguments for the machine: bf16 autocast where the device has bf16 units, and
+def device_arguments(*, checkpointing: bool = True, device: Any = None) -> dict[str, Any]:
+    """TrainingArguments for the `device` the model is on (None: this machine's GPU if it has
+    one): bf16 autocast where the device has bf16 units, the CPU when the model is there, and
     gradient checkpointing unless the caller turns it off. Checkpointing costs about a third
     more time, but without it a reward model on the demo's real calls (pairs of dialogues up
     to 1,024 tokens, batch 8) kept every layer's activations and passed 23 GB: the OOM killer
@@ -504,7 +565,8 @@ def device_arguments(*, checkpointing: bool = True) -> dict[str, Any]:
         "activation_checkpointing_kwargs": {"use_reentrant": False},
         "gradient_checkpointing_kwargs": {"use_reentrant": False},
     }
-    if torch.cuda.is_available():
+    on_gpu = torch.cuda.is_available() if device is None else torch.device(device).type == "cuda"
+    if on_gpu:
         return {"bf16": torch.cuda.is_bf16_supported(), **on}
     # bf16 autocast on a CPU with bf16 matrix units (the master weights and the loss stay
     # float32); elsewhere it is emulated and several times slower than float32.
@@ -548,16 +610,8 @@ def activations_fit(model: Any, tokens_per_step: int, *, free_bytes: int | None 
 
 
 def free_device_memory(model: Any) -> int:
-    """Bytes free on the model's device now (the GPU's, or the machine's available RAM)."""
-    import torch
-
-    device = next(model.parameters()).device
-    if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free)
-    import psutil
-
-    return int(psutil.virtual_memory().available)
+    """Bytes free now on the model's device (`free_memory`)."""
+    return free_memory(model_device(model))
 
 
 def cpu_has_bf16(cpuinfo: str | None = None) -> bool:

@@ -24,6 +24,7 @@ from trainers.wording.bases import (
     conversation_ids,
     lora_config,
     make_readable,
+    model_device,
     quiet_deprecations,
     save_merged,
     train_quietly,
@@ -180,7 +181,7 @@ def evaluating(model: Any) -> Iterator[Any]:
     model.eval()
     try:
         with torch.no_grad():
-            yield next(model.parameters()).device
+            yield model_device(model)
     finally:
         if was_training:
             model.train()
@@ -243,7 +244,8 @@ def train_in_scratch(
     **trainer_inputs: Any,
 ) -> Any:
     """Build `trainer_type` on `arguments_type` as every wording fit sets it (the schedule from
-    `settings`, plus the fit's own `arguments`), train it quietly in a scratch folder under
+    `settings`, plus the fit's own `arguments`, on the device the model is on), train it
+    quietly in a scratch folder under
     `work_dir`, and return it. Nothing in the scratch folder is kept: each run saves what it
     keeps itself."""
     with tempfile.TemporaryDirectory(dir=work_dir) as scratch, quiet_deprecations():
@@ -257,6 +259,7 @@ def train_in_scratch(
                 max_steps=settings.max_steps,
                 learning_rate=learning_rate,
                 seed=settings.seed,
+                device=model_device(trainer_inputs["model"]),
                 **arguments,
             ),
             **trainer_inputs,

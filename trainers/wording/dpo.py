@@ -22,6 +22,7 @@ import numpy as np
 from trainers.runtime import Progress, silent_progress, trainer_main
 from trainers.wording.bases import (
     conversation_ids,
+    device_for,
     fused_head_for_the_cpu,
     load_base,
     quiet_transformers,
@@ -102,7 +103,9 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     wording, settings = check_spec(spec)
     quiet_transformers()
     set_seed(settings.seed)
-    model, tokenizer = load_base(wording.base, models_dir=wording.models_dir)
+    model, tokenizer = load_base(
+        wording.base, models_dir=wording.models_dir, device=device_for(wording.device_type)
+    )
     clock.lap("load")
     pairs = read_the_pairs(wording.pairs, tokenizer, settings)
     checkpointing = use_checkpointing(

@@ -28,6 +28,7 @@ import numpy as np
 
 from trainers.wording.bases import (
     conversation_ids,
+    device_for,
     inference_precision,
     load_base,
     quiet_deprecations,
@@ -698,7 +699,12 @@ def fit_reward_model(
     stage_started = time.monotonic()  # the base's load counts against the stage's budget
     config = config or reward_model_config(spec)
     set_seed(config.seed)  # the fresh head's initial weights
-    model, tokenizer = load_base(spec.base, models_dir=spec.models_dir, head="reward")
+    model, tokenizer = load_base(
+        spec.base,
+        models_dir=spec.models_dir,
+        head="reward",
+        device=device_for(spec.device_type),
+    )
     callbacks = [stages.callback("reward_model")]
     spec.output_dir.mkdir(parents=True, exist_ok=True)
 
@@ -722,12 +728,15 @@ def fit_reward_model(
     )
 
 
-def load_reward_model(base: str, *, adapter: Path | str, models_dir: Path | str) -> tuple[Any, Any]:
-    """(model, tokenizer) of a saved reward adapter on its base, ready for `score()`."""
+def load_reward_model(
+    base: str, *, adapter: Path | str, models_dir: Path | str, device: Any = None
+) -> tuple[Any, Any]:
+    """(model, tokenizer) of a saved reward adapter on its base, on `device` (None: the CPU),
+    ready for `score()`."""
     from peft import PeftModel
     from transformers import AutoTokenizer
 
-    model, _ = load_base(base, models_dir=models_dir, head="reward")
+    model, _ = load_base(base, models_dir=models_dir, head="reward", device=device)
     with quiet_deprecations():
         model = PeftModel.from_pretrained(model, adapter)
     tokenizer = AutoTokenizer.from_pretrained(adapter, local_files_only=True)

@@ -24,6 +24,7 @@ from typing import Any
 
 from trainers.runtime import Progress, silent_progress, trainer_main
 from trainers.wording.bases import (
+    device_for,
     load_base,
     quiet_transformers,
 )
@@ -264,7 +265,9 @@ def train_the_policy(
         split.held_prompts, fit.tokenizer, max_tokens=config.max_prompt_length
     )[: config.held_out_prompts]
     started = time.monotonic()
-    model, tokenizer = load_base(wording.base, models_dir=wording.models_dir)
+    model, tokenizer = load_base(
+        wording.base, models_dir=wording.models_dir, device=device_for(wording.device_type)
+    )
     prompts = openings(split.prompts, tokenizer, max_tokens=config.max_prompt_length)
     writing = time.monotonic()
     stages.step("policy", 0, phase="the base answers the held-out openings")

@@ -111,6 +111,12 @@ class WordingSpec:
         their CPU defaults (shorter windows, a larger step size) unless the spec sets them."""
         return self.max_steps is None and self.gpu_type in {"", "cpu"}
 
+    @property
+    def device_type(self) -> Literal["cpu", "cuda"]:
+        """Where every model of the run loads and every pass runs: the CPU for a CPU spec, the
+        card otherwise (`trainers.wording.bases.device_for`)."""
+        return "cpu" if self.gpu_type in {"", "cpu"} else "cuda"
+
     def section(self, name: str) -> Mapping[str, Any]:
         """The config overrides the spec gives for one part ("reward_model", "policy", "dpo")."""
         return self.overrides.get(name, {})
