@@ -317,12 +317,17 @@ def _rlhf_rows(
         )
     ]
     gain = metrics.get("reward_gain_ci")
+    rollouts = metrics.get("policy_rollouts") or {}
     rows.append(
         Row(
             base,
             "RLHF policy (PPO-style)",
             metrics["policy_steps"],
             seconds["policy"],
+            # Generation bounds this stage: sampled and update tokens/s apart.
+            f"sampled {_tokens(rollouts.get('sampled_tokens_per_second'))} tokens/s "
+            f"({rollouts.get('sampler')}) · updated "
+            f"{_tokens(rollouts.get('update_tokens_per_second'))} tokens/s · "
             f"KL {_number(metrics['kl'])} · clip {_number(metrics['clip_fraction'])} · reward "
             f"{_number(metrics['reward_before'])} → {_number(metrics['reward_after'])} on "
             f"{metrics['held_out_prompts']} held-out prompts"
@@ -448,6 +453,10 @@ def _outcome_rows(
 
 def _number(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
+
+
+def _tokens(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
 
 
 def _interval(value: float | None, bounds: list[float] | None) -> str:

@@ -320,6 +320,11 @@ def test_it_runs_rlhf_with_an_active_clip_and_a_kl_to_the_base(rlhf_result):
     assert abs(metrics["advantage_mean"]) < 1e-4
     assert abs(metrics["advantage_std"] - 1) < 1e-2
     assert metrics["reward_model"]["held_out_accuracy"] >= 0.8
+    # Sampling and updating timed apart: the replies of each generation, and the updates.
+    rollouts = metrics["policy_rollouts"]
+    assert rollouts["sampled_tokens"] > 0
+    assert metrics["sampled_tokens_per_second"] == rollouts["sampled_tokens_per_second"] > 0
+    assert metrics["update_tokens_per_second"] == rollouts["update_tokens_per_second"] > 0
 
 
 def test_it_normalises_advantages_over_the_whole_batch():
@@ -343,7 +348,10 @@ def test_the_policy_samples_in_the_precision_of_the_cpu(monkeypatch, bf16):
     monkeypatch.setattr(
         GRPOTrainer,
         "_generate_single_turn",
-        lambda self, *args, **kwargs: seen.append(torch.is_autocast_enabled("cpu")),
+        lambda self, *args, **kwargs: (
+            seen.append(torch.is_autocast_enabled("cpu")) or [[1]],
+            None,
+        ),
     )
     trainer = object.__new__(ppo_update.policy_trainer_class())
     trainer.model = torch.nn.Linear(2, 2)

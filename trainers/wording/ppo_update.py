@@ -8,10 +8,20 @@ TRL 1.16 has no PPOTrainer: the update is TRL's `GRPOTrainer` with `beta > 0` (t
 `num_iterations > 1` (several updates per batch of samples, so the ratio moves and the clip
 bites) and one small subclass for batch-level advantages. The run around it (the reward model
 first, the measures and the merge after) is `trainers.wording.rlhf`.
+
+Rollouts (the replies the policy samples) are generated batched: every reply of
+`rollout_steps` optimizer steps in one call, left-padded, with the KV cache, by the LoRA policy
+in bf16 where the device has it. On a GPU worker where `vllm` imports, a colocated vLLM engine
+samples instead (`vllm_sampling`), its weights synced after each update; elsewhere
+transformers' own `generate`. The stage reports sampled tokens/s apart from update tokens/s
+(`Rollouts`).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +31,7 @@ from trainers.wording.bases import (
     CHAT_TEMPLATE_KWARGS,
     fused_head_for_the_cpu,
     inference_precision,
+    model_device,
 )
 from trainers.wording.common import FitSettings, train_in_scratch
 from trainers.wording.reward_model import RewardModelFit, score
@@ -57,6 +68,12 @@ class PolicyConfig(FitSettings):
     gradient_checkpointing: bool | None = None
     """Recompute activations in the backward pass (less memory, about a third more time);
     None decides by whether a batch's activations fit in half the memory free."""
+    rollout_steps: int | None = None
+    """Optimizer steps whose replies one batched generation samples (TRL's
+    steps_per_generation): decoding is bound by latency, so a card samples many replies
+    nearly as fast as a few. None: 1 on the CPU (as before), 4 on a GPU."""
+    vllm_memory_share: float = 0.3
+    """Share of the card's memory a colocated vLLM engine takes, where `vllm` imports."""
 
     def __post_init__(self) -> None:
         if self.beta <= 0:
@@ -91,6 +108,93 @@ def policy_config(spec: WordingSpec) -> PolicyConfig:
     )
 
 
+# --- rollouts -------------------------------------------------------------------------------
+
+GPU_ROLLOUT_STEPS = 4
+
+
+def rollout_arguments(config: PolicyConfig, device: Any) -> dict[str, Any]:
+    """GRPOConfig arguments for how the policy samples on `device`: how many steps' replies one
+    generation holds, the KV cache on, and vLLM where `vllm_sampling` takes it."""
+    on_gpu = _device_type(device) == "cuda"
+    steps = config.rollout_steps or (GPU_ROLLOUT_STEPS if on_gpu else 1)
+    arguments: dict[str, Any] = {"steps_per_generation": steps}
+    vllm = vllm_sampling(config, device)
+    if not vllm:
+        arguments["generation_kwargs"] = {"use_cache": True}
+    return {**arguments, **vllm}
+
+
+def vllm_sampling(config: PolicyConfig, device: Any) -> dict[str, Any]:
+    """TRL's colocated vLLM engine for the rollouts, on a GPU worker where `vllm` imports (and
+    LEVERS9_VLLM_ROLLOUTS is not "0"); {} elsewhere, and transformers' `generate` samples.
+
+    TRL runs the engine inside this process on the same card and, after each optimizer step,
+    syncs the policy into it (the LoRA merged into a copy of each weight, pushed, unmerged).
+    Untested here: no machine this project tests on has vLLM (it is kept out of the default
+    install, 3.5 GB); `bench.gpu_check` runs it where it imports."""
+    if _device_type(device) != "cuda" or importlib.util.find_spec("vllm") is None:
+        return {}
+    if os.environ.get("LEVERS9_VLLM_ROLLOUTS", "").strip() == "0":
+        return {}
+    return {
+        "use_vllm": True,
+        "vllm_mode": "colocate",
+        "vllm_gpu_memory_utilization": config.vllm_memory_share,
+        "vllm_max_model_length": config.max_prompt_length + config.max_reply_tokens,
+        "vllm_enable_sleep_mode": False,
+    }
+
+
+def _device_type(device: Any) -> str:
+    return getattr(device, "type", str(device).split(":")[0])
+
+
+@dataclass
+class Rollouts:
+    """Where the policy stage's time went, on this process (card): sampling the replies, then
+    scoring them (rewards, old and reference log-probabilities), then the updates."""
+
+    sampled_tokens: int = 0
+    sampling_seconds: float = 0.0
+    generations: int = 0
+    sampled_replies: int = 0
+    scoring_seconds: float = 0.0
+    updated_tokens: int = 0
+    step_seconds: float = 0.0
+    sampler: str = "transformers"
+
+    def figures(self) -> dict[str, Any]:
+        """Plain values: sampled tokens/s and update tokens/s apart (the update's seconds are
+        the steps' less the sampling and scoring inside them)."""
+        update_seconds = max(0.0, self.step_seconds - self.sampling_seconds - self.scoring_seconds)
+        return {
+            "sampler": self.sampler,
+            "generations": self.generations,
+            "sampled_replies": self.sampled_replies,
+            "sampled_tokens": self.sampled_tokens,
+            "sampling_seconds": round(self.sampling_seconds, 3),
+            "sampled_tokens_per_second": _rate(self.sampled_tokens, self.sampling_seconds),
+            "scoring_seconds": round(self.scoring_seconds, 3),
+            "updated_tokens": self.updated_tokens,
+            "update_seconds": round(update_seconds, 3),
+            "update_tokens_per_second": _rate(self.updated_tokens, update_seconds),
+        }
+
+
+def _rate(tokens: int, seconds: float) -> float | None:
+    return round(tokens / seconds, 1) if seconds > 0 and tokens else None
+
+
+def _now(device: Any) -> float:
+    """time.perf_counter() once the device has finished what it was given."""
+    import torch
+
+    if _device_type(device) == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
 # --- the update -------------------------------------------------------------------------------
 
 
@@ -116,14 +220,48 @@ def policy_trainer_class() -> type:
             )
             return self._batch_rewards
 
+        @property
+        def rollouts(self) -> Rollouts:
+            if not hasattr(self, "_rollouts"):
+                sampler = "vllm" if getattr(self, "use_vllm", False) else "transformers"
+                self._rollouts = Rollouts(sampler=sampler)
+            return self._rollouts
+
         def _generate_single_turn(self, *args, **kwargs):
             # TRL samples without autocast, so on a CPU the prompts' prefill ran in float32
             # at a third of the bf16 rate; the ratio's old log-probabilities are recomputed
             # under the Trainer's own precision either way.
+            device = model_device(self.model)
+            started = _now(device)
             with inference_precision(self.model):
-                return super()._generate_single_turn(*args, **kwargs)
+                completion_ids, logprobs = super()._generate_single_turn(*args, **kwargs)
+            self.rollouts.sampling_seconds += _now(device) - started
+            self.rollouts.generations += 1
+            self.rollouts.sampled_replies += len(completion_ids)
+            self.rollouts.sampled_tokens += sum(len(ids) for ids in completion_ids)
+            return completion_ids, logprobs
+
+        def training_step(self, *args, **kwargs):
+            device = self.accelerator.device
+            started = _now(device)
+            loss = super().training_step(*args, **kwargs)
+            self.rollouts.step_seconds += _now(device) - started
+            return loss
+
+        def compute_loss(self, model, inputs, *args, **kwargs):
+            masks = (inputs.get("prompt_mask"), inputs.get("completion_mask"))
+            self.rollouts.updated_tokens += sum(int(m.sum()) for m in masks if m is not None)
+            return super().compute_loss(model, inputs, *args, **kwargs)
 
         def _generate_and_score_completions(self, inputs):
+            device = self.accelerator.device
+            started, sampling = _now(device), self.rollouts.sampling_seconds
+            output = self._score_with_batch_advantages(inputs)
+            sampled = self.rollouts.sampling_seconds - sampling
+            self.rollouts.scoring_seconds += _now(device) - started - sampled
+            return output
+
+        def _score_with_batch_advantages(self, inputs):
             output = super()._generate_and_score_completions(inputs)
             weights = self.reward_weights.to(self._batch_rewards.device)
             rewards = (self._batch_rewards * weights.unsqueeze(0)).nansum(dim=1)
@@ -197,6 +335,7 @@ def ppo_update(
             "chat_template_kwargs": CHAT_TEMPLATE_KWARGS,
             # Per-reply token mean, then the batch mean: PPO's per-token objective.
             "loss_type": "grpo",
+            **rollout_arguments(config, model_device(model)),
         },
         model=model,
         reward_funcs=[RewardModelScore(fit, batch_size=score_batch_size)],

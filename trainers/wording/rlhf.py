@@ -236,7 +236,8 @@ def _release_memory() -> None:
 class PolicyRun:
     """What the policy stage leaves: the PPO update's trainer, the policy (a PeftModel), the
     tokenizer, the logged history, how much of the planned steps ran, the held-out openings
-    and the base's greedy replies to them (written before the update, for reward_before)."""
+    and the base's greedy replies to them (written before the update, for reward_before), and
+    where its time went (`ppo_update.Rollouts`: sampled and update tokens/s apart)."""
 
     trainer: Any
     policy: Any
@@ -245,6 +246,7 @@ class PolicyRun:
     data_seen: dict[str, Any]
     base_replies: list[str]
     held_openings: list[list[Message]]
+    rollouts: dict[str, Any]
 
 
 def train_the_policy(
@@ -299,6 +301,7 @@ def train_the_policy(
         callback.data_seen,
         base_replies,
         held_openings,
+        trainer.rollouts.figures(),
     )
 
 
@@ -326,6 +329,10 @@ def policy_metrics(
         "advantage_std": mean_value(history, "advantages/std"),
         "policy_steps": int(trainer.state.global_step),
         "policy_data_seen": policy.data_seen,
+        # Sampling and updating apart: generation bounds the stage on a card.
+        "policy_rollouts": policy.rollouts,
+        "sampled_tokens_per_second": policy.rollouts["sampled_tokens_per_second"],
+        "update_tokens_per_second": policy.rollouts["update_tokens_per_second"],
         "reference": "base with the adapter disabled" if trainer.ref_model is None else "copy",
         "curve": curve(history, ("loss", "reward", "kl", "clip_ratio/region_mean")),
     }
