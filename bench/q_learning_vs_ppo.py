@@ -15,19 +15,16 @@ thread when this module is the first to load numpy (as it is under `python -m`).
 
 from __future__ import annotations
 
+import argparse
 import os
+import time
+from dataclasses import dataclass
 
-# Set before numpy loads (the imports below), so OpenBLAS starts with one thread.
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
-
-import argparse  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-
-from trainers.moves import ppo as move_ppo  # noqa: E402
-from trainers.moves import q_learning  # noqa: E402
-from trainers.moves.simulator import DEFAULT_SCENARIOS  # noqa: E402
+# First of the project's imports: one BLAS thread, set before numpy loads.
+from bench.one_core import pin_to_one_core
+from trainers.moves import ppo as move_ppo
+from trainers.moves import q_learning
+from trainers.moves.simulator import DEFAULT_SCENARIOS
 
 TARGET_FRACTION = 0.98
 TARGET_SECONDS = 30.0
@@ -53,14 +50,6 @@ def _timed(run, spec: dict) -> tuple[dict, float, float]:
     started, cpu_started = time.perf_counter(), time.process_time()
     result = run(spec)
     return result, time.perf_counter() - started, time.process_time() - cpu_started
-
-
-def pin_to_one_core() -> str:
-    if not hasattr(os, "sched_setaffinity"):
-        return "not pinned (no sched_setaffinity here)"
-    core = min(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {core})
-    return f"pinned to CPU {core}"
 
 
 def main(argv: list[str] | None = None) -> list[Row]:

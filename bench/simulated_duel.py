@@ -12,37 +12,25 @@ a Q-learned strategy (the Train card's run: default knobs, all six scenarios) ag
 
 from __future__ import annotations
 
-import os
+import argparse
+import time
+from typing import Any
 
-# Set before numpy loads (the imports below), so OpenBLAS starts with one thread.
-for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_variable, "1")
-
-import argparse  # noqa: E402
-import time  # noqa: E402
-from typing import Any  # noqa: E402
-
-from trainers.moves import q_learning  # noqa: E402
-from trainers.moves.common import table_strategy  # noqa: E402
-from trainers.moves.simulated_duel import simulated_duel  # noqa: E402
-from trainers.moves.simulator import (  # noqa: E402
+# First of the project's imports: one BLAS thread, set before numpy loads.
+from bench.one_core import pin_to_one_core
+from trainers.moves import q_learning
+from trainers.moves.common import table_strategy
+from trainers.moves.simulated_duel import simulated_duel
+from trainers.moves.simulator import (
     DEFAULT_MAX_TURNS,
     DEFAULT_SCENARIOS,
     LettingsWorld,
     n_states_for,
 )
-from trainers.moves.strategy import SCRIPTED  # noqa: E402
-from trainers.moves.value_iteration import solve_world  # noqa: E402
+from trainers.moves.strategy import SCRIPTED
+from trainers.moves.value_iteration import solve_world
 
 LONG_DUEL_EPISODES = 200_000
-
-
-def pin_to_one_core() -> str:
-    if not hasattr(os, "sched_setaffinity"):
-        return "not pinned (no sched_setaffinity here)"
-    core = min(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {core})
-    return f"pinned to core {core}"
 
 
 def optimal_strategy() -> dict[str, Any]:
