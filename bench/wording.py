@@ -1,6 +1,6 @@
 """How long the wording trainers take per stage, on the tiny model and the CPU default base.
 
-    python -m bench.wording [--bases tiny,smollm2-135m-instruct] [--steps 4]
+    python -m bench.wording [--bases tiny,smollm2-135m-instruct] [--steps 4] [--padding]
                             [--preferences var/datasets/<ws>/preferences/v3.tsv | --hh]
                             [--calls ../shared/data/real-calls/persuasionforgood/calls.jsonl]
                             [--budget 600 --stages rlhf,dpo --rlhf-source outcomes]
@@ -451,6 +451,61 @@ def _outcome_rows(
     return rows
 
 
+def padding_share(lengths: list[tuple[int, ...]], batches: list[list[int]]) -> float:
+    """Share of the tokens a Trainer processes that are padding, when each batch pads all of
+    its rows' sequences (a pair's chosen and rejected together, as TRL's collators do) to the
+    batch's longest."""
+    padded = real = 0
+    for batch in batches:
+        sequences = [length for index in batch for length in lengths[index]]
+        padded += len(sequences) * max(sequences)
+        real += sum(sequences)
+    return 1 - real / padded if padded else 0.0
+
+
+def reward_model_padding(base: str, *, models_dir: Path, pairs: list[dict[str, Any]]) -> dict:
+    """The reward model's padding on `pairs`, before and after its batches were grouped by
+    length, at its default settings (8 pairs a step, 16 conversations a scoring pass): its
+    Trainer's batches (TRL's random sampler before, the length-grouped seeded order after) and
+    the held-out scoring's (in the rows' order before, by length after). Token counts only: no
+    model runs."""
+    from trainers.wording.bases import conversation_ids, load_tokenizer
+    from trainers.wording.common import by_length
+    from trainers.wording.reward_model import bradley_terry, reward_model_config, reward_rows
+    from trainers.wording.spec import length_grouped_order
+
+    spec = {"pack": "bench", "version": 1, "base": base, "pairs": pairs, "min_pairs": 1}
+    wording = parse_wording_spec({**spec, "models_dir": str(models_dir)}, trainer="rlhf")
+    config = reward_model_config(wording)
+    tokenizer = load_tokenizer(base, models_dir=models_dir)
+    data = reward_rows(wording.pairs, tokenizer, loss=bradley_terry, config=config)
+    sides = [
+        tuple(len(conversation_ids(tokenizer, side)) for side in data.conversations[index])
+        for index in data.train
+    ]
+    size, seed = config.batch_size, config.seed
+
+    def cut(order: list[int]) -> list[list[int]]:
+        return [order[at : at + size] for at in range(0, len(order), size)]
+
+    random = [int(i) for i in np.random.default_rng(seed).permutation(len(sides))]
+    grouped = length_grouped_order([max(pair) for pair in sides], batch_size=size, seed=seed)
+    held = [
+        (len(conversation_ids(tokenizer, data.conversations[index][side])),)
+        for side in (0, 1)
+        for index in data.held
+    ]
+    step = config.score_batch_size
+    in_order = [list(range(at, min(at + step, len(held)))) for at in range(0, len(held), step)]
+    return {
+        "pairs": len(sides),
+        "trainer_before": round(padding_share(sides, cut(random)), 4),
+        "trainer_after": round(padding_share(sides, cut(grouped)), 4),
+        "scoring_before": round(padding_share(held, in_order), 4),
+        "scoring_after": round(padding_share(held, list(by_length([n for (n,) in held], step))), 4),
+    }
+
+
 def _number(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
@@ -527,6 +582,11 @@ def main(argv: list[str] | None = None) -> list[Row]:
         "--hh", action="store_true", help="the shared hh-rlhf pairs as the picks (real people)"
     )
     parser.add_argument(
+        "--padding",
+        action="store_true",
+        help="only the reward model's padding before and after length grouping (no training)",
+    )
+    parser.add_argument(
         "--models-dir",
         type=Path,
         default=Path(os.environ.get("LEVERS9_MODELS_DIR", "var/models")),
@@ -540,6 +600,17 @@ def main(argv: list[str] | None = None) -> list[Row]:
         pairs = frozen_pairs(args.preferences)
     else:
         pairs = synthetic_pairs(args.pairs)
+    if args.padding:
+        for name in (name.strip() for name in args.bases.split(",") if name.strip()):
+            models_dir = args.models_dir
+            if name == "tiny":
+                models_dir = Path(tempfile.mkdtemp()) / "models"
+                texts = [text for pair in pairs for text in (pair["chosen"], pair["rejected"])]
+                tiny_base(base_dir(TINY_BASE, models_dir), texts=texts, vocab_size=800)
+            base = TINY_BASE if name == "tiny" else name
+            shares = reward_model_padding(base, models_dir=models_dir, pairs=pairs)
+            print(f"{name}: reward model padding {json.dumps(shares)}")  # noqa: T201
+        return []
     outcome_examples = real_outcome_examples(args.calls, args.outcome_calls)
     print(  # noqa: T201
         f"{len(pairs)} pairs, {len(outcome_examples)} outcome examples, "

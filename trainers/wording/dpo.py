@@ -12,6 +12,8 @@ models volume, like RLHF's. `run` is that pipeline, one named stage at a time.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,7 @@ from trainers.wording.bases import (
     device_for,
     fused_head_for_the_cpu,
     load_base,
+    model_device,
     quiet_transformers,
 )
 from trainers.wording.common import (
@@ -36,9 +39,9 @@ from trainers.wording.common import (
     report_done,
     run_result,
     save_version,
+    size_the_steps,
     train_in_scratch,
     trimmed,
-    use_checkpointing,
 )
 from trainers.wording.measures import did_not_learn
 from trainers.wording.policy_measures import pair_logps, preference_accuracy
@@ -108,9 +111,14 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     )
     clock.lap("load")
     pairs = read_the_pairs(wording.pairs, tokenizer, settings)
-    checkpointing = use_checkpointing(
-        settings.gradient_checkpointing, model, pairs.step_tokens(settings)
+    settings, checkpointing = size_the_steps(
+        settings,
+        model,
+        longest=min(settings.max_length, pairs.longest),
+        sequences_per_row=2,  # chosen and rejected
+        choice=settings.gradient_checkpointing,
     )
+    pairs = pairs.in_reading_order(settings)
     stages = StageProgress(
         progress,
         {"dpo": settings.planned_steps(len(pairs.train))},
@@ -134,6 +142,8 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     saved = save_version(trainer, policy, tokenizer, wording.output_dir)
     clock.lap("merge")
     metrics = dpo_metrics(measured, pairs, trainer, callback, checkpointing)
+    metrics["pairs_per_step"] = settings.batch_size
+    metrics["padding_free"] = bool(getattr(trainer, "padding_free", False))
     report_done(trainer, stages, metrics)
     held_out = (measured["accuracy"], None)  # the implicit reward's accuracy; no AUC
     return run_result(wording, metrics, clock, split=pairs.split, held_out=held_out, saved=saved)
@@ -153,6 +163,8 @@ class DpoPairs:
     held: list[int]
     longest: int
     """Tokens of the longest training conversation (prompt and its longer reply)."""
+    lengths: dict[int, int]
+    """Each training pair's tokens (prompt and its longer reply, within the window)."""
 
     @property
     def split(self) -> tuple[list[int], list[int]]:
@@ -171,11 +183,23 @@ class DpoPairs:
         """A step holds chosen and rejected for each pair of the batch, at most max_length."""
         return 2 * settings.batch_size * min(settings.max_length, self.longest)
 
+    def in_reading_order(self, settings: DpoSettings) -> DpoPairs:
+        """The training pairs in batches of about the same length (a batch pads chosen and
+        rejected to its longest) of `settings.batch_size`, read in a seeded order: less
+        padding, and a budget sees a fair sample."""
+        train = sorted(self.train)
+        order = length_grouped_order(
+            [self.lengths[index] for index in train],
+            batch_size=settings.batch_size,
+            seed=settings.seed,
+        )
+        return dataclasses.replace(self, train=[train[position] for position in order])
+
 
 def read_the_pairs(pairs: Sequence[Pair], tokenizer: Any, settings: DpoSettings) -> DpoPairs:
     """The held-out split (RLHF's reward model holds out the same), the prompts trimmed, and
-    the training pairs in batches of about the same length (a batch pads chosen and rejected
-    to its longest), read in a seeded order: less padding, and a budget sees a fair sample."""
+    the training pairs in their reading order for `settings.batch_size`
+    (`DpoPairs.in_reading_order`)."""
     train, held = settings.held_out(pair_groups(pairs))
     prompts = [
         trimmed(tokenizer, pair.prompt, (pair.chosen, pair.rejected), settings.max_length)
@@ -191,9 +215,10 @@ def read_the_pairs(pairs: Sequence[Pair], tokenizer: Any, settings: DpoSettings)
         )
         for index in train
     ]
-    order = length_grouped_order(lengths, batch_size=settings.batch_size, seed=settings.seed)
-    train = [train[position] for position in order]
-    return DpoPairs(pairs, prompts, train, held, max(lengths, default=1))
+    read = DpoPairs(
+        pairs, prompts, train, held, max(lengths, default=1), dict(zip(train, lengths, strict=True))
+    )
+    return read.in_reading_order(settings)
 
 
 # --- 2. measuring (trainers.wording.policy_measures) -------------------------------------------
@@ -257,6 +282,7 @@ def train_dpo(
             "checkpointing": checkpointing,
             "train_sampling_strategy": "sequential",  # the length-grouped seeded order
             "include_num_input_tokens_seen": "non_padding",
+            **padding_free_arguments(model),
         },
         model=model,
         train_dataset=Dataset.from_list(preference_rows(pairs.prompts, pairs.pairs, pairs.train)),
@@ -264,6 +290,31 @@ def train_dpo(
         peft_config=settings.lora(),
         callbacks=[callback],
     )
+
+
+FLASH_ATTENTION = ("flash_attention_2", "flash_attention_3")
+
+
+def padding_free_arguments(model: Any) -> dict[str, Any]:
+    """TRL's padding-free batches (a step's sequences packed into one row: no padding at all)
+    where they hold: on a card, with an attention kernel that reads packed rows (flash
+    attention), and a TRL whose DPOTrainer keeps the setting. TRL 1.16 turns it off with a
+    warning ("temporarily unavailable after a refactor"), so there batches stay padded, grouped
+    by length."""
+    if model_device(model).type != "cuda":
+        return {}
+    if getattr(model.config, "_attn_implementation", None) not in FLASH_ATTENTION:
+        return {}
+    return {"padding_free": True} if trl_keeps_padding_free() else {}
+
+
+@functools.cache
+def trl_keeps_padding_free() -> bool:
+    import inspect
+
+    from trl import DPOTrainer
+
+    return "temporarily unavailable" not in inspect.getsource(DPOTrainer.__init__)
 
 
 # --- 4. the record ------------------------------------------------------------------------------

@@ -36,9 +36,11 @@ from trainers.wording.bases import (
 from trainers.wording.common import (
     HeldOutSettings,
     as_reply,
+    by_length,
     evaluating,
     padded_batch,
     preference_rows,
+    size_the_steps,
     train_in_scratch,
     trimmed,
 )
@@ -49,6 +51,7 @@ from trainers.wording.spec import (
     Pair,
     StageProgress,
     WordingSpec,
+    length_grouped_order,
     pair_groups,
 )
 
@@ -144,17 +147,19 @@ def score(
 ) -> list[float]:
     """The reward of each conversation (its last message the reply), read at its last token."""
     ids = [conversation_ids(tokenizer, conversation) for conversation in conversations]
-    rewards: list[float] = []
+    rewards: dict[int, float] = {}
     with evaluating(model) as device, inference_precision(model):
-        for start in range(0, len(ids), batch_size):
+        # Conversations of about the same length share a batch (less padding); the rewards
+        # come back in the caller's order.
+        for rows in by_length([len(row) for row in ids], batch_size):
             input_ids, attention_mask = padded_batch(
-                ids[start : start + batch_size], tokenizer.pad_token_id
+                [ids[index] for index in rows], tokenizer.pad_token_id
             )
             logits = model(
                 input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)
             ).logits
-            rewards.extend(logits[:, 0].float().cpu().tolist())
-    return rewards
+            rewards.update(zip(rows, logits[:, 0].float().cpu().tolist(), strict=True))
+    return [rewards[index] for index in range(len(ids))]
 
 
 # --- the rows a fit reads, and its two losses -----------------------------------------------------
@@ -190,9 +195,17 @@ class BradleyTerry:
     one prompt, trimmed so the longer reply fits; measured by held-out accuracy."""
 
     source = "picks"
+    sequences_per_row = 2  # a batch pads chosen and rejected together
 
     def groups(self, pairs: Sequence[Pair]) -> list[str]:
         return pair_groups(pairs)
+
+    def train_lengths(self, tokenizer: Any, data: RewardRows) -> list[int]:
+        """Tokens of each training pair's longer conversation, in `data.train` order."""
+        return [
+            max(len(conversation_ids(tokenizer, side)) for side in data.conversations[index])
+            for index in data.train
+        ]
 
     def conversations(
         self, tokenizer: Any, pairs: Sequence[Pair], config: RewardModelConfig
@@ -235,14 +248,21 @@ class BradleyTerry:
         return measured, {"chosen": chosen.tolist(), "rejected": rejected.tolist()}
 
     def trainer_run(
-        self, model: Any, tokenizer: Any, data: RewardRows, config: RewardModelConfig, peft: Any
+        self,
+        model: Any,
+        tokenizer: Any,
+        data: RewardRows,
+        config: RewardModelConfig,
+        peft: Any,
+        order: Sequence[int],
     ) -> TrainerRun:
-        """TRL's RewardTrainer on (prompt, chosen, rejected), the LoRA its own to add."""
+        """TRL's RewardTrainer on (prompt, chosen, rejected) in `order`, the LoRA its own to
+        add."""
         from datasets import Dataset
         from trl import RewardConfig, RewardTrainer
 
         prompts = [chosen[:-1] for chosen, _ in data.conversations]
-        dataset = Dataset.from_list(preference_rows(prompts, data.rows, data.train))
+        dataset = Dataset.from_list(preference_rows(prompts, data.rows, order))
         return TrainerRun(
             RewardTrainer,
             RewardConfig,
@@ -280,9 +300,14 @@ class Logistic:
     its conversation the call so far and the reply; measured by AUC by call."""
 
     source = "outcomes"
+    sequences_per_row = 1
 
     def groups(self, examples: Sequence[OutcomeExample]) -> list[str]:
         return [example.call_id for example in examples]
+
+    def train_lengths(self, tokenizer: Any, data: RewardRows) -> list[int]:
+        """Tokens of each training turn's conversation, in `data.train` order."""
+        return [len(conversation_ids(tokenizer, data.conversations[i])) for i in data.train]
 
     def conversations(
         self, tokenizer: Any, examples: Sequence[OutcomeExample], config: RewardModelConfig
@@ -319,16 +344,22 @@ class Logistic:
         return _by_call(held_scores, data, seed), {"scores": held_scores}
 
     def trainer_run(
-        self, model: Any, tokenizer: Any, data: RewardRows, config: RewardModelConfig, peft: Any
+        self,
+        model: Any,
+        tokenizer: Any,
+        data: RewardRows,
+        config: RewardModelConfig,
+        peft: Any,
+        order: Sequence[int],
     ) -> TrainerRun:
-        """A plain Trainer on (conversation, won) with the logistic loss, on the model already
-        wrapped in its LoRA."""
+        """A plain Trainer on (conversation, won) in `order` with the logistic loss, on the
+        model already wrapped in its LoRA."""
         from datasets import Dataset
         from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
 
         # Tokenised for the Trainer only once it is known to run (the probe reads its own ids).
         rows = []
-        for index in data.train:
+        for index in order:
             ids = conversation_ids(tokenizer, data.conversations[index])
             won = 1.0 if data.rows[index].won else 0.0
             rows.append({"input_ids": ids, "attention_mask": [1] * len(ids), "labels": [won]})
@@ -451,15 +482,32 @@ def _fine_tune(
     callbacks: Sequence[Any],
     work_dir: Path | str | None,
 ) -> Any:
-    """The LoRA steps after the probe, with `loss`'s Trainer: the fitted model."""
-    run = loss.trainer_run(model, tokenizer, data, config, peft_config)
+    """The LoRA steps after the probe, with `loss`'s Trainer: the fitted model. The rows are
+    read in batches of about the same length, in a seeded order (as DPO's), and on a card the
+    batch is sized to its memory; on the CPU activations are recomputed, as before."""
+    lengths = loss.train_lengths(tokenizer, data)
+    config, checkpointing = size_the_steps(
+        config,
+        model,
+        longest=min(config.max_length, max(lengths, default=1)),
+        sequences_per_row=loss.sequences_per_row,
+        choice=None if config.sized_to_memory else True,
+    )
+    order = length_grouped_order(lengths, batch_size=config.batch_size, seed=config.seed)
+    run = loss.trainer_run(
+        model, tokenizer, data, config, peft_config, [data.train[at] for at in order]
+    )
     trainer = train_in_scratch(
         run.trainer_type,
         run.arguments_type,
         settings=config,
         work_dir=work_dir,
         learning_rate=run.learning_rate,
-        arguments=run.arguments,
+        arguments={
+            **run.arguments,
+            "checkpointing": checkpointing,
+            "train_sampling_strategy": "sequential",  # the length-grouped seeded order
+        },
         callbacks=list(callbacks),
         **run.inputs,
     )

@@ -34,8 +34,8 @@ from trainers.wording.common import (
     report_done,
     run_result,
     save_version,
+    size_the_steps,
     trimmed,
-    use_checkpointing,
 )
 from trainers.wording.measures import did_not_learn
 from trainers.wording.policy_measures import greedy_replies, held_out_reward
@@ -277,8 +277,14 @@ def train_the_policy(
         model, tokenizer, held_openings, max_new_tokens=config.max_reply_tokens
     )
     written = time.monotonic()
-    step_tokens = config.batch_size * (config.max_prompt_length + config.max_reply_tokens)
-    checkpointing = use_checkpointing(config.gradient_checkpointing, model, step_tokens)
+    config, checkpointing = size_the_steps(
+        config,
+        model,
+        longest=config.max_prompt_length + config.max_reply_tokens,
+        sequences_per_row=1,
+        multiple=config.replies_per_prompt,  # replies are sampled in whole groups
+        choice=config.gradient_checkpointing,
+    )
     callback = stages.callback("policy")
     keep_time_to_measure(callback, spent=written - started, reserved=2 * (written - writing))
     trainer = ppo_update(
