@@ -136,8 +136,18 @@ class Head:
         return 1.0 / (1.0 + np.exp(-self.logits(features)))
 
 
+def regularisation_grid(rows: Any, labels: np.ndarray, groups: np.ndarray) -> tuple[float, ...]:
+    """The strengths a head's fit chooses from: the library default alone for too few rows,
+    groups or labels to cross-validate."""
+    distinct = len(set(np.asarray(groups).tolist()))
+    labels = np.asarray(labels)
+    if rows.shape[0] < MIN_ROWS_TO_CHOOSE or distinct < 5 or len(set(labels.tolist())) < 2:
+        return (REGULARISATION_DEFAULT,)
+    return REGULARISATION_GRID
+
+
 def regularisation_by_group(
-    rows: sparse.csr_matrix,
+    rows: Any,
     labels: np.ndarray,
     groups: np.ndarray,
     *,
@@ -145,19 +155,28 @@ def regularisation_by_group(
     scoring: str,
     solver: str = "lbfgs",
     deadline: float | None = None,
+    batched: bool | None = None,
 ) -> float:
-    """The C of the grid that cross-validates best on these (training) rows, by group (also
-    the reward models' probe: trainers.wording.reward_probe). The grid runs from the strongest
-    regularisation (the quickest fits) to the weakest; once `deadline` (time.monotonic())
-    passes, no weaker strength is tried and the best of those tried is chosen."""
+    """The C of the grid that cross-validates best on these (training) rows, by group. The
+    grid runs from the strongest regularisation (the quickest fits) to the weakest; once
+    `deadline` (time.monotonic()) passes, no weaker strength is tried and the best of those
+    tried is chosen. Dense rows are fitted `batched` in torch by default (trainers.judge.
+    head_fit, which the reward models' probe calls itself); sparse TF-IDF rows keep
+    scikit-learn's `solver`: their fits cost little, where the batched fit would need a dense
+    basis of their span."""
+    grid = regularisation_grid(rows, labels, groups)
+    if len(grid) == 1:
+        return grid[0]
+    if batched if batched is not None else not sparse.issparse(rows):
+        from trainers.judge.head_fit import fit_by_group
+
+        setting = {"fit_intercept": fit_intercept, "scoring": scoring, "deadline": deadline}
+        return fit_by_group(rows, labels, groups, grid=grid, final=False, **setting).strength
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupKFold, cross_val_score
 
-    distinct = len(set(groups.tolist()))
-    if rows.shape[0] < MIN_ROWS_TO_CHOOSE or distinct < 5 or len(set(labels.tolist())) < 2:
-        return REGULARISATION_DEFAULT
     scores = []
-    for strength in REGULARISATION_GRID:
+    for strength in grid:
         if scores and deadline is not None and time.monotonic() > deadline:
             break
         model = LogisticRegression(
@@ -166,7 +185,7 @@ def regularisation_by_group(
         folds = GroupKFold(n_splits=5)
         score = cross_val_score(model, rows, labels, groups=groups, cv=folds, scoring=scoring)
         scores.append(float(np.mean(score)))
-    return REGULARISATION_GRID[int(np.argmax(scores))]
+    return grid[int(np.argmax(scores))]
 
 
 def _fit_logistic(
