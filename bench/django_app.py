@@ -1,4 +1,5 @@
-"""Django set up for the bench scripts that measure the app on PostgreSQL."""
+"""Django for the bench scripts that measure the app on PostgreSQL: its set-up, and the
+throwaway workspaces they measure in, dropped at the end."""
 
 from __future__ import annotations
 
@@ -22,3 +23,15 @@ def setup_django(datasets_dir: Path | None = None) -> None:
     import django
 
     django.setup()
+
+
+def workspaces_drop(slugs: list[str]) -> int:
+    """Drop the workspaces of these slugs with their domains and schemas; how many are left.
+
+    By slug, so that a workspace whose creation failed half-way is removed too."""
+    from levers9.models import Domain, Workspace
+
+    for workspace in Workspace.objects.filter(slug__in=slugs):
+        Domain.objects.filter(tenant=workspace).delete()
+        workspace.delete(force_drop=True)
+    return Workspace.objects.filter(slug__in=slugs).count()

@@ -30,7 +30,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from bench.django_setup import setup_django
+from bench.django_app import setup_django, workspaces_drop
 
 REVIEWERS = 20
 BATCH = 20_000
@@ -409,7 +409,6 @@ def main(argv: list[str] | None = None) -> None:
     from django_tenants.utils import schema_context
 
     from arena.models import World
-    from levers9.models import Domain, Workspace
     from levers9.services import workspace_create, workspace_user_create
 
     slug = f"bench-duel-{secrets.token_hex(3)}"
@@ -444,9 +443,7 @@ def main(argv: list[str] | None = None) -> None:
             ok &= same and rate >= 100_000
         ok &= p95_next < 50 and p95_pick < 50
     finally:
-        for workspace in Workspace.objects.filter(slug=slug):
-            Domain.objects.filter(tenant=workspace).delete()
-            workspace.delete(force_drop=True)
+        workspaces_drop([slug])
         shutil.rmtree(datasets_dir, ignore_errors=True)
         print(f"\nDeleted workspace {slug}, its schema and its files.")
     if not ok:

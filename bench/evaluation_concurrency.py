@@ -38,7 +38,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from bench.django_setup import setup_django
+from bench.django_app import setup_django, workspaces_drop
 
 DIMENSIONS = ("dialect", "respect", "accuracy", "progress", "family", "timing", "compliance")
 REAL_CALLS = (
@@ -188,7 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     setup_django(datasets_dir)
     from django_tenants.utils import schema_context
 
-    from levers9.models import Domain, Workspace
     from levers9.services import workspace_create
     from policies.models import PolicyVersion
     from policies.services import version_register
@@ -249,9 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = ratio >= args.target and same
     finally:
         stub.stop()
-        for workspace in Workspace.objects.filter(slug=slug):
-            Domain.objects.filter(tenant=workspace).delete()
-            workspace.delete(force_drop=True)
+        workspaces_drop([slug])
         shutil.rmtree(datasets_dir, ignore_errors=True)
         print(f"Deleted workspace {slug}, its schema and its files.")
     if not ok:

@@ -27,7 +27,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench.django_setup import setup_django
+from bench.django_app import setup_django
 
 ROOT = Path(__file__).resolve().parents[1]
 SLUG = "fuzz"

@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.django_setup import setup_django
+from bench.django_app import setup_django, workspaces_drop
 
 CALLS_FILE = (
     Path(__file__).resolve().parents[2] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
@@ -74,13 +74,7 @@ def _bench_import(workspace) -> bool:
 
 
 def _delete_workspaces(slugs: list[str]) -> None:
-    from levers9.models import Domain, Workspace
-
-    # By slug, so a workspace whose creation failed half-way is removed too.
-    for workspace in Workspace.objects.filter(slug__in=slugs):
-        Domain.objects.filter(tenant=workspace).delete()
-        workspace.delete(force_drop=True)
-    left = Workspace.objects.filter(slug__in=slugs).count()
+    left = workspaces_drop(slugs)
     print()
     print(f"Deleted the {len(slugs)} bench workspaces and their schemas ({left} left).")
 
