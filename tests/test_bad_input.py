@@ -16,15 +16,9 @@ from arena.services import calls_import
 from evaluation.models import Evaluation
 from levers9.api import exception_handler
 from levers9.jobs.models import Job
+from tests.recorded_calls import two_turn_call
 
-A_CALL = {
-    "id": "bad-input-call",
-    "outcome": "won",
-    "turns": [
-        {"speaker": "agent", "text": "Good morning, Acme Lettings."},
-        {"speaker": "customer", "text": "Hello, I saw the flat on Elm Street."},
-    ],
-}
+A_CALL = two_turn_call("bad-input-call")
 
 
 def _jobs(workspace) -> int:

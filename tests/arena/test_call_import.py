@@ -15,6 +15,7 @@ from django_tenants.utils import schema_context
 from arena.models import Call, Turn, World
 from arena.services import CallImportError, calls_import, world_create
 from arena.services.calls import CallImportRefused
+from tests.recorded_calls import recorded_call
 
 SHARED_CALLS = (
     Path(__file__).resolve().parents[3] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
@@ -22,14 +23,7 @@ SHARED_CALLS = (
 
 
 def _call(call_id: str, outcome: str = "won") -> dict:
-    return {
-        "id": call_id,
-        "outcome": outcome,
-        "turns": [
-            {"speaker": "agent", "text": f"Hello from {call_id}"},
-            {"speaker": "customer", "text": "Hi there"},
-        ],
-    }
+    return recorded_call(call_id, f"Hello from {call_id}", "Hi there", outcome=outcome)
 
 
 def _jsonl(*records) -> str:

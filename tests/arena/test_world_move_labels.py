@@ -17,6 +17,7 @@ from arena.services import (
     move_labels_agreement,
     world_create,
 )
+from tests.recorded_calls import recorded_call
 from trainers.moves.simulator import MOVES
 
 CALLS = Path("/work/shared/data/real-calls/persuasionforgood/calls.jsonl")
@@ -63,15 +64,7 @@ def test_it_labels_with_moves_a_manager_named():
 
 
 def _call(call_id: str, line: str) -> dict:
-    return {
-        "id": call_id,
-        "outcome": "won",
-        "turns": [
-            {"speaker": "agent", "text": "Hello, how are you today?"},
-            {"speaker": "customer", "text": "Fine thanks."},
-            {"speaker": "agent", "text": line},
-        ],
-    }
+    return recorded_call(call_id, "Hello, how are you today?", "Fine thanks.", line)
 
 
 def test_it_changes_later_labels_after_corrections_and_reports_agreement():

@@ -20,15 +20,9 @@ from arena.services import (
 from policies.canary import live_call_route
 from policies.live import live_call_record
 from policies.models import LiveCall
+from tests.recorded_calls import two_turn_call
 
-GOOD_CALL = {
-    "id": "good-call",
-    "outcome": "won",
-    "turns": [
-        {"speaker": "agent", "text": "Good morning, Acme Lettings."},
-        {"speaker": "customer", "text": "Hello, I saw the flat on Elm Street."},
-    ],
-}
+GOOD_CALL = two_turn_call("good-call")
 GOOD_PAIR = {
     "id": "pair-1",
     "prompt": [{"role": "user", "content": "Is the flat still free?"}],
