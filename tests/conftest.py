@@ -141,8 +141,62 @@ def client_for(workspace, email: str | None = None) -> Client:
 
 
 @pytest.fixture
+def api_schema(db, tmp_path) -> str:
+    """The API's OpenAPI schema as YAML, validated on the way: drf-spectacular exits non-zero
+    (SystemExit) on any warning or validation error."""
+    from django.core.management import call_command
+
+    path = tmp_path / "schema.yml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(path))
+    return path.read_text()
+
+
+def api_token(workspace, email: str) -> str:
+    """`email`'s API token in the workspace, made on first use."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    with schema_context(workspace.schema_name):
+        user = get_user_model().objects.get(username=email)
+        return Token.objects.get_or_create(user=user)[0].key
+
+
+def token_client(workspace, token: str) -> Client:
+    """A client on the workspace's host that sends an API token with every request, and no
+    session: a token of another workspace must be refused here."""
+    return Client(HTTP_HOST=f"{workspace.slug}.localhost", HTTP_AUTHORIZATION=f"Token {token}")
+
+
+@pytest.fixture
 def owner_client(workspace):
     return client_for(workspace, "owner@acme.test")
+
+
+@pytest.fixture
+def reviewer_client(workspace):
+    """Signed in as Rita, a reviewer of the workspace."""
+    make_user(workspace, "rita@acme.test", "reviewer")
+    return client_for(workspace, "rita@acme.test")
+
+
+@pytest.fixture
+def manager_client(workspace):
+    """Signed in as Max, a manager of the workspace."""
+    make_user(workspace, "max@acme.test", "manager")
+    return client_for(workspace, "max@acme.test")
+
+
+@pytest.fixture
+def operator_client(db):
+    """The platform's operator: a superuser signed in on the public host (the platform admin)."""
+    from django.contrib.auth import get_user_model
+
+    operator = get_user_model().objects.create_superuser(
+        "operator@platform.test", "operator@platform.test", PASSWORD
+    )
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(operator)
+    return client
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ import pytest
 from django.test import Client
 from django_tenants.utils import schema_context
 from drf_spectacular.generators import SchemaGenerator
-from rest_framework.authtoken.models import Token
 
 from arena.models import Call, World
 from arena.services import calls_import, world_create
+from tests.conftest import api_token, token_client
 
 MARKER = "acme-secret"
 SECRET_CALL = {
@@ -65,14 +65,6 @@ def _url(path: str, ids: dict[str, str]) -> str:
     return re.sub(r"\{(\w+)\}", lambda match: ids.get(match.group(1), "1"), path)
 
 
-def _token(workspace, username: str) -> str:
-    from django.contrib.auth import get_user_model
-
-    with schema_context(workspace.schema_name):
-        user = get_user_model().objects.get(username=username)
-        return Token.objects.get_or_create(user=user)[0].key
-
-
 def _call(client: Client, method: str, url: str):
     if method == "get":
         return client.get(url)
@@ -86,10 +78,7 @@ def test_the_walk_covers_every_operation_of_the_schema(workspace):
 
 
 def test_a_rival_token_is_refused_on_every_operation(workspace, other_workspace, acme_ids):
-    client = Client(
-        HTTP_HOST=f"{workspace.slug}.localhost",
-        HTTP_AUTHORIZATION=f"Token {_token(other_workspace, 'owner@rival.test')}",
-    )
+    client = token_client(workspace, api_token(other_workspace, "owner@rival.test"))
     leaks = {}
     for method, path, _operation in _operations(workspace):
         response = _call(client, method, _url(path, acme_ids))
@@ -108,10 +97,7 @@ def test_a_rival_session_is_refused_on_every_operation(workspace, outsider_clien
 
 
 def test_a_rival_token_on_its_own_host_never_reads_acmes_rows(other_workspace, acme_ids):
-    client = Client(
-        HTTP_HOST=f"{other_workspace.slug}.localhost",
-        HTTP_AUTHORIZATION=f"Token {_token(other_workspace, 'owner@rival.test')}",
-    )
+    client = token_client(other_workspace, api_token(other_workspace, "owner@rival.test"))
     problems = {}
     for method, path, _operation in _operations(other_workspace):
         if method != "get":

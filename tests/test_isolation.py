@@ -5,22 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import Client
 from django_tenants.utils import schema_context
-from rest_framework.authtoken.models import Token
 
 from arena.models import Call, World
 from arena.services import calls_import
-from tests.conftest import client_for
+from tests.conftest import api_token, client_for, token_client
+from tests.recorded_calls import two_turn_call
 
-SECRET_CALL = {
-    "id": "acme-secret-call",
-    "outcome": "won",
-    "turns": [
-        {"speaker": "agent", "text": "Good morning, Acme Lettings."},
-        {"speaker": "customer", "text": "Hello, I saw the flat on Elm Street."},
-    ],
-}
+SECRET_CALL = two_turn_call("acme-secret-call")
 
 
 @pytest.fixture
@@ -29,14 +21,6 @@ def acme_call(workspace):
         world = World.objects.get(slug="lettings")
         calls_import(world=world, text=json.dumps(SECRET_CALL), source="test", convert=True)
         return Call.objects.get(external_id="acme-secret-call").pk
-
-
-def _token(workspace, username: str) -> str:
-    with schema_context(workspace.schema_name):
-        from django.contrib.auth import get_user_model
-
-        user = get_user_model().objects.get(username=username)
-        return Token.objects.get_or_create(user=user)[0].key
 
 
 def test_it_shows_the_owner_their_own_calls(owner_client, acme_call):
@@ -53,11 +37,11 @@ def test_it_refuses_a_session_of_another_workspace_on_the_api(outsider_client, a
 
 
 def test_it_refuses_a_token_of_another_workspace(workspace, other_workspace, acme_call):
-    rival_token = _token(other_workspace, "owner@rival.test")
-    client = Client(HTTP_HOST="acme.localhost", HTTP_AUTHORIZATION=f"Token {rival_token}")
+    rival_token = api_token(other_workspace, "owner@rival.test")
+    client = token_client(workspace, rival_token)
     assert client.get("/api/rl/calls/").status_code == 401
     # The same token on its own workspace works and sees none of acme's calls.
-    own = Client(HTTP_HOST="rival.localhost", HTTP_AUTHORIZATION=f"Token {rival_token}")
+    own = token_client(other_workspace, rival_token)
     response = own.get("/api/rl/calls/")
     assert response.status_code == 200
     assert response.json()["count"] == 0
@@ -65,8 +49,7 @@ def test_it_refuses_a_token_of_another_workspace(workspace, other_workspace, acm
 
 
 def test_it_serves_a_token_of_this_workspace(workspace, acme_call):
-    token = _token(workspace, "owner@acme.test")
-    client = Client(HTTP_HOST="acme.localhost", HTTP_AUTHORIZATION=f"Token {token}")
+    client = token_client(workspace, api_token(workspace, "owner@acme.test"))
     me = client.get("/api/rl/me/").json()
     assert me == {
         "username": "owner@acme.test",

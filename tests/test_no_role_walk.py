@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client
 from django_tenants.utils import schema_context
 from rest_framework.authtoken.models import Token
 
-from tests.conftest import PASSWORD, client_for
+from tests.conftest import PASSWORD, client_for, token_client
 from tests.test_cross_tenant_walk import MARKER, _operations, _url, acme_ids  # noqa: F401
 
 NOBODY = "nobody@acme.test"
@@ -52,9 +51,7 @@ def test_no_read_answers_a_user_without_a_role(workspace, roleless_user, acme_id
     if auth == "session":
         client = client_for(workspace, NOBODY)
     else:
-        client = Client(
-            HTTP_HOST=f"{workspace.slug}.localhost", HTTP_AUTHORIZATION=f"Token {roleless_user}"
-        )
+        client = token_client(workspace, roleless_user)
     answered = {}
     for path in _reads(workspace):
         if path in OPEN_TO_ANY_USER:

@@ -2,46 +2,32 @@
 
 from __future__ import annotations
 
-import pytest
-
-from tests.conftest import client_for, make_user
+from tests.conftest import client_for
 
 JSONL = '{"id": "r1", "outcome": "lost", "turns": [{"speaker": "agent", "text": "Hi"}]}\n'
 
 
-@pytest.fixture
-def reviewer(workspace):
-    make_user(workspace, "rita@acme.test", "reviewer")
-    return client_for(workspace, "rita@acme.test")
+def test_it_lets_a_reviewer_duel_but_not_train(reviewer_client):
+    assert reviewer_client.get("/duel/").status_code == 200
+    assert reviewer_client.get("/train/").status_code == 403
+    assert reviewer_client.get("/release/").status_code == 403
 
 
-@pytest.fixture
-def manager(workspace):
-    make_user(workspace, "max@acme.test", "manager")
-    return client_for(workspace, "max@acme.test")
+def test_it_lets_a_manager_train_but_not_release(manager_client):
+    assert manager_client.get("/train/").status_code == 200
+    assert manager_client.get("/release/").status_code == 403
 
 
-def test_it_lets_a_reviewer_duel_but_not_train(reviewer):
-    assert reviewer.get("/duel/").status_code == 200
-    assert reviewer.get("/train/").status_code == 403
-    assert reviewer.get("/release/").status_code == 403
-
-
-def test_it_lets_a_manager_train_but_not_release(manager):
-    assert manager.get("/train/").status_code == 200
-    assert manager.get("/release/").status_code == 403
-
-
-def test_it_refuses_a_reviewer_the_import_api(reviewer):
-    response = reviewer.post(
+def test_it_refuses_a_reviewer_the_import_api(reviewer_client):
+    response = reviewer_client.post(
         "/api/rl/packs/lettings/calls/import/", JSONL, content_type="application/jsonl"
     )
     assert response.status_code == 403
     assert "manager role" in response.json()["detail"]
 
 
-def test_it_lets_a_manager_import(manager):
-    response = manager.post(
+def test_it_lets_a_manager_import(manager_client):
+    response = manager_client.post(
         "/api/rl/packs/lettings/calls/import/?convert=real-calls",
         JSONL,
         content_type="application/jsonl",
@@ -50,11 +36,11 @@ def test_it_lets_a_manager_import(manager):
     assert response.json()["created"] == 1
 
 
-def test_it_lets_a_reviewer_view_but_not_change_in_the_admin(reviewer):
-    assert reviewer.get("/admin/arena/call/").status_code == 200
-    assert reviewer.get("/admin/arena/world/add/").status_code == 403
+def test_it_lets_a_reviewer_view_but_not_change_in_the_admin(reviewer_client):
+    assert reviewer_client.get("/admin/arena/call/").status_code == 200
+    assert reviewer_client.get("/admin/arena/world/add/").status_code == 403
     # Users are the owner's business.
-    assert reviewer.get("/admin/auth/user/").status_code == 403
+    assert reviewer_client.get("/admin/auth/user/").status_code == 403
 
 
 def test_it_lets_the_owner_manage_users_in_the_admin(owner_client):

@@ -4,22 +4,7 @@ owner, on the workspace's host, cannot reach them."""
 
 from __future__ import annotations
 
-import pytest
-from django.contrib.auth import get_user_model
-from django.test import Client
-
 from levers9.models import GpuPool
-from tests.conftest import PASSWORD
-
-
-@pytest.fixture
-def operator_client(db):
-    operator = get_user_model().objects.create_superuser(
-        "operator@platform.test", "operator@platform.test", PASSWORD
-    )
-    client = Client(HTTP_HOST="localhost")
-    client.force_login(operator)
-    return client
 
 
 def test_an_operator_lists_the_pools_and_what_they_hold(operator_client, workspace):

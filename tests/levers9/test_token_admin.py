@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django_tenants.utils import schema_context
 from rest_framework.authtoken.models import Token
 
-from tests.conftest import make_user
+from tests.conftest import make_user, token_client
 
 LIST = "/admin/authtoken/tokenproxy/"
 
@@ -78,7 +78,5 @@ def test_it_refuses_another_workspace_the_token_admin(outsider_client, reviewer_
 
 
 def test_the_api_still_authenticates_with_the_token(workspace, reviewer_token):
-    from django.test import Client
-
-    client = Client(HTTP_HOST="acme.localhost", HTTP_AUTHORIZATION=f"Token {reviewer_token}")
+    client = token_client(workspace, reviewer_token)
     assert client.get("/api/rl/me/").json()["username"] == "reviewer@acme.test"

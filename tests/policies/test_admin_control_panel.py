@@ -19,7 +19,6 @@ from policies.canary import canary_roll_back, canary_running
 from policies.endpoints import version_serve
 from policies.models import Canary, Endpoint, LivePeriod, PolicyVersion
 from policies.services import version_register
-from tests.conftest import client_for, make_user
 
 VERSIONS = "/admin/policies/policyversion/"
 REASONS = ["reward model at chance on held-out pairs (0.50 [0.41, 0.59])"]
@@ -75,18 +74,6 @@ def _evaluated(version: PolicyVersion, *, win_rate=0.62, ci=(0.55, 0.70), verdic
 
 def _messages(response) -> list[str]:
     return [str(message) for message in response.wsgi_request._messages]
-
-
-@pytest.fixture
-def reviewer(workspace):
-    make_user(workspace, "rita@acme.test", "reviewer")
-    return client_for(workspace, "rita@acme.test")
-
-
-@pytest.fixture
-def manager(workspace):
-    make_user(workspace, "max@acme.test", "manager")
-    return client_for(workspace, "max@acme.test")
 
 
 @pytest.fixture
@@ -378,11 +365,11 @@ def test_it_says_why_a_service_refuses_in_a_message(in_workspace, owner_client):
 
 
 def test_it_lets_a_reviewer_or_manager_look_but_not_act(
-    in_workspace, reviewer, manager, models_dir, gpu_pool, serve_trainer
+    in_workspace, reviewer_client, manager_client, models_dir, gpu_pool, serve_trainer
 ):
     trained = _trained(in_workspace, models_dir, "trained")
     candidate = _simulated("candidate")
-    for client in (reviewer, manager):
+    for client in (reviewer_client, manager_client):
         listing = client.get(VERSIONS)
         assert listing.status_code == 200
         assert "Make live…" not in listing.content.decode()

@@ -19,7 +19,6 @@ from levers9.providers import (
     provider_for,
 )
 from policies.models import PolicyVersion
-from tests.conftest import client_for, make_user
 
 MALFORMED = [
     "http://1.1.1.1:99999/v1",
@@ -43,12 +42,6 @@ def no_lookups(monkeypatch):
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     return lookups
-
-
-@pytest.fixture
-def manager(workspace):
-    make_user(workspace, "max@acme.test", "manager")
-    return client_for(workspace, "max@acme.test")
 
 
 def _baseline() -> PolicyVersion:
@@ -120,12 +113,14 @@ def test_the_judge_form_shows_a_malformed_address_as_a_form_error(
     assert World.objects.get(slug="lettings").judge_provider == "rubric"
 
 
-def test_a_manager_cannot_set_where_the_judge_runs(in_workspace, manager, owner_client, stub):
+def test_a_manager_cannot_set_where_the_judge_runs(
+    in_workspace, manager_client, owner_client, stub
+):
     judge = {"provider": "vllm", "model": "judge-8b", "endpoint_url": stub.base_url}
-    assert manager.post("/environment/lettings/judge/", judge).status_code == 403
+    assert manager_client.post("/environment/lettings/judge/", judge).status_code == 403
     assert not JudgeConnection.objects.exists()
     # Nor move an agent onto an address over the API (Runs on is the owner's too).
-    response = _runs_on(manager, _baseline(), endpoint_url=stub.base_url)
+    response = _runs_on(manager_client, _baseline(), endpoint_url=stub.base_url)
     assert response.status_code == 403
     assert owner_client.post("/environment/lettings/judge/", judge).status_code == 302
     assert JudgeConnection.objects.get().endpoint_url == stub.base_url

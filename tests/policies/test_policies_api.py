@@ -3,34 +3,17 @@ workspace is refused on every path."""
 
 from __future__ import annotations
 
-import pytest
-from django.test import Client
-from django_tenants.utils import schema_context
-from rest_framework.authtoken.models import Token
-
 from levers9.models import CardAllocation
 from policies.models import Endpoint, PolicyVersion
-from tests.conftest import client_for, make_user
-
-
-@pytest.fixture
-def manager(workspace):
-    make_user(workspace, "max@acme.test", "manager")
-    return client_for(workspace, "max@acme.test")
-
-
-@pytest.fixture
-def reviewer(workspace):
-    make_user(workspace, "rita@acme.test", "reviewer")
-    return client_for(workspace, "rita@acme.test")
+from tests.conftest import api_token, token_client
 
 
 def _post(client, path, body=None):
     return client.post(path, body or {}, content_type="application/json")
 
 
-def test_it_lists_versions_with_lineage_to_a_reviewer(trained_version, reviewer):
-    rows = reviewer.get("/api/rl/policies/").json()["results"]
+def test_it_lists_versions_with_lineage_to_a_reviewer(trained_version, reviewer_client):
+    rows = reviewer_client.get("/api/rl/policies/").json()["results"]
     trained = next(row for row in rows if row["number"] == trained_version.number)
     assert trained["lineage"] == ["v2 · trained", "v1 · baseline"]
     assert trained["provider"] == "trained"
@@ -81,8 +64,10 @@ def test_it_answers_bad_serve_requests_with_a_clear_4xx(
     assert _post(owner_client, "/api/rl/policies/99999/serve", {"gpu_count": 1}).status_code == 404
 
 
-def test_it_lets_only_the_owner_release_and_serve(trained_version, gpu_pool, manager, reviewer):
-    for client in (manager, reviewer):
+def test_it_lets_only_the_owner_release_and_serve(
+    trained_version, gpu_pool, manager_client, reviewer_client
+):
+    for client in (manager_client, reviewer_client):
         for slash in ("", "/"):
             path = f"/api/rl/policies/{trained_version.pk}/serve{slash}"
             response = _post(client, path, {"gpu_count": 1})
@@ -129,16 +114,11 @@ def test_it_lists_endpoints_to_the_owner(trained_version, gpu_pool, serve_traine
 
 
 def test_it_refuses_the_rival_workspace_on_every_api_path(
-    trained_version, gpu_pool, serve_trainer, outsider_client, other_workspace
+    trained_version, gpu_pool, serve_trainer, outsider_client, workspace, other_workspace
 ):
     version_id = trained_version.pk
-    with schema_context(other_workspace.schema_name):
-        from django.contrib.auth import get_user_model
-
-        rival = get_user_model().objects.get(username="owner@rival.test")
-        token = Token.objects.get_or_create(user=rival)[0].key
-    token_client = Client(HTTP_HOST="acme.localhost", HTTP_AUTHORIZATION=f"Token {token}")
-    for client in (outsider_client, token_client):
+    rival_by_token = token_client(workspace, api_token(other_workspace, "owner@rival.test"))
+    for client in (outsider_client, rival_by_token):
         assert client.get("/api/rl/policies/").status_code in {401, 403}
         assert client.get(f"/api/rl/policies/{version_id}/").status_code in {401, 403}
         assert client.get("/api/rl/endpoints/").status_code in {401, 403}

@@ -5,14 +5,12 @@ the workspace's own, and an operator sets it in the platform admin."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.test import Client
 from django_tenants.utils import schema_context
 
 from levers9.jobs.limits import JobLimitReached
 from levers9.jobs.models import Job
 from levers9.models import CardAllocation, Workspace
-from tests.conftest import PASSWORD, client_for
+from tests.conftest import client_for
 
 
 @pytest.fixture
@@ -83,16 +81,6 @@ def test_it_does_not_refuse_the_checkpoint_of_a_finished_training(queue_of_one, 
         job_start(**start, pool=pool_default(gpu=False))
     job_start(**start, pool=pool_default(gpu=False), within_workspace_limits=False)
     assert len(_waiting(queue_of_one)) == 2
-
-
-@pytest.fixture
-def operator_client(db):
-    operator = get_user_model().objects.create_superuser(
-        "operator@platform.test", "operator@platform.test", PASSWORD
-    )
-    client = Client(HTTP_HOST="localhost")
-    client.force_login(operator)
-    return client
 
 
 def test_an_operator_sets_the_limits_in_the_platform_admin(operator_client, workspace):

@@ -8,6 +8,7 @@ from django_tenants.utils import schema_context
 from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
 from levers9.pools import pool_default
+from tests.conftest import api_token, token_client
 
 
 @pytest.fixture
@@ -48,14 +49,7 @@ def test_it_refuses_another_workspace_the_jobs(outsider_client, job_id, workspac
 
 
 def test_it_does_not_let_a_rival_token_see_our_jobs(other_workspace, job_id):
-    from django.contrib.auth import get_user_model
-    from django.test import Client
-    from rest_framework.authtoken.models import Token
-
-    with schema_context(other_workspace.schema_name):
-        owner = get_user_model().objects.get(username="owner@rival.test")
-        key = Token.objects.get_or_create(user=owner)[0].key
-    own = Client(HTTP_HOST="rival.localhost", HTTP_AUTHORIZATION=f"Token {key}")
+    own = token_client(other_workspace, api_token(other_workspace, "owner@rival.test"))
     assert own.get("/api/rl/jobs/").json()["count"] == 0
     assert own.get(f"/api/rl/jobs/{job_id}/").status_code == 404
 
