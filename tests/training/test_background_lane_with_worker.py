@@ -10,18 +10,15 @@ jobs; rows are committed, in a workspace of its own.
 
 from __future__ import annotations
 
-import contextlib
-import uuid
-
 import pytest
 from django.db import connection
 from django_tenants.utils import schema_context
 
 from levers9.jobs.models import Job
-from levers9.jobs.services import JobError, job_cancel, job_start
-from levers9.models import CardAllocation, GpuPool
+from levers9.jobs.services import job_start
 from tests.e2e.workspaces import fresh_workspace
 from tests.processes import free_port, start_web, start_worker, stop, wait_until
+from tests.worker_pools import cancel_active_jobs, pool_of_its_own
 
 pytestmark = pytest.mark.slow
 
@@ -41,14 +38,8 @@ SHORT = {
 
 @pytest.fixture
 def cpu_pool(committed_db):
-    cluster = f"lane-{uuid.uuid4().hex[:6]}"
-    pool = GpuPool.objects.create(
-        name=cluster, card_type="cpu", card_count=1, cluster_name=cluster, position=70
-    )
-    yield pool
-    connection.set_schema_to_public()
-    CardAllocation.objects.filter(pool=pool).delete()
-    pool.delete()
+    with pool_of_its_own("lane", card_type="cpu", position=70) as pool:
+        yield pool
 
 
 def _start(workspace, pool, spec: dict, *, background: bool) -> int:
@@ -92,10 +83,7 @@ def test_a_persons_job_starts_beside_a_running_refit(cpu_pool):
             assert _job(workspace, waiting_refit).state == Job.State.PACKING
             assert "Background:" in _job(workspace, waiting_refit).metrics["waiting_why"]
         finally:
-            with schema_context(workspace.schema_name):
-                for job in Job.objects.filter(state__in=Job.ACTIVE_STATES):
-                    with contextlib.suppress(JobError):  # it ended meanwhile
-                        job_cancel(job=job)
+            cancel_active_jobs(workspace)
             stop(web)
             stop(worker)
             connection.set_schema_to_public()

@@ -8,19 +8,18 @@ job watcher) follows the jobs; rows are committed, in two workspaces of their ow
 
 from __future__ import annotations
 
-import contextlib
 import statistics
-import uuid
 
 import pytest
 from django.db import connection
 from django_tenants.utils import schema_context
 
 from levers9.jobs.models import Job
-from levers9.jobs.services import JobError, job_cancel, job_start
-from levers9.models import CardAllocation, GpuPool, Workspace
+from levers9.jobs.services import job_start
+from levers9.models import Workspace
 from tests.e2e.workspaces import fresh_workspace
 from tests.processes import free_port, start_web, start_worker, stop, wait_until
+from tests.worker_pools import cancel_active_jobs, pool_of_its_own
 
 pytestmark = pytest.mark.slow
 
@@ -42,23 +41,10 @@ def _started(workspace, job_ids: list[int]) -> list[Job]:
         return list(Job.objects.filter(pk__in=job_ids, started_at__isnull=False))
 
 
-def _cancel_all(workspace) -> None:
-    with schema_context(workspace.schema_name):
-        for job in Job.objects.filter(state__in=Job.ACTIVE_STATES):
-            with contextlib.suppress(JobError):  # it ended meanwhile
-                job_cancel(job=job)
-
-
 @pytest.fixture
 def one_card_pool(committed_db):
-    cluster = f"fair-{uuid.uuid4().hex[:6]}"
-    pool = GpuPool.objects.create(
-        name=cluster, card_type="L4", card_count=1, cluster_name=cluster, position=60
-    )
-    yield pool
-    connection.set_schema_to_public()
-    CardAllocation.objects.filter(pool=pool).delete()
-    pool.delete()
+    with pool_of_its_own("fair", card_type="L4", position=60) as pool:
+        yield pool
 
 
 def test_a_second_workspace_starts_within_two_job_lengths(one_card_pool):
@@ -104,8 +90,8 @@ def test_a_second_workspace_starts_within_two_job_lengths(one_card_pool):
             # First come, first served would have run the 49 waiting first.
             assert len(busy_ahead) <= 1, busy_ahead
         finally:
-            _cancel_all(busy)
-            _cancel_all(quiet)
+            cancel_active_jobs(busy)
+            cancel_active_jobs(quiet)
             stop(web)
             stop(worker)
             connection.set_schema_to_public()
