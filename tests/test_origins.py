@@ -66,23 +66,20 @@ def test_it_refuses_a_session_api_write_from_another_workspaces_origin(
     if trusted is not None:
         settings.CSRF_TRUSTED_ORIGINS = trusted
     client, token = _signed_in_api_client(ACME)
-    body = {"call_id": "from-rival"}
-    refused = client.post(
-        "/api/rl/live/calls/",
-        body,
-        content_type="application/json",
-        HTTP_ORIGIN=f"http://{RIVAL}",
-        HTTP_X_CSRFTOKEN=token,
-    )
+
+    def post_from(host: str):
+        return client.post(
+            "/api/rl/live/calls/",
+            {"call_id": "from-rival"},
+            content_type="application/json",
+            HTTP_ORIGIN=f"http://{host}",
+            HTTP_X_CSRFTOKEN=token,
+        )
+
+    refused = post_from(RIVAL)
     assert refused.status_code == 403, refused.content
     assert "CSRF" in refused.json()["detail"]
-    own = client.post(
-        "/api/rl/live/calls/",
-        body,
-        content_type="application/json",
-        HTTP_ORIGIN=f"http://{ACME}",
-        HTTP_X_CSRFTOKEN=token,
-    )
+    own = post_from(ACME)
     assert own.status_code == 200, own.content
 
 
