@@ -30,7 +30,15 @@ import numpy as np
 
 from arena.judge.fitted import outcome_rows, preference_rows
 from arena.judge.rubric import DIMENSIONS
-from bench.judge_agreement import CALLS, PAIRS, _auc_gap, _lines, _paired_interval
+from bench.judge_agreement import (
+    CALLS,
+    PAIRS,
+    _auc_gap,
+    _lines,
+    _paired_interval,
+    judge_totals,
+    judge_won_probability_by_call,
+)
 from trainers.judge.fit import (
     JudgeFitSpec,
     auc,
@@ -99,17 +107,6 @@ def _judge(train_pairs: list, train_outcomes: list) -> Any:
     return model
 
 
-def _totals(judge: Any, rows: list[dict[str, Any]], side: str) -> np.ndarray:
-    """The judge's total for one side ("chosen" or "rejected") of each pair."""
-    scored = judge.score(
-        [row["context"] for row in rows],
-        [row[side] for row in rows],
-        [row[f"rubric_{side}"] for row in rows],
-        digits=None,
-    )
-    return np.asarray([item["total"] for item in scored])
-
-
 def bench_pairs(fit_result: Any, spec: Any, config: Any) -> dict[str, Any]:
     rows = preference_rows(_lines(PAIRS))
     train, held = held_out_split(
@@ -117,7 +114,7 @@ def bench_pairs(fit_result: Any, spec: Any, config: Any) -> dict[str, Any]:
     )
     judge = _judge([rows[i] for i in train], [])
     held_rows = [rows[i] for i in held]
-    judged_c, judged_r = (_totals(judge, held_rows, side) for side in ("chosen", "rejected"))
+    judged_c, judged_r = (judge_totals(judge, held_rows, side) for side in ("chosen", "rejected"))
     reward_c = np.asarray(fit_result.held_out_scores["chosen"])
     reward_r = np.asarray(fit_result.held_out_scores["rejected"])
     gap = _paired_interval(
@@ -141,15 +138,7 @@ def bench_outcomes(fit_result: Any, spec: Any, config: Any) -> dict[str, Any]:
     train, held = held_out_split(groups, fraction=config.held_out_fraction, seed=config.seed)
     judge = _judge([], [rows[i] for i in train])
     held_rows = [rows[i] for i in held]
-    judged = judge.score(
-        [r["context"] for r in held_rows],
-        [r["reply"] for r in held_rows],
-        [r["rubric"] for r in held_rows],
-        digits=None,
-    )
-    judge_calls, won = per_call_scores(
-        held_rows, np.asarray([s["won_probability"] for s in judged])
-    )
+    judge_calls, won = judge_won_probability_by_call(judge, held_rows)
     reward_calls, _ = per_call_scores(held_rows, np.asarray(fit_result.held_out_scores["scores"]))
     gap = _paired_interval(
         np.column_stack([reward_calls, judge_calls, won.astype(float)]), _auc_gap, seed=0
