@@ -18,6 +18,7 @@ from django.utils.html import format_html, format_html_join
 
 from arena.errors import DuelError
 from arena.judge.overrides import judgements_rescore
+from arena.judge.standing import measure_text
 from arena.models import (
     Call,
     DuelPair,
@@ -100,20 +101,10 @@ class WorldAdminForm(forms.ModelForm):
             raise forms.ValidationError(str(error)) from None
 
 
-def _judge_agreement(version: JudgeVersion, measure: str, key: str, judge: str):
-    """One held-out agreement figure of a judge version's report (fitted or rubric)."""
-    return ((version.report.get(measure) or {}).get(judge) or {}).get(key)
-
-
 def _judge_figure(version: JudgeVersion, measure: str, key: str, judge: str) -> str:
-    """The figure with its bootstrap interval, as the fit reported it: "0.71 [0.60, 0.80]"."""
-    value = _judge_agreement(version, measure, key, judge)
-    if value is None:
-        return "—"
-    interval = _judge_agreement(version, measure, f"{key}_ci", judge)
-    if not interval:
-        return f"{value:.2f}"
-    return f"{value:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
+    """The figure with its bootstrap interval, "0.71 [0.60, 0.80]", or "too few to measure
+    (n = 4)" (arena.judge.standing)."""
+    return measure_text((version.report.get(measure) or {}).get(judge), measure, digits=2)
 
 
 @admin.register(World)
@@ -301,12 +292,12 @@ class JudgeVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
         return False
 
     @admin.display(description="Pair accuracy (held out)")
-    def pair_accuracy(self, version: JudgeVersion):
-        return _judge_agreement(version, "pairs", "accuracy", "fitted")
+    def pair_accuracy(self, version: JudgeVersion) -> str:
+        return _judge_figure(version, "pairs", "accuracy", "fitted")
 
     @admin.display(description="Outcome AUC by call (held out)")
-    def outcome_auc(self, version: JudgeVersion):
-        return _judge_agreement(version, "outcomes", "auc", "fitted")
+    def outcome_auc(self, version: JudgeVersion) -> str:
+        return _judge_figure(version, "outcomes", "auc", "fitted")
 
     @admin.display(description="At chance", boolean=True)
     def at_chance(self, version: JudgeVersion) -> bool:

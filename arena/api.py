@@ -20,6 +20,7 @@ from arena.judge.agreement import judge_measure_start, judge_measurement_latest
 from arena.judge.fitting import judge_fit_start
 from arena.judge.overrides import judge_override_submit, judgements_rescore
 from arena.judge.scoring import judge_score_items
+from arena.judge.standing import MIN_HELD_OUT_ITEMS, report_shown
 from arena.models import (
     Call,
     JudgeOverride,
@@ -187,11 +188,30 @@ class JudgeMeasurementSerializer(serializers.Serializer):
 
 class JudgeVersionSerializer(serializers.ModelSerializer):
     label = serializers.CharField(read_only=True)
+    report = serializers.JSONField(
+        read_only=True,
+        help_text="The fit's held-out report: pairs, dimensions and outcomes, each with a "
+        "fitted and a rubric measure. A measure on fewer than "
+        f"{MIN_HELD_OUT_ITEMS} held-out items (picks, or calls for an AUC) has its figure, "
+        'interval and kappa null, and too_few says so: "too few to measure (n = 4)"; '
+        "too_few is null when the figure counts.",
+    )
+    standing = serializers.CharField(
+        source="standing.state",
+        read_only=True,
+        help_text='"above_chance", "at_chance", "too_few" (measured on too few held-out '
+        'items) or "not_measured": whether its verdicts stand',
+    )
     at_chance = serializers.BooleanField(read_only=True)
 
     class Meta:
         model = JudgeVersion
-        fields = ["number", "label", "job_id", "report", "at_chance", "created_at"]
+        fields = ["number", "label", "job_id", "report", "standing", "at_chance", "created_at"]
+
+    def to_representation(self, version: JudgeVersion) -> dict:
+        data = super().to_representation(version)
+        data["report"] = report_shown(version.report)
+        return data
 
 
 class WorldCreateSerializer(serializers.Serializer):

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 
 from arena.judge.rubric import DIMENSIONS
+from arena.judge.standing import AT_CHANCE, report_standing
 from arena.moves import generic_moves, move_names
 
 DEFAULT_JUDGE = "rubric"
@@ -555,11 +556,12 @@ class JudgeVersion(models.Model):
         return f"fitted v{self.number}"
 
     @property
+    def standing(self) -> dict:
+        """How far its held-out agreement can be believed (arena.judge.standing)."""
+        return report_standing(self.report)
+
+    @property
     def at_chance(self) -> bool:
-        """True when no held-out measure of it beats chance (every interval includes 0.5)."""
-        measures = [
-            (self.report.get("pairs") or {}).get("fitted"),
-            (self.report.get("outcomes") or {}).get("fitted"),
-        ]
-        flags = [m.get("at_chance") for m in measures if m and m.get("at_chance") is not None]
-        return bool(flags) and all(flags)
+        """True when no held-out measure with enough items beats chance (every interval of
+        those includes 0.5); one measured on too few items is "too few", not at chance."""
+        return self.standing["state"] == AT_CHANCE

@@ -19,6 +19,7 @@ from arena.errors import DuelError, JudgeFitError
 from arena.judge.agreement import judge_measure_start, judge_measurement_latest
 from arena.judge.fitting import judge_fit_start
 from arena.judge.rubric import DIMENSION_HELP, DIMENSION_LABELS, DIMENSIONS
+from arena.judge.standing import MIN_HELD_OUT_ITEMS, measure_items, pairs_text, report_rows
 from arena.judge.versions import judge_version_latest
 from arena.models import Call, JudgeConnection, World
 from arena.moves import (
@@ -274,6 +275,35 @@ def world_new(request):
     return redirect(_world_page(world))
 
 
+def _judge_panel(world: World) -> dict:
+    """One world's judge on Environment → Judge: its newest fitted version with its held-out
+    figures in words (each through arena.judge.standing: too few items say so), its standing,
+    and a model judge's measurement."""
+    version = judge_version_latest(world)
+    measurement = judge_measurement_latest(world)
+    model_shown = None
+    if measurement:
+        model_shown = {
+            "model": pairs_text(measurement.get("model"), with_kappa=False),
+            "rubric": pairs_text(measurement.get("rubric"), with_kappa=False),
+            "position_consistency": (measurement.get("model") or {}).get("position_consistency"),
+        }
+    outcomes = ((version.report or {}).get("outcomes") or {}) if version else {}
+    enough_calls = measure_items(outcomes.get("fitted"), "outcomes") >= MIN_HELD_OUT_ITEMS
+    return {
+        "world": world,
+        "version": version,
+        "standing": version.standing if version else None,
+        # The reliability plot is a figure too: none on too few held-out calls.
+        "reliability": outcomes.get("reliability") if enough_calls else None,
+        "rows": report_rows(version.report) if version else [],
+        "plot_id": f"plot-reliability-{world.slug}",
+        "model_judge": world.judge_provider != "rubric",
+        "measurement": measurement,
+        "measurement_shown": model_shown,
+    }
+
+
 @role_required(MANAGER)
 def environment_page(request):
     worlds = list(World.objects.order_by("name"))
@@ -290,16 +320,8 @@ def environment_page(request):
             "dimensions": [
                 (name, DIMENSION_LABELS[name], DIMENSION_HELP[name]) for name in DIMENSIONS
             ],
-            "agreement": [
-                {
-                    "world": world,
-                    "version": judge_version_latest(world),
-                    "plot_id": f"plot-reliability-{world.slug}",
-                    "model_judge": world.judge_provider != "rubric",
-                    "measurement": judge_measurement_latest(world),
-                }
-                for world in worlds
-            ],
+            "agreement": [_judge_panel(world) for world in worlds],
+            "min_held_out": MIN_HELD_OUT_ITEMS,
             "can_fit": has_role(request.user, MANAGER),
             # Where a judge's model runs (an address the server calls, a key it reads) is an
             # owner's setting, as Runs on is; managers see it.

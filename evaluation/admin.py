@@ -66,10 +66,12 @@ class EvaluationAdmin(RoleAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Verdict")
     def verdict_shown(self, evaluation: Evaluation) -> str:
-        if not evaluation.verdict:
+        decided = evaluation.verdict_decided
+        if not decided.outcome:
             return "—"
-        source = (evaluation.summary or {}).get("verdict_source") or "judge"
-        return f"{evaluation.verdict} ({source})"
+        if decided.sentence:
+            return decided.sentence
+        return f"{decided.label} ({decided.source})"
 
     @admin.display(description="Regressions")
     def regression_count(self, evaluation: Evaluation) -> int | str:

@@ -20,9 +20,14 @@ from rest_framework.decorators import action, api_view, permission_classes
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
+from arena.judge.standing import MIN_HELD_OUT_ITEMS
 from arena.models import World
 from evaluation.models import Evaluation
-from evaluation.selectors import evaluation_episode, evaluation_versions_default
+from evaluation.selectors import (
+    evaluation_episode,
+    evaluation_versions_default,
+    judge_agreement_shown,
+)
 from evaluation.services import (
     LENS_BANDS,
     EvaluationError,
@@ -44,8 +49,20 @@ class EvaluationSerializer(serializers.ModelSerializer):
     win_rate = serializers.FloatField(read_only=True, allow_null=True)
     verdict = serializers.CharField(
         read_only=True,
-        help_text='"won", "lost" or "even" once done: on scripted customers the simulator\'s '
-        '(summary.verdict_source is "simulator"), else the judge\'s',
+        help_text='"won", "lost", "even", "incomplete" or "no_verdict" once done ("" before): '
+        'on scripted customers the simulator\'s (verdict_source "simulator"), else the '
+        "judge's, and only from a judge measured above chance on at least "
+        f'{MIN_HELD_OUT_ITEMS} held-out items: otherwise "no_verdict", with no_verdict '
+        "saying why. A no verdict is not a win or a loss; win_rate stays the judge's raw one.",
+    )
+    verdict_source = serializers.SerializerMethodField(
+        help_text='"simulator" or "judge": what the verdict rests on'
+    )
+    no_verdict = serializers.SerializerMethodField(
+        help_text='null unless verdict is "no_verdict"; then {"reason": "at_chance", '
+        '"too_few" or "not_measured" (the judge\'s standing), "sentence": "no verdict: this '
+        'world\'s judge is at chance (AUC 0.50 [0.42, 0.59])", "judge_win_rate", '
+        '"judge_ci"}'
     )
     summary = serializers.JSONField(
         read_only=True,
@@ -58,8 +75,28 @@ class EvaluationSerializer(serializers.ModelSerializer):
         "version on 1,000 seeded customers each, won_share_difference and return_difference "
         "with their bootstrap intervals, verdict; or unavailable: why); verdict_source "
         '("simulator" or "judge"), judge_verdict (the judge\'s, as verdict) and '
-        "judge_agreement (the judge's measured pair accuracy and outcome AUC, at_chance).",
+        "judge_agreement (the judge's measured pair_accuracy with pair_accuracy_ci and pairs, "
+        "outcome_auc with outcome_auc_ci and calls, standing, at_chance; a figure measured on "
+        f"fewer than {MIN_HELD_OUT_ITEMS} held-out items is null, and pairs_too_few or "
+        'outcomes_too_few says so: "too few to measure (n = 4)").',
     )
+
+    def get_verdict_source(self, evaluation: Evaluation) -> str:
+        return evaluation.verdict_decided.source
+
+    def get_no_verdict(self, evaluation: Evaluation) -> dict | None:
+        return evaluation.verdict_decided.why_none()
+
+    def to_representation(self, evaluation: Evaluation) -> dict:
+        data = super().to_representation(evaluation)
+        summary = data.get("summary")
+        if isinstance(summary, dict) and summary.get("judge_agreement"):
+            # Summaries kept before the too-few rule are read through it too.
+            data["summary"] = {
+                **summary,
+                "judge_agreement": judge_agreement_shown(summary["judge_agreement"]),
+            }
+        return data
 
     class Meta:
         model = Evaluation
@@ -78,6 +115,8 @@ class EvaluationSerializer(serializers.ModelSerializer):
             "job",
             "win_rate",
             "verdict",
+            "verdict_source",
+            "no_verdict",
             "summary",
             "error",
             "created_at",

@@ -12,6 +12,7 @@ class EvaluationConfig(AppConfig):
         from evaluation.runner import evaluation_job_run
         from evaluation.selectors import (
             evaluation_games,
+            evaluation_games_left_out,
             evaluation_jobs_about,
             version_verdicts,
         )
@@ -45,5 +46,5 @@ class EvaluationConfig(AppConfig):
         job_produced_listen(version_checkpoint)
         mission_register(5, boss_fight_mission)
         # The Policies page ranks and judges versions by their evaluations.
-        leaderboard_games_source_register(evaluation_games)
+        leaderboard_games_source_register(evaluation_games, left_out=evaluation_games_left_out)
         version_verdicts_register(version_verdicts)

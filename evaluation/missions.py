@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from evaluation.models import Evaluation
+from evaluation.verdicts import NO_VERDICT
 from levers9.game import Mission
 
 
 def _last_words(evaluation: Evaluation) -> str:
     """The last evaluation's verdict and what it rests on: on the simulator, the won-share
-    difference with the judge's win rate beside it; elsewhere the judge's win rate."""
+    difference with the judge's win rate beside it; with no verdict, why and the judge's raw
+    win rate; elsewhere the judge's win rate."""
     summary = evaluation.summary or {}
-    words = f"last: {evaluation.title} — {evaluation.verdict or 'done'}"
+    decided = evaluation.verdict_decided
+    words = f"last: {evaluation.title} — {decided.label or 'done'}"
     win_rate = evaluation.win_rate
-    if summary.get("verdict_source") == "simulator":
+    if decided.source == "simulator":
         duel = summary["simulator"]
         words += (
             f" on {duel['episodes']:,} simulated calls "
@@ -20,9 +23,21 @@ def _last_words(evaluation: Evaluation) -> str:
         )
         if win_rate is not None:
             words += f", judge win rate {win_rate:.2f}"
+    elif decided.words:
+        words += f" ({decided.words.removeprefix('no verdict: ')})"
     elif win_rate is not None:
         words += f", win rate {win_rate:.2f}"
     return words
+
+
+def _next_step(evaluation: Evaluation | None) -> str:
+    if evaluation is None:
+        return "Evaluate before every promotion."
+    if evaluation.verdict == "won":
+        return "Make the winner live."
+    if evaluation.verdict == NO_VERDICT:
+        return "Measure the judge first (Environment → Judge): without that, no verdict."
+    return "Train again: the candidate did not win."
 
 
 def boss_fight_mission() -> Mission:
@@ -38,12 +53,6 @@ def boss_fight_mission() -> Mission:
         "manager",
         "Evaluate two versions on the same calls.",
         [_last_words(evaluation) if evaluation else "no evaluation yet"],
-        "Evaluate before every promotion."
-        if not evaluation
-        else (
-            "Make the winner live."
-            if evaluation.verdict == "won"
-            else "Train again: the candidate did not win."
-        ),
+        _next_step(evaluation),
         done=evaluation is not None,
     )

@@ -14,6 +14,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from evaluation.verdicts import Verdict, judge_agreement_shown, verdict_decide
+
 
 class EvaluationCallSet(models.Model):
     """The fixed calls of a world's evaluations: chosen once, never redrawn."""
@@ -155,17 +157,24 @@ class Evaluation(models.Model):
         return self.summary.get("win_rate") if self.summary else None
 
     @property
-    def verdict(self) -> str:
-        """ "won", "lost" or "even" once done; "" before. On scripted customers whose versions
-        the simulator could play, the simulator's (the interval of the won-share difference
-        above, below or around 0): it is the ground truth there. Otherwise the judge's (the
-        win rate's interval above, below or around a half), kept under "verdict"."""
+    def verdict_decided(self) -> Verdict:
+        """What it found (evaluation.verdicts.verdict_decide): on scripted customers whose
+        versions the simulator could play, the simulator's; otherwise the judge's, and only
+        from a judge measured above chance ("no_verdict" otherwise, with why)."""
         if self.state != self.State.DONE:
-            return ""
-        summary = self.summary or {}
-        if summary.get("verdict_source") == "simulator":
-            return (summary.get("simulator") or {}).get("verdict", "")
-        return summary.get("verdict", "")
+            return verdict_decide(None)
+        return verdict_decide(self.summary)
+
+    @property
+    def verdict(self) -> str:
+        """ "won", "lost", "even", "incomplete" or "no_verdict" once done; "" before."""
+        return self.verdict_decided.outcome
+
+    @property
+    def judge_agreement(self) -> dict:
+        """The judge's held-out agreement the summary keeps, figures on too few items None
+        with why (evaluation.verdicts.judge_agreement_shown); {} before it is done."""
+        return judge_agreement_shown((self.summary or {}).get("judge_agreement")) or {}
 
 
 class EvaluationAnswer(models.Model):

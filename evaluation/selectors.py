@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 
 from arena.held_out import TURNS_PER_CALL
 from arena.judge.rubric import DIMENSION_LABELS, DIMENSIONS, RubricJudge
+from arena.judge.standing import AT_CHANCE
 from arena.models import (
     Call,
     Judgement,
@@ -25,6 +26,13 @@ from arena.models import (
 )
 from evaluation import scoring
 from evaluation.models import Evaluation, EvaluationAnswer, EvaluationCallSet, HeldOutMoment
+from evaluation.verdicts import (
+    NO_VERDICT,
+    Verdict,
+    agreement_figures,
+    judge_agreement_shown,
+    verdict_decide,
+)
 from levers9.jobs.estimates import JobEstimate, estimate_from_runs
 from levers9.jobs.kinds import JobAbout
 from levers9.jobs.selectors import job_durations_recent
@@ -280,30 +288,33 @@ def evaluation_summary_compute(evaluation: Evaluation) -> dict[str, Any]:
 
 def _measured(report: dict[str, Any], who: str) -> dict[str, Any]:
     """One judge's column ("fitted" or "rubric") of a judge version's held-out report."""
-    pairs = (report.get("pairs") or {}).get(who) or {}
-    outcomes = (report.get("outcomes") or {}).get(who) or {}
-    return {
-        "pair_accuracy": pairs.get("accuracy"),
-        "pair_accuracy_ci": pairs.get("accuracy_ci"),
-        "pairs": pairs.get("pairs"),
-        "outcome_auc": outcomes.get("auc"),
-        "outcome_auc_ci": outcomes.get("auc_ci"),
-        "calls": outcomes.get("calls"),
-        # JudgeVersion.at_chance's rule, on this column: every interval includes a half.
-        "at_chance": _all_at_chance(pairs, outcomes),
-    }
+    return agreement_figures(
+        (report.get("pairs") or {}).get(who), (report.get("outcomes") or {}).get(who)
+    )
 
 
-def _all_at_chance(*measures: dict[str, Any]) -> bool | None:
-    flags = [m["at_chance"] for m in measures if m.get("at_chance") is not None]
-    return all(flags) if flags else None
+def _model_measured(world: World, judge_model: str) -> dict[str, Any] | None:
+    """A model judge's newest measurement on held-out picks (arena.judge.agreement), with a
+    Wilson interval of its accuracy: None when that model was not measured."""
+    from arena.judge.agreement import judge_measurement_latest
+
+    measurement = judge_measurement_latest(world) or {}
+    model = measurement.get("model") or {}
+    if measurement.get("judge") != judge_model or not model.get("pairs"):
+        return None
+    agreed = round(float(model.get("accuracy") or 0.0) * model["pairs"])
+    return agreement_figures(
+        {**model, "accuracy_ci": list(scoring.wilson_interval(agreed, model["pairs"]) or [])},
+        None,
+    )
 
 
 def judge_agreement(*, world: World, judge_model: str) -> dict[str, Any]:
     """How well the judge that scored an evaluation is measured to agree, on held-out data,
     with the reviewers' picks (pair accuracy) and the real outcomes (AUC by call): the
-    fitted judge version it is, or the rubric as measured beside the world's newest fitted
-    version. A model judge is not measured here: "measured" is False and says so."""
+    fitted judge version it is, the rubric as measured beside the world's newest fitted
+    version, or a model judge as its newest measurement found. Otherwise "measured" is
+    False. Figures on too few held-out items are None, with why (see _agreement_figures)."""
     from arena.judge.versions import judge_version_latest
 
     row: dict[str, Any] = {"judge_model": judge_model, "measured": False, "measured_by": None}
@@ -311,13 +322,15 @@ def judge_agreement(*, world: World, judge_model: str) -> dict[str, Any]:
         # The name arena.judge.versions.judge_version_name gives a version's verdicts.
         if judge_model == f"{version.label} of {world.slug}":
             figures = _measured(version.report or {}, "fitted")
-            figures["at_chance"] = version.at_chance
             return {**row, **figures, "measured": True, "measured_by": version.label}
     latest = judge_version_latest(world)
     if judge_model == RubricJudge.model_name and latest is not None:
         # A fitted version measures the rubric on the same held-out rows, beside itself.
         figures = _measured(latest.report or {}, "rubric")
         return {**row, **figures, "measured": True, "measured_by": latest.label, "beside": True}
+    model = _model_measured(world, judge_model)
+    if model is not None:
+        return {**row, **model, "measured": True, "measured_by": "its measurement"}
     return row
 
 
@@ -392,6 +405,25 @@ def _simulator_figures(duel: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def _agreement_measures(agreement: dict[str, Any]) -> list[str]:
+    measures = []
+    if agreement.get("pair_accuracy") is not None:
+        measures.append(
+            f"it prefers what reviewers picked {agreement['pair_accuracy'] * 100:.0f}% of the "
+            f"time ({agreement.get('pairs') or 0} held-out pairs)"
+        )
+    elif agreement.get("pairs_too_few"):
+        measures.append(f"its pair accuracy is {agreement['pairs_too_few']}")
+    if agreement.get("outcome_auc") is not None:
+        measures.append(
+            f"it ranks won calls above lost ones with AUC {agreement['outcome_auc']:.2f} "
+            f"({agreement.get('calls') or 0} held-out calls)"
+        )
+    elif agreement.get("outcomes_too_few"):
+        measures.append(f"its outcome AUC is {agreement['outcomes_too_few']}")
+    return measures
+
+
 def _judge_agreement_sentence(agreement: dict[str, Any] | None) -> str:
     """The judge's measured agreement in words; plain about a judge at chance."""
     if not agreement:
@@ -402,22 +434,13 @@ def _judge_agreement_sentence(agreement: dict[str, Any] | None) -> str:
             f"Judged by {name}, whose agreement with your reviewers and with real outcomes is "
             "not measured here (a fitted judge version measures itself and the rubric)."
         )
-    measures = []
-    if agreement.get("pair_accuracy") is not None:
-        measures.append(
-            f"it prefers what reviewers picked {agreement['pair_accuracy'] * 100:.0f}% of the "
-            f"time ({agreement.get('pairs') or 0} held-out pairs)"
-        )
-    if agreement.get("outcome_auc") is not None:
-        measures.append(
-            f"it ranks won calls above lost ones with AUC {agreement['outcome_auc']:.2f} "
-            f"({agreement.get('calls') or 0} held-out calls)"
-        )
+    agreement = judge_agreement_shown(agreement)
+    measures = _agreement_measures(agreement)
     where = f"beside {agreement['measured_by']} " if agreement.get("beside") else ""
     words = f"Judged by {name}, measured {where}on held-out data: "
     words += " and ".join(measures) if measures else "no held-out measure yet"
     words += "."
-    if agreement.get("at_chance"):
+    if agreement["standing"] == AT_CHANCE:
         words += (
             " It agrees no better than chance, so this win rate says little about which "
             "version is better."
@@ -427,24 +450,31 @@ def _judge_agreement_sentence(agreement: dict[str, Any] | None) -> str:
 
 def verdict_explained(summary: dict[str, Any], *, candidate: str, baseline: str) -> dict[str, Any]:
     """What an evaluation's verdict rests on, in words for the pages: "source" ("simulator"
-    or "judge"), whether the judge's verdict and the simulator's "disagree", one "sentence"
-    saying what each found (and, when they disagree, which to believe), the duel's figures
-    as printed, and the judge's measured agreement in words ("judge_sentence")."""
+    or "judge"), "verdict" (evaluation.verdicts.verdict_decide's outcome) and its "label",
+    whether the judge's verdict and the simulator's "disagree", one "sentence" saying what
+    each found (and, when they disagree, which to believe; with no verdict, why, and the
+    judge's raw win rate), the duel's figures as printed, and the judge's measured agreement
+    in words ("judge_sentence")."""
     summary = summary or {}
+    decided = verdict_decide(summary)
     judge = _judge_clause(summary, candidate, baseline)
-    judge_verdict = summary.get("judge_verdict", summary.get("verdict", ""))
+    judge_verdict = decided.judge_outcome
     duel = summary.get("simulator") or {}
     explained = {
-        "source": "judge",
-        "verdict": judge_verdict,
+        "source": decided.source,
+        "verdict": decided.outcome,
+        "label": decided.label,
         "judge_verdict": judge_verdict,
+        "no_verdict": decided.outcome == NO_VERDICT,
+        "no_verdict_sentence": decided.sentence,
+        "raw_rate": decided.raw_rate_words,
         "disagree": False,
         "sentence": "",
         "simulator": None,
         "judge_sentence": _judge_agreement_sentence(summary.get("judge_agreement")),
-        "judge_at_chance": bool((summary.get("judge_agreement") or {}).get("at_chance")),
+        "judge_at_chance": decided.reason == AT_CHANCE,
     }
-    if summary.get("verdict_source") == "simulator":
+    if decided.source == "simulator":
         simulator = _simulator_clause(duel, candidate)
         disagree = judge_verdict in {"won", "lost", "even"} and judge_verdict != duel["verdict"]
         if disagree:
@@ -452,17 +482,25 @@ def verdict_explained(summary: dict[str, Any], *, candidate: str, baseline: str)
         else:
             sentence = f"{simulator}, and {judge}: the two agree"
         explained.update(
-            source="simulator",
-            verdict=duel["verdict"],
             disagree=disagree,
             sentence=_sentence(sentence),
             simulator=_simulator_figures(duel),
         )
-    elif duel.get("unavailable"):
-        explained["sentence"] = _sentence(
-            f"The simulator could not play this duel ({duel['unavailable']}), so the verdict "
-            "is the judge's"
+        return explained
+    unplayed = (
+        f"The simulator could not play this duel ({duel['unavailable']}), so the verdict "
+        "is the judge's"
+        if duel.get("unavailable")
+        else ""
+    )
+    if decided.outcome == NO_VERDICT:
+        no_verdict = _sentence(
+            f"{decided.sentence}. Beside it, {decided.raw_rate_words} for {candidate} "
+            f"against {baseline}, which is not a win or a loss"
         )
+        explained["sentence"] = f"{unplayed}: {no_verdict}" if unplayed else no_verdict
+    elif unplayed:
+        explained["sentence"] = _sentence(unplayed)
     return explained
 
 
@@ -555,18 +593,45 @@ def evaluation_versions_default(
     return candidate, baseline
 
 
-def evaluation_games(labels: dict[int, str]) -> list[tuple[str, str]]:
-    """The leaderboard's games from evaluations: one per turn won or lost (registered with
-    policies.leaderboard in evaluation.apps)."""
-    games: list[tuple[str, str]] = []
-    for evaluation in Evaluation.objects.filter(
+def _evaluations_between(labels: dict[int, str]) -> QuerySet[Evaluation]:
+    return Evaluation.objects.filter(
         state=Evaluation.State.DONE, candidate_id__in=labels, baseline_id__in=labels
-    ):
+    ).order_by("id")
+
+
+def evaluation_games(labels: dict[int, str]) -> list[tuple[str, str]]:
+    """The leaderboard's games from evaluations (registered with policies.leaderboard in
+    evaluation.apps), on what each verdict rests: where the simulator played the duel, one
+    game per seeded customer only one version won; elsewhere one per turn the judge scored
+    won or lost, and none from an evaluation with no verdict (evaluation.verdicts)."""
+    games: list[tuple[str, str]] = []
+    for evaluation in _evaluations_between(labels):
         summary = evaluation.summary or {}
+        decided = evaluation.verdict_decided
+        if decided.source == "simulator":
+            duel = summary["simulator"]
+            wins, losses = duel.get("candidate_only_won"), duel.get("baseline_only_won")
+        elif decided.outcome in (NO_VERDICT, scoring.INCOMPLETE):
+            continue
+        else:
+            wins, losses = summary.get("wins"), summary.get("losses")
         candidate, baseline = labels[evaluation.candidate_id], labels[evaluation.baseline_id]
-        games += [(candidate, baseline)] * int(summary.get("wins") or 0)
-        games += [(baseline, candidate)] * int(summary.get("losses") or 0)
+        games += [(candidate, baseline)] * int(wins or 0)
+        games += [(baseline, candidate)] * int(losses or 0)
     return games
+
+
+def evaluation_games_left_out(labels: dict[int, str]) -> list[str]:
+    """Why an evaluation gave the leaderboard no games: its verdict's words, the judge's raw
+    win rate beside them."""
+    left_out = []
+    for evaluation in _evaluations_between(labels):
+        decided = evaluation.verdict_decided
+        if decided.outcome in (NO_VERDICT, scoring.INCOMPLETE) and decided.source == "judge":
+            title = f"{labels[evaluation.candidate_id]} vs {labels[evaluation.baseline_id]}"
+            why = decided.words or "too few moments compared for a verdict"
+            left_out.append(f"{title} (#{evaluation.pk}): {why}")
+    return left_out
 
 
 def _latest_as_candidate() -> dict[int, Evaluation]:
@@ -585,48 +650,75 @@ def _latest_as_candidate() -> dict[int, Evaluation]:
     return latest
 
 
-def _verdict_words(evaluation: Evaluation, win_rate: float, interval: list | None) -> str:
-    summary = evaluation.summary or {}
+def _simulator_words(duel: dict[str, Any]) -> str:
+    """ "won share +6.9 points [+3.1, +10.4] on 1,000 simulated calls each"."""
+    low, high = duel["won_share_difference_ci"]
+    return (
+        f"won share {_signed_points(duel['won_share_difference'])} points "
+        f"[{_signed_points(low)}, {_signed_points(high)}] on {duel['episodes']:,} "
+        "simulated calls each"
+    )
+
+
+def _judged_words(win_rate: float, interval: list | None) -> str:
     judged = f"win rate {win_rate:.2f}"
     if interval:
         judged += f" [{interval[0]:.2f}, {interval[1]:.2f}]"
-    words = f"{evaluation.verdict or 'even'} against {evaluation.baseline.label}: "
-    if summary.get("verdict_source") == "simulator":
-        duel = summary["simulator"]
-        low, high = duel["won_share_difference_ci"]
-        words += (
-            f"won share {_signed_points(duel['won_share_difference'])} points "
-            f"[{_signed_points(low)}, {_signed_points(high)}] on {duel['episodes']:,} "
-            f"simulated calls each, the judge's {judged}"
-        )
+    return judged
+
+
+def _verdict_words(evaluation: Evaluation, decided: Verdict) -> str:
+    """The verdict in one line, on what it rests: the simulator's won share (the judge's win
+    rate beside it), the judge's win rate, or no verdict and why (its raw win rate beside)."""
+    summary = evaluation.summary or {}
+    judged = _judged_words(decided.judge_win_rate, decided.judge_ci)
+    words = f"{decided.label or 'even'} against {evaluation.baseline.label}: "
+    if decided.source == "simulator":
+        words += f"{_simulator_words(summary['simulator'])}, the judge's {judged}"
+    elif decided.outcome == NO_VERDICT:
+        words += f"{decided.sentence.removeprefix('no verdict: ')}; the judge's raw {judged}"
     else:
         words += judged
     words += f" on {evaluation.world.name} (#{evaluation.pk})"
     return words
 
 
-def _did_worse(summary: dict[str, Any], win_rate: float) -> bool:
+def _did_worse(summary: dict[str, Any], decided: Verdict) -> bool:
     """Whether the candidate did worse than its opponent more often than better: on the
-    simulator, whether it won a smaller share of the same customers."""
-    if summary.get("verdict_source") == "simulator":
+    simulator, whether it won a smaller share of the same customers; never from a judge
+    that gives no verdict."""
+    if decided.source == "simulator":
         return summary["simulator"]["won_share_difference"] < 0
-    return win_rate < 0.5
+    return decided.outcome != NO_VERDICT and decided.judge_win_rate < 0.5
 
 
 def version_verdicts() -> dict[int, dict[str, Any]]:
     """Each evaluated version's last finished evaluation as the candidate — against its
-    parent when there is one — as the Policies page shows it: {"summary": words, "lost":
-    whether it did worse than its opponent more often than better, "evaluation": id}."""
+    parent when there is one — as the Policies page and the admin's "Last evaluation" show
+    it: {"summary": words, "lost": whether it did worse than its opponent more often than
+    better, "verdict" (evaluation.verdicts' outcome) and its "label", "source", "sentence"
+    (why there is none), "simulator" (its won share in words, or ""), the judge's "win_rate"
+    and "interval", "against", "judge", "evaluation": id}."""
     verdicts = {}
     for version_id, evaluation in _latest_as_candidate().items():
         summary = evaluation.summary or {}
-        win_rate, interval = summary.get("win_rate"), summary.get("ci")
-        if win_rate is None:
+        decided = evaluation.verdict_decided
+        if decided.judge_win_rate is None:
             continue
         verdicts[version_id] = {
-            "summary": _verdict_words(evaluation, win_rate, interval),
-            "lost": _did_worse(summary, win_rate),
-            "verdict": evaluation.verdict,
+            "summary": _verdict_words(evaluation, decided),
+            "lost": _did_worse(summary, decided),
+            "verdict": decided.outcome,
+            "label": decided.label,
+            "source": decided.source,
+            "sentence": decided.sentence,
+            "simulator": _simulator_words(summary["simulator"])
+            if decided.source == "simulator"
+            else "",
+            "win_rate": decided.judge_win_rate,
+            "interval": decided.judge_ci,
+            "against": evaluation.baseline.label,
+            "judge": evaluation.judge_model,
             "evaluation": evaluation.pk,
         }
     return verdicts

@@ -13,7 +13,8 @@ played by the scripted agent, whose first four agent turns are the moments.
 On scripted customers the judge only scores wording; the simulator knows who won. So there
 both versions also play 1,000 seeded customers on the simulator (trainers.moves.simulated_duel) and
 the verdict rests on the paired difference in won share, the judge's win rate kept beside it.
-On real calls the judge's win rate stays the verdict, with the judge's measured agreement.
+On real calls the judge's win rate stays the verdict, with the judge's measured agreement,
+and only from a judge measured above chance (evaluation.verdicts decides, on every page).
 """
 
 from __future__ import annotations

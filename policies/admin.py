@@ -17,7 +17,6 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.core.exceptions import FieldDoesNotExist
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
@@ -53,27 +52,10 @@ def _each(modeladmin, request, items, operation, done: str) -> None:
 # --- what the list shows of each version --------------------------------------------------
 
 
-def _evaluation_figures(evaluation_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """Win rate, interval and judge of the evaluations the verdicts name.
-
-    Evaluation sits above the registry (it imports policies, never the reverse): its reader
-    registered with policies.selectors names each version's last evaluation, and the numbers
-    are read through the relation evaluation declares on PolicyVersion, not an import."""
-    if not evaluation_ids:
-        return {}
-    try:
-        evaluation = PolicyVersion._meta.get_field("evaluations_as_candidate").related_model
-    except FieldDoesNotExist:
-        return {}
-    rows = evaluation.objects.filter(pk__in=evaluation_ids).values(
-        "pk", "summary", "judge_model", "baseline__number", "baseline__name"
-    )
-    return {row["pk"]: row for row in rows}
-
-
 class _Panel:
     """Everything the list says about versions, read once per request: the rows of the
-    Policies page (policies.selectors), and each world's live version and running canary."""
+    Policies page (policies.selectors, with each version's last verdict as evaluation decides
+    it), and each world's live version and running canary."""
 
     def __init__(self) -> None:
         self.rows: dict[int, VersionRow] = {
@@ -82,9 +64,6 @@ class _Panel:
         worlds = list(World.objects.order_by("name"))
         self.lives = {world.pk: live_version(world=world) for world in worlds}
         self.canaries = {world.pk: canary_running(world=world) for world in worlds}
-        self.figures = _evaluation_figures(
-            [row.evaluation["evaluation"] for row in self.rows.values() if row.evaluation]
-        )
 
     def live_of(self, version: PolicyVersion) -> PolicyVersion | None:
         """The live version of the version's world."""
@@ -95,39 +74,56 @@ class _Panel:
         return self.canaries.get(version.world_id)
 
     def evaluation(self, version: PolicyVersion) -> dict[str, Any] | None:
-        """The last evaluation as numbers: verdict, win rate, interval, opponent, judge."""
+        """The last evaluation as the Policies page has it: verdict (the simulator's where it
+        played the duel; none from a judge at chance), what it rests on, the judge's win
+        rate and interval, opponent, judge."""
         row = self.rows.get(version.pk)
         if row is None or not row.evaluation:
             return None
         verdict = row.evaluation
-        figures = self.figures.get(verdict.get("evaluation")) or {}
-        summary = figures.get("summary") or {}
-        interval = summary.get("ci") or None
         return {
             "id": verdict.get("evaluation"),
             "words": verdict.get("summary", ""),
-            "verdict": verdict.get("verdict") or "even",
+            "verdict": verdict.get("label") or verdict.get("verdict") or "even",
+            "source": verdict.get("source") or "judge",
+            "sentence": verdict.get("sentence") or "",
+            "simulator": verdict.get("simulator") or "",
             "lost": bool(verdict.get("lost")),
-            "win_rate": summary.get("win_rate"),
-            "interval": interval,
-            "against": f"v{figures['baseline__number']} · {figures['baseline__name']}"
-            if figures
-            else "",
-            "judge": figures.get("judge_model") or "",
+            "win_rate": verdict.get("win_rate"),
+            "interval": verdict.get("interval") or None,
+            "against": verdict.get("against") or "",
+            "judge": verdict.get("judge") or "",
         }
 
 
+def _judge_rate(figures: dict[str, Any]) -> str:
+    text = f"win rate {figures['win_rate']:.2f}"
+    if figures["interval"]:
+        low, high = figures["interval"]
+        text += f" [{low:.2f}, {high:.2f}]"
+    return text
+
+
 def _evaluation_text(figures: dict[str, Any] | None) -> str:
+    """One line, on what the verdict rests: the simulator's won share (the judge's win rate
+    beside it), no verdict and why (the judge's raw win rate beside it), or the judge's."""
     if figures is None:
         return "not evaluated"
     if figures["win_rate"] is None:
         return figures["words"]
-    text = f"{figures['verdict']}: win rate {figures['win_rate']:.2f}"
-    if figures["interval"]:
-        low, high = figures["interval"]
-        text += f" [{low:.2f}, {high:.2f}]"
+    if figures["source"] == "simulator":
+        text = f"{figures['verdict']} (simulator): {figures['simulator']}"
+        judged = f"the judge's {_judge_rate(figures)}"
+    elif figures["sentence"]:
+        text = figures["sentence"]
+        judged = f"the judge's raw {_judge_rate(figures)}"
+    else:
+        text = f"{figures['verdict']}: {_judge_rate(figures)}"
+        judged = ""
     if figures["against"]:
         text += f" vs {figures['against']}"
+    if judged:
+        text += f"; {judged}"
     if figures["judge"]:
         text += f", judge {figures['judge']}"
     return text
@@ -460,14 +456,18 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
         ]
         if figures is not None:
             details += [
-                ("Win rate", "—" if figures["win_rate"] is None else f"{figures['win_rate']:.3f}"),
+                ("Verdict", figures["sentence"] or f"{figures['verdict']} ({figures['source']})"),
+                ("Simulator", figures["simulator"] or "—"),
+                (
+                    "Judge's win rate",
+                    "—" if figures["win_rate"] is None else f"{figures['win_rate']:.3f}",
+                ),
                 (
                     "Interval",
                     "—"
                     if not figures["interval"]
                     else f"[{figures['interval'][0]:.3f}, {figures['interval'][1]:.3f}]",
                 ),
-                ("Verdict", figures["verdict"]),
                 ("Against", figures["against"] or "—"),
                 ("Judge version", figures["judge"] or "—"),
                 ("In words", figures["words"]),

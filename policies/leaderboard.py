@@ -17,12 +17,23 @@ from trainers.stats.leaderboard import Rating, bradley_terry
 # (labels by version id, of one world's versions) -> (winner, loser) label pairs; a source
 # leaves out every game with a version not among the labels.
 GamesSource = Callable[[dict[int, str]], list[tuple[str, str]]]
+# (labels by version id) -> why some of its comparisons gave no games (no verdict), in words.
+LeftOutSource = Callable[[dict[int, str]], list[str]]
 _GAME_SOURCES: list[GamesSource] = []
+_LEFT_OUT_SOURCES: list[LeftOutSource] = []
 
 
-def leaderboard_games_source_register(source: GamesSource) -> None:
+def leaderboard_games_source_register(
+    source: GamesSource, *, left_out: LeftOutSource | None = None
+) -> None:
     if source not in _GAME_SOURCES:
         _GAME_SOURCES.append(source)
+    if left_out is not None and left_out not in _LEFT_OUT_SOURCES:
+        _LEFT_OUT_SOURCES.append(left_out)
+
+
+def _labels(world: World) -> dict[int, str]:
+    return {version.pk: version.label for version in PolicyVersion.objects.filter(world=world)}
 
 
 def leaderboard_games(*, world: World) -> list[tuple[str, str]]:
@@ -30,7 +41,7 @@ def leaderboard_games(*, world: World) -> list[tuple[str, str]]:
     against the real agent or the simulator's moves are not games between versions and are
     left out; ties are left out; so is any game with another world's version."""
     games: list[tuple[str, str]] = []
-    labels = {version.pk: version.label for version in PolicyVersion.objects.filter(world=world)}
+    labels = _labels(world)
     for chosen, rejected in Pick.objects.filter(
         world=world,
         chosen_reply__author__isnull=False,
@@ -46,3 +57,10 @@ def leaderboard_games(*, world: World) -> list[tuple[str, str]]:
 def leaderboard(*, world: World) -> list[Rating]:
     """`world`'s versions ranked: each world has its own leaderboard."""
     return bradley_terry(leaderboard_games(world=world), bootstrap=200)
+
+
+def leaderboard_left_out(*, world: World) -> list[str]:
+    """What gave `world`'s leaderboard no games, and why: an evaluation with no verdict (its
+    judge at chance, say) is no game, and the page says so beside the ranking."""
+    labels = _labels(world)
+    return [words for source in _LEFT_OUT_SOURCES for words in source(labels)]

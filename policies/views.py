@@ -19,7 +19,7 @@ from levers9.providers import provider_choices
 from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required
 from policies.endpoints import endpoint_release, version_release, version_serve
 from policies.errors import PolicyError
-from policies.leaderboard import leaderboard
+from policies.leaderboard import leaderboard, leaderboard_left_out
 from policies.models import Endpoint, PolicyVersion
 from policies.selectors import endpoints_list, policy_live, versions_with_verdicts
 from policies.services import JUDGE_MODEL, version_runs_on_set
@@ -37,6 +37,7 @@ def policies_page(request):
             "rows": versions_with_verdicts(world=world) if world else [],
             "can_edit_prompt": has_role(request.user, MANAGER),
             "leaderboard": leaderboard(world=world) if world else [],
+            "leaderboard_left_out": leaderboard_left_out(world=world) if world else [],
             "live": policy_live(world=world) if world else None,
             "can_change": has_role(request.user, OWNER),
             "choices": {choice.provider: choice for choice in provider_choices()},

@@ -98,15 +98,20 @@ def _checkpoint_of(version, *, against=None) -> dict | None:
         return None
     summary = checkpoint.summary or {}
     simulator = summary.get("simulator") or {}
+    # The verdict as evaluation decides it everywhere: the simulator's where it played, none
+    # from a judge at chance (its sentence says why; the win rate is then the judge's raw one).
+    decided = checkpoint.verdict_decided
     return {
         "win_rate": checkpoint.win_rate,
         "ci": summary.get("ci"),
-        "verdict": checkpoint.verdict,
+        "verdict": decided.outcome,
+        "verdict_label": decided.label,
+        "no_verdict": decided.sentence,
         "baseline": checkpoint.baseline.label,
         "id": checkpoint.pk,
         "judge": checkpoint.judge_model,
         # How far that judge is to be believed: its held-out agreement (or "not measured").
-        "judge_agreement": summary.get("judge_agreement") or {},
+        "judge_agreement": checkpoint.judge_agreement,
         # On a simulated world the verdict is the simulator's: say what it rests on.
         "simulated": simulator if "won_share_difference" in simulator else None,
     }

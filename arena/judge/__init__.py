@@ -18,6 +18,8 @@ A world's judge (workspace schema):
   agreement  how far the judge agrees with people: reviewers' overrides per dimension, and
              the measurement job of a model judge on held-out picks
   overrides  a reviewer overruling the judge, and the rescoring that applies overrides
+  standing   how far a held-out measure can be believed: none shown on fewer than
+             MIN_HELD_OUT_ITEMS items, and whether the judge is above or at chance (pure)
 
 The pure fit itself sits with the other trainers, in trainers.judge.fit.
 """

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from arena.judge.standing import measure_shown
 from evaluation import scoring
 from evaluation.selectors import judge_agreement, verdict_explained, version_verdicts
 from evaluation.services import SIMULATED_DUEL_SEED, _verdict_fields
@@ -127,17 +128,38 @@ def test_it_leaves_the_verdict_to_the_judge_where_the_simulator_cannot_play(
     fields = _verdict_fields(evaluation, judged, progress=noop)
     assert fields["verdict_source"] == "judge"
     assert "covers" in fields["simulator"]["unavailable"]
+    # Lettings' rubric is not measured (no fitted version): the judge gives no verdict.
     explained = verdict_explained(
-        {**judged, **fields}, candidate=pushy.label, baseline=baseline.label
+        {**judged, **fields, "win_rate": 0.5}, candidate=pushy.label, baseline=baseline.label
+    )
+    assert explained["verdict"] == "no_verdict"
+    assert explained["sentence"].startswith("The simulator could not play this duel")
+    assert "not measured on held-out data" in explained["sentence"]
+    measured = {**fields, "judge_agreement": MEASURED_ABOVE_CHANCE}
+    explained = verdict_explained(
+        {**judged, **measured}, candidate=pushy.label, baseline=baseline.label
     )
     assert explained["verdict"] == "even"
     assert explained["sentence"].startswith("The simulator could not play this duel")
 
 
+# A judge measured above chance on enough held-out picks: its verdicts stand.
+MEASURED_ABOVE_CHANCE = {
+    "judge_model": "rubric-v1",
+    "measured": True,
+    "pairs": 120,
+    "pair_accuracy": 0.7,
+    "pair_accuracy_ci": [0.62, 0.78],
+}
+
+
 def test_the_verdict_of_a_summary_is_the_judges_unless_the_simulator_gives_it(lettings):
     from evaluation.models import Evaluation
 
-    evaluation = Evaluation(state=Evaluation.State.DONE, summary={"verdict": "won"})
+    evaluation = Evaluation(
+        state=Evaluation.State.DONE,
+        summary={"verdict": "won", "judge_agreement": MEASURED_ABOVE_CHANCE},
+    )
     assert evaluation.verdict == "won"
     evaluation.summary = {
         "verdict": "even",
@@ -229,16 +251,21 @@ def test_the_real_call_verdict_stays_the_judges_with_its_agreement(
     summary = evaluation.summary
     assert summary["verdict_source"] == "judge"
     assert "simulator" not in summary
-    assert evaluation.verdict == summary["verdict"] == summary["judge_verdict"]
+    assert summary["verdict"] == summary["judge_verdict"]
     agreement = summary["judge_agreement"]
     assert agreement["judge_model"] == evaluation.judge_model
     assert agreement["measured"] is False  # the rubric, and no fitted version to measure it
+    # A judge nobody measured gives no verdict: its win rate is shown raw, beside why.
+    assert evaluation.verdict == "no_verdict"
     html = owner_client.get(f"/evaluate/{evaluation.pk}/").content.decode()
     assert f"Judge: <b>{evaluation.judge_model}</b>" in html
     assert "not measured here" in html
     assert 'data-figure="simulator-verdict"' not in html
+    assert "No verdict: this world&#x27;s judge is not measured on held-out data yet" in html
+    assert f"raw win rate {evaluation.win_rate:.3f}" in html
     words = version_verdicts()[pushy.pk]["summary"]
-    assert f"against {baseline.label}: win rate {evaluation.win_rate:.2f}" in words
+    assert f"no verdict against {baseline.label}: this world's judge is not measured" in words
+    assert f"the judge's raw win rate {evaluation.win_rate:.2f}" in words
 
 
 def _report(pair_accuracy: float, pair_ci: list, auc: float, auc_ci: list) -> dict:
@@ -286,11 +313,17 @@ def test_it_measures_the_judge_that_scored_and_says_when_it_is_at_chance(real_wo
     assert model["measured"] is False
 
     said = verdict_explained(
-        {"verdict": "won", "win_rate": 0.6, "judge_agreement": second},
+        {"verdict": "won", "win_rate": 0.6, "ci": [0.55, 0.65], "judge_agreement": second},
         candidate="v2",
         baseline="v1",
     )
-    assert (said["source"], said["verdict"]) == ("judge", "won")
+    # A judge at chance: its "won" is no verdict, said with its figures and the raw rate.
+    assert (said["source"], said["verdict"]) == ("judge", "no_verdict")
+    assert said["sentence"] == (
+        "No verdict: this world's judge is at chance (pair accuracy 0.50 [0.40, 0.60]; AUC "
+        "0.51 [0.40, 0.60]). Beside it, the judge's raw win rate 0.600 [0.550, 0.650] for v2 "
+        "against v1, which is not a win or a loss."
+    )
     assert (
         "prefers what reviewers picked 50% of the time (80 held-out pairs)"
         in said["judge_sentence"]
@@ -310,6 +343,7 @@ def test_it_measures_the_judge_that_scored_and_says_when_it_is_at_chance(real_wo
         {"verdict": "won", "win_rate": 0.6, "judge_agreement": first}, candidate="v2", baseline="v1"
     )
     assert "no better than chance" not in measured["judge_sentence"]
+    assert measured["verdict"] == "won"
 
 
 @pytest.fixture
@@ -344,10 +378,16 @@ def test_it_shows_the_fitted_judges_measured_agreement_beside_a_real_call_verdic
     assert evaluation.judge_model == f"{version.label} of {fitted_world.slug}"
     agreement = evaluation.summary["judge_agreement"]
     assert (agreement["measured"], agreement["measured_by"]) == (True, version.label)
-    assert agreement["outcome_auc"] == version.report["outcomes"]["fitted"]["auc"]
+    outcomes = measure_shown(version.report["outcomes"]["fitted"], "outcomes")
+    assert agreement["outcome_auc"] == outcomes["auc"]
+    assert agreement["outcomes_too_few"] == outcomes["too_few"]
     assert agreement["at_chance"] is version.at_chance
     html = owner_client.get(f"/evaluate/{evaluation.pk}/").content.decode()
     assert f"Judge: <b>{evaluation.judge_model}</b>" in html
     assert f"Judged by {evaluation.judge_model}, measured on held-out data" in html
-    assert f"AUC {agreement['outcome_auc']:.2f}" in html
+    if outcomes["too_few"]:  # 40 calls to fit on: a fifth held out is too few to measure
+        assert f"its outcome AUC is {outcomes['too_few']}" in html
+        assert evaluation.verdict in {"no_verdict", "incomplete"}
+    else:
+        assert f"AUC {agreement['outcome_auc']:.2f}" in html
     assert ("agrees no better than chance" in html) is version.at_chance

@@ -68,7 +68,18 @@ def _evaluated(version: PolicyVersion, *, win_rate=0.62, ci=(0.55, 0.70), verdic
         baseline=PolicyVersion.objects.get(world__slug="lettings", number=1),
         state=Evaluation.State.DONE,
         judge_model="fitted v3 of lettings",
-        summary={"win_rate": win_rate, "ci": list(ci), "verdict": verdict},
+        summary={
+            "win_rate": win_rate,
+            "ci": list(ci),
+            "verdict": verdict,
+            # Its judge measured above chance: only then is the judge's verdict one.
+            "judge_agreement": {
+                "measured": True,
+                "pairs": 120,
+                "pair_accuracy": 0.7,
+                "pair_accuracy_ci": [0.62, 0.78],
+            },
+        },
     )
 
 
@@ -429,12 +440,12 @@ def test_it_shows_a_worlds_moves_prompt_and_judge_versions_read_only(in_workspac
         model_dir="-",
         report={
             "pairs": {
-                "fitted": {"accuracy": 0.71, "accuracy_ci": [0.6, 0.8]},
-                "rubric": {"accuracy": 0.52, "accuracy_ci": [0.41, 0.63]},
+                "fitted": {"pairs": 80, "accuracy": 0.71, "accuracy_ci": [0.6, 0.8]},
+                "rubric": {"pairs": 80, "accuracy": 0.52, "accuracy_ci": [0.41, 0.63]},
             },
             "outcomes": {
-                "fitted": {"auc": 0.66, "auc_ci": [0.55, 0.77]},
-                "rubric": {"auc": 0.54, "auc_ci": [0.44, 0.64]},
+                "fitted": {"calls": 40, "auc": 0.66, "auc_ci": [0.55, 0.77]},
+                "rubric": {"calls": 40, "auc": 0.54, "auc_ci": [0.44, 0.64]},
             },
         },
     )

@@ -216,6 +216,17 @@ def _done_wording_job(method: str, version: PolicyVersion, *, result: dict) -> J
     return job
 
 
+# The checkpoints' judge, measured above chance on enough held-out picks: its verdicts stand.
+MEASURED = {
+    "measured": True,
+    "measured_by": "judge v4",
+    "pairs": 80,
+    "pair_accuracy": 0.71,
+    "pair_accuracy_ci": [0.61, 0.8],
+    "at_chance": False,
+}
+
+
 def _checkpoint(version: PolicyVersion, parent: PolicyVersion, win_rate: float, verdict: str):
     from evaluation.models import Evaluation, EvaluationCallSet
 
@@ -233,12 +244,7 @@ def _checkpoint(version: PolicyVersion, parent: PolicyVersion, win_rate: float, 
             "win_rate": win_rate,
             "ci": [win_rate - 0.07, win_rate + 0.07],
             "verdict": verdict,
-            "judge_agreement": {
-                "measured": True,
-                "measured_by": "judge v4",
-                "pair_accuracy": 0.71,
-                "at_chance": False,
-            },
+            "judge_agreement": MEASURED,
         },
     )
 
@@ -317,7 +323,7 @@ def test_the_train_page_shows_each_methods_numbers_and_the_dpo_number_to_beat(
     assert "against DPO (" in html
     assert "it beats the benchmark: that is what the reward model taught" in html
     Evaluation.objects.filter(candidate=rlhf, baseline=dpo).update(
-        summary={"win_rate": 0.41, "verdict": "lost"}
+        summary={"win_rate": 0.41, "verdict": "lost", "judge_agreement": MEASURED}
     )
     html = owner_client.get("/train/").content.decode()
     assert "DPO is better: the reward model is the thing to fix" in html
