@@ -238,6 +238,7 @@ class BradleyTerry:
             read.features[1 : 2 * complete : 2],
             [data.groups[index] for index in order[:complete]],
             deadline=deadline,
+            device=read.device,
         )
 
     def probe_measure(
@@ -335,6 +336,7 @@ class Logistic:
             [row.won for row in seen],
             [row.call_id for row in seen],
             deadline=deadline,
+            device=read.device,
         )
 
     def probe_measure(

@@ -5,9 +5,10 @@ cores a ten-minute stage trains on a few hundred rows and its fresh head barely 
 A forward pass alone is three times cheaper and needs no optimizer: the probe reads the
 base's last hidden state at the conversation's last token (exactly what the scalar head
 reads), on as many training rows as the time it is given allows (in the seeded order), and
-fits the head in closed form with scikit-learn — Bradley–Terry on chosen minus rejected for
-picks, the logistic loss on won/lost for outcomes — its strength chosen by 5-fold
-cross-validation grouped by call (never the held-out rows). The trainer then starts from that
+fits the head by Newton's method, batched in torch on the base's own device
+(trainers.judge.head_fit) — Bradley–Terry on chosen minus rejected for picks, the logistic
+loss on won/lost for outcomes — its strength chosen by 5-fold cross-validation grouped by call
+(never the held-out rows). The trainer then starts from that
 head, so whatever steps the budget leaves improve a model that already ranks.
 
 The head has no bias: an outcome probe's intercept is dropped, which moves every reward by
@@ -39,6 +40,7 @@ class ProbeFeatures:
     tokens: int
     seconds: float
     ended: float  # time.monotonic() when the read stopped
+    device: str = "cpu"  # where the base read them: the head is fitted there too
 
     @property
     def tokens_per_second(self) -> float:
@@ -113,6 +115,7 @@ def last_token_features(
         tokens=tokens,
         seconds=ended - started,
         ended=ended,
+        device=str(device),
     )
 
 
@@ -134,12 +137,6 @@ def _dense_fit() -> Iterator[None]:
 
     with threadpool_limits(limits=1, user_api="blas"):
         yield
-
-
-# Dense, at most a few thousand rows of a few hundred features: Newton's method on float64
-# converges in a handful of steps (lbfgs took hundreds, and in float32 Newton's stopping test
-# was never met).
-DENSE_SOLVER = "newton-cholesky"
 
 
 def _fit_head(
@@ -177,16 +174,23 @@ def fit_pair_probe(
     groups: Sequence[str],
     *,
     deadline: float | None = None,
+    device: Any = None,
 ) -> tuple[np.ndarray, float]:
     """Head weights from Bradley–Terry on feature differences (both orders, no intercept),
-    and the strength chosen for them (the grid stops at `deadline`)."""
+    and the strength chosen for them (the grid stops at `deadline`), fitted on `device`."""
     difference = (chosen - rejected).astype(np.float64)
     spread = _scale(np.vstack([difference, -difference]))
     rows = np.vstack([difference, -difference]) / spread
     labels = np.concatenate([np.ones(len(difference)), np.zeros(len(difference))])
     both = np.concatenate([np.asarray(groups), np.asarray(groups)])
     weights, strength = _fit_head(
-        rows, labels, both, fit_intercept=False, scoring="accuracy", deadline=deadline
+        rows,
+        labels,
+        both,
+        fit_intercept=False,
+        scoring="accuracy",
+        deadline=deadline,
+        device=device,
     )
     return weights / spread, strength
 
@@ -197,9 +201,11 @@ def fit_outcome_probe(
     groups: Sequence[str],
     *,
     deadline: float | None = None,
+    device: Any = None,
 ) -> tuple[np.ndarray, float]:
     """Head weights from the logistic loss on won/lost (the intercept is dropped: see the
-    module's note), and the strength chosen for them (the grid stops at `deadline`)."""
+    module's note), and the strength chosen for them (the grid stops at `deadline`), fitted on
+    `device`."""
     features = features.astype(np.float64)
     spread = _scale(features)
     weights, strength = _fit_head(
@@ -209,6 +215,7 @@ def fit_outcome_probe(
         fit_intercept=True,
         scoring="roc_auc",
         deadline=deadline,
+        device=device,
     )
     return weights / spread, strength
 
