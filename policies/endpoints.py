@@ -30,7 +30,6 @@ import logging
 import os
 import signal
 import socket
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from levers9.models import CardAllocation, GpuPool, Workspace
 from levers9.pools import cards_release
 from policies.errors import PolicyBadRequest, PolicyConflict
 from policies.models import Endpoint, PolicyVersion
+from trainers.serving.local import VLLM_PYTHON_ENV, vllm_importable
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +74,17 @@ def _pool_for(pool_name: str) -> GpuPool:
 
 
 def serve_engine_for(pool: GpuPool) -> str:
-    """vLLM on a GPU pool; on the CPU, vllm-cpu when installed, else in-process transformers."""
+    """vLLM on a GPU pool; on the CPU, vllm-cpu where the operator named its interpreter
+    (LEVERS9_VLLM_PYTHON, an environment of its own: it pins another transformers) and it has
+    vllm, else in-process transformers. Only by name: a vllm-cpu server takes minutes to start,
+    and a CPU machine that merely has the environment beside it (CI, a developer's) keeps every
+    automatic serve in-process."""
     if not pool.is_cpu:
         return Endpoint.Kind.VLLM
-    return Endpoint.Kind.VLLM_CPU if find_spec("vllm") else Endpoint.Kind.TRANSFORMERS
+    named = os.environ.get(VLLM_PYTHON_ENV, "").strip()
+    if named and vllm_importable(named):
+        return Endpoint.Kind.VLLM_CPU
+    return Endpoint.Kind.TRANSFORMERS
 
 
 def gpu_count_clean(value: Any) -> int:

@@ -102,6 +102,24 @@ def test_it_starts_vllm_with_the_interpreter_of_its_own_environment(monkeypatch,
     assert not serve_local.vllm_importable(str(tmp_path / "no-venv" / "bin" / "python"))
 
 
+@pytest.mark.django_db
+def test_a_cpu_pool_serves_in_process_unless_an_interpreter_with_vllm_is_named(
+    monkeypatch, tmp_path
+):
+    from levers9.models import GpuPool
+
+    pools_ensure_defaults()
+    cpu = GpuPool.objects.get(name=DEFAULT_CPU_POOL)
+    monkeypatch.delenv(serve_local.VLLM_PYTHON_ENV, raising=False)
+    assert endpoints.serve_engine_for(cpu) == Endpoint.Kind.TRANSFORMERS
+    monkeypatch.setenv(serve_local.VLLM_PYTHON_ENV, str(tmp_path / "no-python"))
+    assert endpoints.serve_engine_for(cpu) == Endpoint.Kind.TRANSFORMERS
+    monkeypatch.setenv(serve_local.VLLM_PYTHON_ENV, sys.executable)  # the project's: no vllm
+    assert endpoints.serve_engine_for(cpu) == Endpoint.Kind.TRANSFORMERS
+    monkeypatch.setattr(endpoints, "vllm_importable", lambda python: python == sys.executable)
+    assert endpoints.serve_engine_for(cpu) == Endpoint.Kind.VLLM_CPU
+
+
 def test_it_writes_a_spec_the_serve_trainer_reads(
     trained_version, gpu_pool, serve_trainer, models_dir
 ):
@@ -395,10 +413,9 @@ def test_it_serves_a_trained_version_with_its_adapter_on_vllm_cpu(
     )
     trained_version.refresh_from_db()
 
-    # The engine a CPU pool serves on where vllm-cpu is there (the project's own environment
-    # never imports vllm, so serve_engine_for alone would choose in-process transformers).
+    # A CPU pool serves on vllm-cpu where the operator names its interpreter.
     pools_ensure_defaults()
-    monkeypatch.setattr(endpoints, "serve_engine_for", lambda pool: Endpoint.Kind.VLLM_CPU)
+    monkeypatch.setenv(serve_local.VLLM_PYTHON_ENV, vllm_python)
     endpoint = version_serve(version=trained_version, gpu_count=1, pool_name=DEFAULT_CPU_POOL)
     assert cards_try_grant(allocation_id=endpoint.card_allocation_id)
     job = Job.objects.get(pk=endpoint.job_id)
