@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from arena.judge.model import JudgeExample, ModelJudge
 from arena.judge.rubric import Judge, RubricJudge, Turn
+from arena.judge.topic import topic_guard_for_world
+from arena.judge.topic_guard import judge_guarded
 from arena.judge.versions import fitted_judge_for, judge_version_latest
 from arena.models import DEFAULT_JUDGE, JudgeConnection, JudgeOverride, World
 from levers9.providers import CallLimits, ModelTarget, provider_for
@@ -28,7 +30,13 @@ def judged_by_a_model(world: World) -> bool:
 def judge_for_world(world: World) -> Judge:
     """The judge a world names (World.judge_provider / judge_model): a ModelJudge on that
     provider's model with the reviewers' overrides as examples; by default the world's newest
-    fitted judge version, and the rubric judge (the cold start) until the world has one."""
+    fitted judge version, and the rubric judge (the cold start) until the world has one.
+    Whichever it is, the world's on-topic guard (arena.judge.topic) caps what it gives a reply
+    that belongs to another business."""
+    return judge_guarded(_judge_named(world), topic_guard_for_world(world))
+
+
+def _judge_named(world: World) -> Judge:
     if not judged_by_a_model(world):
         version = judge_version_latest(world)
         return fitted_judge_for(version) if version is not None else RubricJudge()

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import json
 
-from arena.judge.rubric import RubricJudge, Turn
+from arena.judge.resolve import judge_for_world
+from arena.judge.rubric import Judge, Turn
 from arena.models import Judgement
 from evaluation.scoring import band_of
 from evaluation.services import LENS_BANDS, TURNS_PER_CALL, world_score_vs_outcome
 from tests.evaluation.conftest import REAL_CALLS, pushy_in
 
 
-def _opening_scores_from_the_file() -> list[tuple[float, str]]:
-    """Each call's opening score computed straight from the file, with the rubric judge."""
-    judge = RubricJudge()
+def _opening_scores_from_the_file(judge: Judge) -> list[tuple[float, str]]:
+    """Each call's opening score computed straight from the file, with the world's judge (the
+    rubric judge behind the world's on-topic guard)."""
     scores = []
     for line in REAL_CALLS.read_text().splitlines():
         call = json.loads(line)
@@ -32,7 +33,7 @@ def _opening_scores_from_the_file() -> list[tuple[float, str]]:
 
 def test_it_bands_the_won_rate_of_the_real_calls_by_opening_judge_score(real_world):
     lens = world_score_vs_outcome(world=real_world)
-    from_file = _opening_scores_from_the_file()
+    from_file = _opening_scores_from_the_file(judge_for_world(real_world))
     labelled = [(score, outcome) for score, outcome in from_file if outcome in ("won", "lost")]
 
     assert lens["observational"] is True

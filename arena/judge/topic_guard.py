@@ -1,0 +1,139 @@
+"""The on-topic guard around a judge (pure Python, no Django): a reply the world's topic model
+(trainers.judge.topic) finds off-topic has its total capped below the world's on-topic floor.
+
+The rule: an off-topic reply's total becomes floor x total x 0.99, where the floor is the lowest
+total the judge gives a sample of the world's own on-topic agent turns — below every one of them,
+keeping the order among off-topic replies. Its dimension scores stay as the judge gave them; its
+reasons gain "on_topic", one sentence saying why. A reply the guard finds on-topic is returned
+exactly as the judge scored it. Which world's guard a judge gets is arena.judge.topic's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from arena.judge.model import ModelJudge
+from arena.judge.rubric import Judge, Judgement, Turn
+from trainers.judge.topic import TopicModel, TopicUnit, TopicVerdict
+
+# The key of the note an off-topic verdict adds to its reasons.
+ON_TOPIC = "on_topic"
+# Below floor x total: strictly below the floor even for a perfect total.
+OFF_TOPIC_SCALE = 0.99
+# How many of the world's own agent turns the judge scores to find its floor.
+FLOOR_SAMPLE = 200
+# A judge whose floor is not measured (a model judge: each score is a paid call) caps at this.
+UNMEASURED_FLOOR = 0.1
+
+
+@dataclass
+class TopicGuard:
+    """A world's topic model, the agent turns it was built from, and each judge's floor."""
+
+    model: TopicModel
+    units: Sequence[TopicUnit]
+    _floors: dict[tuple[type, str], float] = field(default_factory=dict)
+    _floor_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def verdict(self, context: Sequence[Any], reply: str) -> TopicVerdict:
+        return self.model.verdict(_plain(context), reply)
+
+    def floor(self, judge: Judge) -> float:
+        """The lowest total `judge` gives the world's own on-topic agent turns (a sample)."""
+        key = (type(judge), judge.model_name)
+        with self._floor_lock:
+            if key not in self._floors:
+                self._floors[key] = self._floor_measured(judge)
+            return self._floors[key]
+
+    def _floor_measured(self, judge: Judge) -> float:
+        if isinstance(judge, ModelJudge):
+            return UNMEASURED_FLOOR
+        step = max(1, len(self.units) // FLOOR_SAMPLE)
+        sample = [
+            unit
+            for unit in list(self.units)[::step][:FLOOR_SAMPLE]
+            if self.model.verdict(unit.context, unit.reply).on_topic
+        ]
+        if not sample:
+            return UNMEASURED_FLOOR
+        score_many = getattr(judge, "score_many", None)
+        if score_many is not None:
+            results = score_many([(unit.context, unit.reply) for unit in sample], digits=None)
+            totals = [float(result["total"]) for result in results]
+        else:
+            totals = [judge.score(_turns(unit.context), unit.reply).total for unit in sample]
+        return min(1.0, max(0.0, min(totals)))
+
+    def capped(self, total: float, judge: Judge) -> float:
+        return self.floor(judge) * float(total) * OFF_TOPIC_SCALE
+
+
+def _plain(context: Sequence[Any]) -> list[dict[str, str]]:
+    return [
+        {"speaker": turn.speaker, "text": turn.text} if isinstance(turn, Turn) else turn
+        for turn in context
+    ]
+
+
+def _turns(context: Sequence[Mapping[str, str]]) -> list[Turn]:
+    return [Turn(turn["speaker"], turn["text"]) for turn in context]
+
+
+# --- the guarded judge ---------------------------------------------------------------------
+
+
+class _Guarded:
+    """Scores with the unguarded judge, then applies the world's guard."""
+
+    _unguarded: Any
+    topic_guard: TopicGuard
+
+    def score(self, context: Sequence[Turn], reply: str) -> Judgement:
+        judgement = self._unguarded.score(context, reply)
+        verdict = self.topic_guard.verdict(context, reply)
+        if verdict.on_topic:
+            return judgement
+        return dataclasses.replace(
+            judgement,
+            total=self.topic_guard.capped(judgement.total, self._unguarded),
+            reasons={**judgement.reasons, ON_TOPIC: verdict.note()},
+        )
+
+
+class _GuardedMany(_Guarded):
+    """The same for a judge that scores many items at once (the fitted judge)."""
+
+    def score_many(
+        self, items: Sequence[tuple[Sequence[Any], str]], *, digits: int | None = 4
+    ) -> list[dict[str, Any]]:
+        results = self._unguarded.score_many(items, digits=digits)
+        for result, (context, reply) in zip(results, items, strict=True):
+            if self.topic_guard.verdict(context, reply).on_topic:
+                continue
+            total = self.topic_guard.capped(result["total"], self._unguarded)
+            result["total"] = round(total, digits) if digits is not None else total
+        return results
+
+
+@functools.cache
+def _guarded_class(kind: type) -> type:
+    mixin = _GuardedMany if hasattr(kind, "score_many") else _Guarded
+    return type(f"OnTopic{kind.__name__}", (mixin, kind), {})
+
+
+def judge_guarded(judge: Judge, guard: TopicGuard) -> Judge:
+    """`judge` with the world's guard on every total it gives. The result is of a subclass of
+    the judge's own class (its attributes copied, its scoring delegated to the original), so
+    the callers that ask what kind of judge they hold — the lens judges a rubric's missing
+    scores itself, the scoring API batches a fitted judge — still know."""
+    guarded = object.__new__(_guarded_class(type(judge)))
+    guarded.__dict__.update(vars(judge))
+    guarded._unguarded = judge
+    guarded.topic_guard = guard
+    return guarded

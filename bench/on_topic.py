@@ -1,0 +1,337 @@
+"""Another business's lines against the real agent's reply at the same moments, with and without
+the on-topic guard (arena.judge.topic_guard), and how often the guard flags the real agent.
+
+    python -m bench.on_topic [--seed 0] [--folds 5]
+
+The world is the demo's Persuasion world (../shared/data/real-calls/persuasionforgood: a
+charity's real chats), built as a world is: its name, description, default system prompt and
+generic moves. Its guard and its fitted judge (trainers.judge.fit on the calls' outcomes, as a
+world's fit does) learn only from the calls Evaluate does not hold out, chosen as
+arena.held_out chooses them (40 calls by a hash of their ids).
+
+At every agent turn of the held-out calls, the real agent's reply meets each of the lettings
+simulator's 22 agent lines plus "Would you like to arrange a viewing of the flat on Saturday?"
+(another business's lines). Each judge (the rubric, the fitted judge) scores both, with and
+without the guard; "real preferred" is the share of these meetings the real reply wins (a tie
+counts half), with a 95% bootstrap interval over calls. "flagged" is the share of the real
+agent's own replies at those moments that the guard calls off-topic (the false off-topic rate).
+
+With --folds K (default 5), the same figures over every call, each scored by a guard and a
+fitted judge built on the other folds (by call), at each call's first four agent turns
+(Evaluate's moments) for the meetings and at every agent turn for the false off-topic rate.
+
+The reverse: in the Lettings world (its description, moves and the simulator's agent lines, as
+its guard is built in the product), the simulator's own reply at moments of simulated calls
+meets 23 persuasion agent lines; the rubric scores (no fitted judge: the world has no labels).
+The lettings lines are the guard's own units there, so that row is in-sample.
+
+Nothing here sets a threshold: the guard's is the world's own (trainers.judge.topic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+CALLS = SHARED / "real-calls" / "persuasionforgood" / "calls.jsonl"
+VIEWING = "Would you like to arrange a viewing of the flat on Saturday?"
+BOOTSTRAP = 1000
+
+
+def _setup() -> None:
+    # Only to read the app's world defaults (no database is touched).
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+
+
+def _calls() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in CALLS.read_text().splitlines() if line.strip()]
+
+
+def held_out_ids(calls: Sequence[dict[str, Any]]) -> set[str]:
+    """The calls arena.held_out.real_calls_choose would hold out of this world."""
+    from arena.held_out import HELD_OUT_CALLS, TURNS_PER_CALL, _call_order_key
+
+    def agent_turns(call: dict[str, Any]) -> int:
+        return sum(turn["speaker"] == "agent" for turn in call["turns"])
+
+    eligible = [call for call in calls if agent_turns(call) >= 1]
+    eligible.sort(key=lambda c: (agent_turns(c) < TURNS_PER_CALL, _call_order_key(c["id"])))
+    return {call["id"] for call in eligible[:HELD_OUT_CALLS]}
+
+
+def units_of(calls: Sequence[dict[str, Any]], *, opening: int | None = None) -> list[Any]:
+    """Each agent turn (the first `opening` of a call, if given) with the call so far."""
+    from trainers.judge.topic import TopicUnit
+
+    units = []
+    for call in calls:
+        seen = 0
+        for index, turn in enumerate(call["turns"]):
+            if turn["speaker"] != "agent":
+                continue
+            seen += 1
+            if opening is not None and seen > opening:
+                break
+            units.append(TopicUnit(call["id"], tuple(call["turns"][:index]), turn["text"]))
+    return units
+
+
+def lettings_lines() -> list[str]:
+    from trainers.moves.simulator_wording import AGENT_LINES, OBJECTION_ANSWERS
+
+    return [*AGENT_LINES.values(), *OBJECTION_ANSWERS.values()]
+
+
+def persuasion_world_guard(train: Sequence[dict[str, Any]]) -> Any:
+    from arena.judge.topic import topic_texts
+    from arena.judge.topic_guard import TopicGuard
+    from arena.models import World
+    from arena.moves import generic_moves
+    from trainers.judge.topic import topic_model_fit
+
+    world = World(
+        name="Persuasion for Good (real calls)",
+        description="1,017 real recorded persuasion chats with their real outcome "
+        "(won = the persuadee donated). Wang et al., ACL 2019, Apache-2.0.",
+        moves=generic_moves(),
+    )
+    units = units_of(train)
+    return TopicGuard(topic_model_fit(topic_texts(world), units), units)
+
+
+def fitted_judge(train: Sequence[dict[str, Any]], seed: int) -> Any:
+    from arena.judge.fitted import FittedJudge, outcome_rows
+    from arena.judge.rubric import DIMENSIONS
+    from trainers.judge.fit import JudgeFitSpec, fit
+
+    spec = JudgeFitSpec(
+        dimensions=list(DIMENSIONS), pairs=[], overrides=[], outcomes=outcome_rows(train), seed=seed
+    )
+    model, _report = fit(spec)
+    return FittedJudge(model, model_name="fitted (bench)")
+
+
+def _totals(judge: Any, items: list[tuple[Sequence[Any], str]]) -> np.ndarray:
+    from arena.judge.rubric import Turn
+
+    if hasattr(judge, "score_many"):
+        return np.asarray([r["total"] for r in judge.score_many(items, digits=None)])
+    return np.asarray(
+        [judge.score([Turn(t["speaker"], t["text"]) for t in c], r).total for c, r in items]
+    )
+
+
+@dataclasses.dataclass
+class Meetings:
+    """Per meeting: the call, whether the real reply won (1, 0.5 for a tie, 0)."""
+
+    calls: list[str] = dataclasses.field(default_factory=list)
+    won: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+
+    def add(self, name: str, real: np.ndarray, other: np.ndarray) -> None:
+        result = np.where(
+            real > other + 1e-12, 1.0, np.where(np.abs(real - other) <= 1e-12, 0.5, 0)
+        )
+        self.won.setdefault(name, []).extend(result.tolist())
+
+
+def meet(
+    judges: dict[str, Any], guard: Any, units: Sequence[Any], lines: Sequence[str], into: Meetings
+) -> None:
+    """Score each unit's real reply and every line at that unit's moment with every judge,
+    then with the guard on (arena.judge.topic_guard's cap, each total scored once)."""
+    real_items = [(unit.context, unit.reply) for unit in units]
+    line_items = [(unit.context, line) for unit in units for line in lines]
+    into.calls.extend(unit.group for unit in units for _line in lines)
+    real_off = np.repeat(_off(guard, real_items), len(lines))
+    line_off = _off(guard, line_items)
+    for name, judge in judges.items():
+        real = np.repeat(_totals(judge, real_items), len(lines))
+        other = _totals(judge, line_items)
+        into.add(name, real, other)
+        capped = guard.capped(1.0, judge)  # the cap is floor x total x 0.99: a factor
+        into.add(
+            f"{name} + guard",
+            np.where(real_off, real * capped, real),
+            np.where(line_off, other * capped, other),
+        )
+
+
+def _off(guard: Any, items: Sequence[tuple[Sequence[Any], str]]) -> np.ndarray:
+    return np.asarray([not guard.verdict(context, reply).on_topic for context, reply in items])
+
+
+def by_call_interval(
+    groups: Sequence[str], values: Sequence[float], *, seed: int
+) -> tuple[float, float, float]:
+    """The mean and its 95% bootstrap interval, resampling calls whole."""
+    per_call: dict[str, list[float]] = {}
+    for group, value in zip(groups, values, strict=True):
+        per_call.setdefault(group, []).append(float(value))
+    sums = np.asarray([sum(v) for v in per_call.values()])
+    counts = np.asarray([len(v) for v in per_call.values()])
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(BOOTSTRAP):
+        pick = rng.integers(0, len(sums), len(sums))
+        draws.append(sums[pick].sum() / counts[pick].sum())
+    return sums.sum() / counts.sum(), *np.percentile(draws, [2.5, 97.5])
+
+
+def _row(label: str, groups: Sequence[str], values: Sequence[float], seed: int) -> str:
+    mean, low, high = by_call_interval(groups, values, seed=seed)
+    calls = len(set(groups))
+    return f"  {label:<44}{mean:6.3f} [{low:.3f}, {high:.3f}]   n={len(values)} ({calls} calls)"
+
+
+def judges_for(fitted: Any | None) -> dict[str, Any]:
+    from arena.judge.rubric import RubricJudge
+
+    return {"rubric": RubricJudge()} | ({"fitted judge": fitted} if fitted is not None else {})
+
+
+def flagged(guard: Any, units: Sequence[Any]) -> list[float]:
+    return [0.0 if guard.verdict(u.context, u.reply).on_topic else 1.0 for u in units]
+
+
+def product_split(calls: list[dict[str, Any]], seed: int) -> None:
+    held = held_out_ids(calls)
+    train = [call for call in calls if call["id"] not in held]
+    test = [call for call in calls if call["id"] in held]
+    started = time.monotonic()
+    guard = persuasion_world_guard(train)
+    guard_seconds = time.monotonic() - started
+    fitted = fitted_judge(train, seed)
+    units = units_of(test)
+    lines = [*lettings_lines(), VIEWING]
+    meetings = Meetings()
+    meet(judges_for(fitted), guard, units, lines, meetings)
+    print(f"Persuasion world, the product's split: guard built on {len(train)} calls in ")
+    print(
+        f"{guard_seconds:.1f} s (threshold {guard.model.threshold:.2f}, {guard.model.units} own "
+        f"turns); {len(units)} moments of the {len(test)} held-out calls × {len(lines)} lines"
+    )
+    print("real agent's reply preferred over another business's line:")
+    for name, won in meetings.won.items():
+        print(_row(name, meetings.calls, won, seed))
+    groups = [unit.group for unit in units]
+    print(_row("guard flags the real reply (false off-topic)", groups, flagged(guard, units), seed))
+    print("each line: the share of these moments where the guard calls it off-topic")
+    for line in lines:
+        share = np.mean(flagged(guard, [dataclasses.replace(u, reply=line) for u in units]))
+        print(f"  {share:5.2f}  {line[:88]}")
+
+
+def cross_fitted(calls: list[dict[str, Any]], folds: int, seed: int) -> None:
+    from trainers.judge.topic import _fold
+
+    lines = [*lettings_lines(), VIEWING]
+    meetings = Meetings()
+    false_groups: list[str] = []
+    false_flags: list[float] = []
+    for fold in range(folds):
+        train = [call for call in calls if _fold(call["id"], folds) != fold]
+        test = [call for call in calls if _fold(call["id"], folds) == fold]
+        guard = persuasion_world_guard(train)
+        meet(
+            judges_for(fitted_judge(train, seed)),
+            guard,
+            units_of(test, opening=4),
+            lines,
+            meetings,
+        )
+        every = units_of(test)
+        false_groups += [unit.group for unit in every]
+        false_flags += flagged(guard, every)
+    print()
+    print(f"Persuasion world, {folds} folds by call over all {len(calls)} calls (openings):")
+    for name, won in meetings.won.items():
+        print(_row(name, meetings.calls, won, seed))
+    print(_row("guard flags the real reply (every agent turn)", false_groups, false_flags, seed))
+
+
+def lettings_reverse(calls: list[dict[str, Any]], seed: int) -> None:
+    from arena.judge.topic import topic_texts
+    from arena.judge.topic_guard import TopicGuard
+    from arena.models import World
+    from arena.moves import lettings_moves
+    from trainers.judge.topic import TopicUnit, topic_model_fit
+    from trainers.moves.simulator import (
+        DEFAULT_SCENARIOS,
+        LettingsWorld,
+        episode_dialogue,
+        run_episode,
+    )
+    from trainers.moves.strategy import SCRIPTED, strategy_policy_array
+
+    world = World(
+        name="Lettings",
+        description="A letting agent on the phone with people looking to rent. "
+        "Customers are simulated personas on fixed seeds.",
+        moves=lettings_moves(),
+    )
+    own = [TopicUnit(f"line-{n}", (), line) for n, line in enumerate(lettings_lines())]
+    guard = TopicGuard(topic_model_fit(topic_texts(world), own), own)
+    units = []
+    for number, scenario in enumerate(DEFAULT_SCENARIOS):
+        simulated = LettingsWorld(scenario.persona)
+        policy = strategy_policy_array(
+            SCRIPTED, scenario=scenario.slug, max_turns=simulated.max_turns
+        )
+        for episode_seed in range(5):
+            played = seed * 1000 + number * 10 + episode_seed
+            episode = run_episode(simulated, policy, played)
+            dialogue = episode_dialogue(simulated, episode, played)
+            group = f"{scenario.slug}-{episode_seed}"
+            for index, turn in enumerate(dialogue):
+                if turn["speaker"] == "agent":
+                    units.append(TopicUnit(group, tuple(dialogue[:index]), turn["text"]))
+    rng = np.random.default_rng(seed)
+    pool = [u.reply for u in units_of(calls) if len(u.reply.split()) >= 5]
+    lines = [pool[i] for i in rng.choice(len(pool), 23, replace=False)]
+    meetings = Meetings()
+    meet(judges_for(None), guard, units, lines, meetings)
+    print()
+    print(
+        f"Lettings world (simulator; guard threshold {guard.model.threshold:.2f}): {len(units)} "
+        f"moments "
+        f"of {len(set(u.group for u in units))} simulated calls × 23 persuasion agent lines"
+    )
+    for name, won in meetings.won.items():
+        print(_row(name, meetings.calls, won, seed))
+    groups = [unit.group for unit in units]
+    print(
+        _row("guard flags the simulator's reply (in-sample)", groups, flagged(guard, units), seed)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--folds", type=int, default=5, help="0 to skip the cross-fitted run")
+    arguments = parser.parse_args(argv)
+    _setup()
+    calls = _calls()
+    started = time.monotonic()
+    product_split(calls, arguments.seed)
+    if arguments.folds:
+        cross_fitted(calls, arguments.folds, arguments.seed)
+    lettings_reverse(calls, arguments.seed)
+    print(f"\n({time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,279 @@
+"""The on-topic guard's model: whether a reply speaks the language of this world's business and of
+the call it answers, or another business's (pure Python, no Django).
+
+A reply's words are weighed as evidence between two stories. In both, about half the words are
+general English (the background, `topic_background.tsv`); the rest come either from this world
+(its description, system prompt, move descriptions and its own agent turns, or from the call so
+far) or from some other topic, about which nothing is known (every word alike: 1 / the
+background's vocabulary). Each word of the reply adds
+
+    log [ (G p_general + (1 - G) p_here) / (G p_general + (1 - G) / V) ]
+
+where p_here is the larger of the word's share in the world's text and in the call so far: a
+word the customer used is never evidence of another business. Common words (p_general high) add
+about nothing; a world's own words add a lot; a rare word the world and the call never use
+("viewing" and "flat" in a charity's chats) counts against. The reply's evidence is the sum:
+the log-likelihood ratio of "this world" against "another topic".
+
+The threshold is the world's own, never a constant tuned on any data set: the world's agent turns
+are scored by a model built without their call (`FOLDS` folds by call), and a reply is off-topic
+when its evidence is below the `FLAG_PERCENTILE`th percentile of those scores and below zero
+(evidence that leans to this world never flags). So about FLAG_PERCENTILE % of the world's own
+replies on unseen calls would be flagged, by construction; a world with fewer than `MIN_UNITS`
+agent turns cannot estimate that, and its guard flags nothing (and says so).
+
+Words are cut to their first `STEM_LENGTH` letters (donate, donation, donating: one word) and
+numbers carry no topic.
+
+The background is word counts of general conversation: the human and assistant turns of the
+Anthropic hh-rlhf harmless-base pairs (MIT; none of it sales or charity), rebuilt with
+`python -m trainers.judge.topic --background PAIRS.jsonl --out trainers/judge/topic_background.tsv`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# How long a word's stem is: the first letters; enough to keep most words apart.
+STEM_LENGTH = 5
+# The share of a reply's words that are general English, in either story.
+GENERAL_SHARE = 0.5
+# The world's own replies, scored on calls held out, below this percentile are what "off-topic"
+# means for the world; with the rule "and below zero", at most this share of its own replies.
+FLAG_PERCENTILE = 2.0
+FOLDS = 5
+# Fewer of its own agent turns than this and a world cannot place a 2nd percentile: no flags.
+MIN_UNITS = 20
+# The background keeps stems seen at least this often (rarer ones count as unseen).
+BACKGROUND_MIN_COUNT = 2
+BACKGROUND_FILE = Path(__file__).with_name("topic_background.tsv")
+# How many foreign words a note names.
+NOTE_WORDS = 4
+
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+# Words with no topic, dropped before weighing (the background would make them ~0 anyway).
+_STOPWORD_TEXT = """
+    a an the and or but if so to of in on at for with from by as is are was were be been am
+    do does did have has had i you he she it we they me my your our their them us this that these
+    those there here what which who whom whose when where why how can could would should will
+    shall may might must not no yes just very too also about any some all more most much many
+    than then well oh ok okay hi hello hey thanks thank please yeah yep sure its it's i'm you're
+    that's don't can't won't isn't i've i'll i'd we're we'll they're there's let's
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def words(text: str) -> list[tuple[str, str]]:
+    """The reply's topic-bearing words as (stem, word), in order."""
+    found = []
+    for word in _WORD.findall(text.lower()):
+        if word in _STOPWORDS or len(word) < 3:
+            continue
+        found.append((word.split("'")[0][:STEM_LENGTH], word))
+    return found
+
+
+def stem_counts(texts: Iterable[str]) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for text in texts:
+        counts.update(stem for stem, _word in words(text))
+    return counts
+
+
+# --- the background -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Background:
+    """Word-stem counts of general conversation."""
+
+    counts: Mapping[str, int]
+    total: int
+
+    @property
+    def vocabulary(self) -> int:
+        return len(self.counts) + 1
+
+    def probability(self, stem: str) -> float:
+        # Add-a-half: a stem the background never saw is rare, not impossible.
+        return (self.counts.get(stem, 0) + 0.5) / (self.total + 0.5 * self.vocabulary)
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str]) -> Background:
+        counts = {
+            stem: count
+            for stem, count in stem_counts(texts).items()
+            if count >= BACKGROUND_MIN_COUNT
+        }
+        return cls(counts, sum(counts.values()))
+
+    def write(self, path: Path) -> None:
+        rows = sorted(self.counts.items(), key=lambda item: (-item[1], item[0]))
+        path.write_text("".join(f"{stem}\t{count}\n" for stem, count in rows), encoding="utf-8")
+
+
+@functools.cache
+def background_load(path: Path = BACKGROUND_FILE) -> Background:
+    counts = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        stem, _tab, count = line.partition("\t")
+        if stem and count:
+            counts[stem] = int(count)
+    return Background(counts, sum(counts.values()))
+
+
+# --- the model ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicUnit:
+    """One of the world's own agent turns: its call (`group`), the call so far, the reply."""
+
+    group: str
+    context: Sequence[Mapping[str, str]]
+    reply: str
+
+
+@dataclass(frozen=True)
+class TopicVerdict:
+    """What the guard makes of one reply."""
+
+    on_topic: bool
+    evidence: float
+    threshold: float | None
+    foreign: tuple[str, ...] = ()
+
+    def note(self) -> str:
+        """One sentence a page can show beside the capped total."""
+        if self.on_topic:
+            return ""
+        named = ", ".join(f"'{word}'" for word in self.foreign[:NOTE_WORDS])
+        said = f" ({named} belong to neither)" if named else ""
+        return (
+            f"Off-topic: the reply speaks neither this world's business nor the call's language"
+            f"{said}; evidence {self.evidence:.1f} against the world's own floor "
+            f"{self.threshold:.1f}, so its total is capped below every on-topic reply."
+        )
+
+
+@dataclass
+class TopicModel:
+    """A world's language (stem counts) and its own threshold of off-topic evidence."""
+
+    counts: Mapping[str, float]
+    total: float
+    background: Background
+    threshold: float | None = None
+    units: int = 0
+    held_out_scores: list[float] = field(default_factory=list)
+
+    def _here(self, stem: str, call: Mapping[str, int], call_total: int) -> float:
+        world = self.counts.get(stem, 0.0) / self.total if self.total else 0.0
+        spoken = call.get(stem, 0) / call_total if call_total else 0.0
+        return max(world, spoken)
+
+    def evidence(
+        self, context: Sequence[Mapping[str, str]], reply: str
+    ) -> tuple[float, tuple[str, ...]]:
+        """The reply's log-likelihood ratio (this world and call against another topic), and
+        the words that count against it, most foreign first."""
+        call = stem_counts(turn["text"] for turn in context)
+        call_total = sum(call.values())
+        other = 1.0 / self.background.vocabulary
+        total = 0.0
+        against: list[tuple[float, str]] = []
+        for stem, word in words(reply):
+            general = GENERAL_SHARE * self.background.probability(stem)
+            here = (1 - GENERAL_SHARE) * self._here(stem, call, call_total)
+            weight = math.log((general + here) / (general + (1 - GENERAL_SHARE) * other))
+            total += weight
+            if weight < 0:
+                against.append((weight, word))
+        against.sort()
+        foreign = tuple(dict.fromkeys(word for _weight, word in against))
+        return total, foreign
+
+    def verdict(self, context: Sequence[Mapping[str, str]], reply: str) -> TopicVerdict:
+        evidence, foreign = self.evidence(context, reply)
+        if self.threshold is None:
+            return TopicVerdict(True, evidence, None, foreign)
+        off = evidence < min(self.threshold, 0.0)
+        return TopicVerdict(not off, evidence, self.threshold, foreign)
+
+
+def _language(texts: Iterable[str], units: Iterable[TopicUnit]) -> Counter[str]:
+    counts = stem_counts(texts)
+    counts.update(stem_counts(unit.reply for unit in units))
+    return counts
+
+
+def _fold(group: str, folds: int) -> int:
+    digest = hashlib.sha256(group.encode()).hexdigest()
+    return int(digest[:8], 16) % folds
+
+
+def topic_model_fit(
+    texts: Sequence[str],
+    units: Sequence[TopicUnit],
+    *,
+    background: Background | None = None,
+    folds: int = FOLDS,
+    percentile: float = FLAG_PERCENTILE,
+) -> TopicModel:
+    """The world's model from its texts (description, prompt, move descriptions) and its own
+    agent turns, with the threshold set on those turns scored by folds that never saw their
+    call. Held-out calls must not be among `units`: the caller keeps them out."""
+    background = background or background_load()
+    counts = _language(texts, units)
+    model = TopicModel(counts, float(sum(counts.values())), background, units=len(units))
+    groups = {unit.group for unit in units}
+    if len(units) < MIN_UNITS or len(groups) < folds:
+        return model
+    scores = []
+    for fold in range(folds):
+        kept = [unit for unit in units if _fold(unit.group, folds) != fold]
+        part_counts = _language(texts, kept)
+        part = TopicModel(part_counts, float(sum(part_counts.values())), background)
+        for unit in units:
+            if _fold(unit.group, folds) == fold:
+                scores.append(part.evidence(unit.context, unit.reply)[0])
+    model.threshold = float(np.percentile(scores, percentile))
+    model.held_out_scores = scores
+    return model
+
+
+# --- the background, rebuilt from a preference file ----------------------------------------
+
+
+def _conversation_texts(records: Iterable[Mapping[str, Any]]) -> Iterator[str]:
+    for record in records:
+        for message in [*record.get("prompt", []), *record.get("chosen", [])]:
+            if message.get("role") in ("user", "assistant"):
+                yield str(message.get("content", ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Rebuild the on-topic guard's background.")
+    parser.add_argument("--background", type=Path, required=True, help="pairs .jsonl (TRL)")
+    parser.add_argument("--out", type=Path, default=BACKGROUND_FILE)
+    arguments = parser.parse_args(argv)
+    lines = arguments.background.read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    Background.from_texts(_conversation_texts(records)).write(arguments.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
