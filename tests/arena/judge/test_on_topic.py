@@ -117,8 +117,14 @@ def test_another_workspace_world_does_not_leak_into_the_guard(persuasion, other_
     ours = topic_guard_for_world(persuasion)
     with schema_context(other_workspace.schema_name):
         theirs_world = world_create(slug="persuasion", name="Rival lettings")
-        # The same id in another schema: the cache must tell them apart by workspace.
+        # The same id in another schema: the cache must tell them apart by workspace. The
+        # rows that point at the world (its baseline version, ...) follow it to the new id.
         World.objects.filter(pk=theirs_world.pk).update(id=persuasion.pk)
+        for relation in World._meta.related_objects:
+            if not relation.many_to_many:
+                relation.related_model.objects.filter(
+                    **{relation.field.attname: theirs_world.pk}
+                ).update(**{relation.field.attname: persuasion.pk})
         theirs_world = World.objects.get(pk=persuasion.pk)
         _import(theirs_world, _lettings_calls(30))
         theirs = topic_guard_for_world(theirs_world)
