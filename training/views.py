@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from arena.judge.standing import too_few_or_none
 from arena.models import World
 from arena.selectors import world_in_view
 from levers9.jobs.adoption import job_resume
@@ -117,6 +118,16 @@ def _checkpoint_of(version, *, against=None) -> dict | None:
     }
 
 
+def _reward_model_too_few(record: dict) -> str | None:
+    """The version's held-out figure counts its held-out calls (an outcome AUC) or pairs (an
+    accuracy): under the 30 the rule asks, it says "too few to measure (n = 6)" instead."""
+    if record.get("held_out_auc") is not None:
+        return too_few_or_none((record.get("outcome_examples") or {}).get("held_out_calls"))
+    if record.get("held_out_accuracy") is not None:
+        return too_few_or_none((record.get("pairs") or {}).get("held_out"))
+    return None
+
+
 def _how_each_method_learns() -> dict:
     """The world's own numbers under "How each method learns": the latest RLHF and DPO, each
     with its checkpoint on the held-out calls (the DPO one is the number RLHF must beat)."""
@@ -132,6 +143,7 @@ def _how_each_method_learns() -> dict:
                 "pairs": record.get("pairs"),
                 "held_out_accuracy": record.get("held_out_accuracy"),
                 "held_out_auc": record.get("held_out_auc"),
+                "held_out_too_few": _reward_model_too_few(record),
                 "reward_source": record.get("reward_source"),
                 "outcome_examples": record.get("outcome_examples"),
                 "kl": metrics.get("kl"),

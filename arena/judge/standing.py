@@ -44,6 +44,14 @@ def too_few_words(items: int) -> str:
     return f"too few to measure (n = {items})"
 
 
+def too_few_or_none(items: Any) -> str | None:
+    """ "too few to measure (n = 6)" for a held-out count under MIN_HELD_OUT_ITEMS, else None
+    (also when the count is unknown: a record that never said how many it held out)."""
+    if isinstance(items, bool) or not isinstance(items, int) or items >= MIN_HELD_OUT_ITEMS:
+        return None
+    return too_few_words(items)
+
+
 def measure_items(measure: Mapping[str, Any] | None, kind: str) -> int:
     """How many held-out items the measure counts."""
     if not measure:

@@ -294,7 +294,8 @@ def test_the_train_page_shows_each_methods_numbers_and_the_dpo_number_to_beat(
     html = owner_client.get("/train/").content.decode()
     for shown in (
         "200 (180 / 20)",
-        "accuracy 0.850",
+        # 20 held-out pairs are too few for the accuracy to mean anything; 97 calls are not.
+        "too few to measure (n = 20)",
         "AUC 0.613",
         "3900 agent turns, AUC over 97 held-out calls",
         "KL 0.0123",
@@ -312,6 +313,7 @@ def test_the_train_page_shows_each_methods_numbers_and_the_dpo_number_to_beat(
     # Against their own parents only: two numbers, no claim about which method is better.
     assert "each against its own parent" in html
     assert "beats the benchmark" not in html
+    assert "accuracy 0.850" not in html
 
     # The head-to-head checkpoint (RLHF against DPO of the same picks) decides it.
     from evaluation.models import Evaluation
