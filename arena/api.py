@@ -171,6 +171,11 @@ class JudgeScoreResult(serializers.Serializer):
     scores = serializers.DictField(child=serializers.FloatField(), help_text="dimension: 0..1")
     total = serializers.FloatField()
     won_probability = serializers.FloatField(allow_null=True)
+    on_topic = serializers.CharField(
+        allow_null=True,
+        help_text="Why the world's on-topic guard capped this reply's total (its words belong "
+        "to another business, or do not answer the conversation); null when it did not",
+    )
 
 
 class JudgeScoreResponse(serializers.Serializer):

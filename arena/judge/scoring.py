@@ -13,6 +13,7 @@ from arena.judge.fitted import FittedJudge
 from arena.judge.model import judgement_or_error
 from arena.judge.resolve import judge_for_world
 from arena.judge.rubric import Judge, Turn
+from arena.judge.topic_guard import ON_TOPIC
 from arena.models import Judgement, Reply, World
 
 
@@ -83,6 +84,9 @@ def judge_score_items(*, world: World, items: Any) -> dict[str, Any]:
                     "scores": {name: round(float(v), 4) for name, v in verdict.scores.items()},
                     "total": round(float(verdict.total), 4),
                     "won_probability": verdict.won_probability,
+                    ON_TOPIC: verdict.reasons.get(ON_TOPIC),
                 }
             )
+    for result in results:  # the guard's sentence where it capped a reply, else null
+        result.setdefault(ON_TOPIC, None)
     return {"judge": judge.model_name, "results": results}

@@ -114,8 +114,10 @@ class _GuardedMany(_Guarded):
     ) -> list[dict[str, Any]]:
         results = self._unguarded.score_many(items, digits=digits)
         for result, (context, reply) in zip(results, items, strict=True):
-            if self.topic_guard.verdict(context, reply).on_topic:
+            verdict = self.topic_guard.verdict(context, reply)
+            if verdict.on_topic:
                 continue
+            result[ON_TOPIC] = verdict.note()
             total = self.topic_guard.capped(result["total"], self._unguarded)
             result["total"] = round(total, digits) if digits is not None else total
         return results

@@ -151,3 +151,16 @@ def test_a_world_with_too_little_of_its_own_language_flags_nothing(in_workspace)
     world = world_create(slug="new", name="New business")
     assert topic_guard_for_world(world).model.threshold is None
     assert judge_for_world(world).score(CONTEXT, VIEWING) == RubricJudge().score(CONTEXT, VIEWING)
+
+
+def test_the_scoring_api_says_why_it_capped_a_reply(persuasion, owner_client):
+    dialogue = [{"speaker": turn.speaker, "text": turn.text} for turn in CONTEXT]
+    items = [{"dialogue": dialogue, "reply": reply} for reply in (VIEWING, CHARITY)]
+    scored = owner_client.post(
+        "/api/rl/packs/persuasion/judge/score/", {"items": items}, content_type="application/json"
+    )
+    assert scored.status_code == 200, scored.content
+    viewing, charity = scored.json()["results"]
+    assert viewing["on_topic"]  # the guard's sentence: whose words these are
+    assert charity["on_topic"] is None
+    assert viewing["total"] < charity["total"]
