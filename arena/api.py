@@ -35,6 +35,7 @@ from arena.models import (
 )
 from arena.preference_format import read_rows, spreadsheet_lines, trl_lines
 from arena.selectors import (
+    QUEUE_ORDERS,
     QueueSelection,
     duel_item,
     duel_pair_get,
@@ -653,6 +654,13 @@ _QUEUE_PARAMETERS = [
     OpenApiParameter("scenario", str, description="Only this scenario's moments"),
     OpenApiParameter("move", str, description="Only moments where a reply makes this move"),
     OpenApiParameter("from", str, description="With move: the agent's previous move"),
+    OpenApiParameter(
+        "order",
+        str,
+        enum=list(QUEUE_ORDERS),
+        description="Which pair first: 'weakest' (lowest judge total, the default) or "
+        "'informative' (the judge least sure which reply is better)",
+    ),
 ]
 
 
@@ -665,7 +673,8 @@ class DuelViewSet(DuelErrorsMixin, viewsets.ViewSet):
     @extend_schema(
         parameters=_QUEUE_PARAMETERS,
         responses={200: DuelNextSerializer},
-        description="Serve the weakest open pair nobody else holds and reserve it for you "
+        description="Serve the first open pair nobody else holds (weakest first, or most "
+        "informative first with order=informative) and reserve it for you "
         "for five minutes (asking again serves the same pair). `item` is null when nothing "
         "is left. Which version wrote A or B is revealed by the pick.",
     )

@@ -59,6 +59,14 @@ def world_by_slug(slug: str) -> World:
 
 # --- the review queue --------------------------------------------------------------------
 
+# The queue's orders, as the API's `order` takes them and the Duel page describes them:
+# the lowest judge total first, or the pairs whose judge totals lie closest together first
+# (the judge least sure which reply is better: a reviewer's pick teaches it most there).
+QUEUE_ORDERS: dict[str, str] = {
+    "weakest": "weakest first",
+    "informative": "most informative first",
+}
+
 
 @dataclass(frozen=True)
 class QueueSelection:
@@ -72,6 +80,8 @@ class QueueSelection:
     scenario: str = ""
     move: str = ""
     previous_move: str = ""
+    # Which pair comes first: one of QUEUE_ORDERS (arena.services.queue orders by it).
+    order: str = "weakest"
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], *, world: World) -> QueueSelection:
@@ -79,11 +89,16 @@ class QueueSelection:
             scenario=str(params.get("scenario") or "").strip(),
             move=str(params.get("move") or "").strip(),
             previous_move=str(params.get("from") or "").strip(),
+            order=str(params.get("order") or "weakest").strip(),
         )
         selection.validate(world)
         return selection
 
     def validate(self, world: World) -> None:
+        if self.order not in QUEUE_ORDERS:
+            raise DuelBadInput(
+                f"Unknown order '{self.order}': 'order' is one of {', '.join(QUEUE_ORDERS)}."
+            )
         moves = world.move_names
         for name, value in (("move", self.move), ("from", self.previous_move)):
             if value and value not in moves:
@@ -106,6 +121,8 @@ class QueueSelection:
 
     def as_params(self) -> dict[str, str]:
         params = {"scenario": self.scenario, "move": self.move, "from": self.previous_move}
+        if self.order != "weakest":
+            params["order"] = self.order
         return {key: value for key, value in params.items() if value}
 
     def describe(self) -> str:
@@ -116,7 +133,10 @@ class QueueSelection:
             parts.append(f"{move_label(self.previous_move)} → {move_label(self.move)}")
         elif self.move:
             parts.append(move_label(self.move))
-        return " · ".join(parts) or "everything, weakest first"
+        first = QUEUE_ORDERS.get(self.order, "weakest first")
+        if not parts:
+            return f"everything, {first}"
+        return " · ".join(parts) + ("" if self.order == "weakest" else f", {first}")
 
 
 def world_in_view(request, *, first_if_none: bool = True) -> World | None:

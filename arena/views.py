@@ -31,6 +31,7 @@ from arena.moves import (
     moves_from_text,
 )
 from arena.selectors import (
+    QUEUE_ORDERS,
     QueueSelection,
     duel_item,
     duel_stats,
@@ -117,6 +118,7 @@ def duel(request):
             "stats": duel_stats(world, reviewer=request.user),
             "map": world_map(world, selection=selection),
             "scenarios": world.scenarios.order_by("name"),
+            "queue_orders": list(QUEUE_ORDERS.items()),
             "versions": preference_versions()[:10],
             "answering": agents().answering(world=world),
             "can_freeze": has_role(request.user, MANAGER),

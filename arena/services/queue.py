@@ -1,6 +1,6 @@
-"""The Duel's queue and picks: serving a reviewer the weakest free pair (reserved for
-a while), skipping, recording a pick exactly once, asking for another opinion and
-releasing reservations."""
+"""The Duel's queue and picks: serving a reviewer the first free pair in the order asked
+(weakest first, or most informative first), reserved for a while, skipping, recording a
+pick exactly once, asking for another opinion and releasing reservations."""
 
 from __future__ import annotations
 
@@ -8,12 +8,24 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import (
+    Case,
+    Exists,
+    F,
+    FloatField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Abs
 from django.utils import timezone
 
 from arena.errors import DuelBadInput, DuelConflict
 from arena.judge.rubric import DIMENSIONS
-from arena.models import DuelPair, PairSkip, Pick, World
+from arena.models import DuelPair, Judgement, PairSkip, Pick, World
 from arena.selectors import (
     QueueSelection,
     duel_pair_get,
@@ -28,24 +40,52 @@ REASONS: tuple[str, ...] = DIMENSIONS
 RESERVATION = timedelta(minutes=5)
 
 
+def _stored_total(side: str) -> Subquery:
+    """The total the pair's own judge gave this side's reply when the pair was made (its
+    verdict, not a later rescoring's): read back, so ordering calls no judge."""
+    return Subquery(
+        Judgement.objects.filter(
+            reply=OuterRef(side), judge_model=OuterRef("judge_model"), overruled=False
+        )
+        .order_by("-created_at", "-id")
+        .values("total")[:1],
+        output_field=FloatField(),
+    )
+
+
+def queue_ordered(pairs: QuerySet[DuelPair], order: str = "weakest") -> QuerySet[DuelPair]:
+    """Pairs in the queue's order. "weakest": the lowest mean judge total first.
+    "informative": the smallest gap between the two replies' judge totals first, where the
+    judge is least sure which reply is better; ties as "weakest" breaks them. A pair whose
+    totals cannot be read back (no stored judgement) comes after every pair that has them."""
+    if order == "informative":
+        gap = Abs(_stored_total("reply_a") - _stored_total("reply_b"))
+        return pairs.annotate(judge_gap=gap).order_by(
+            F("judge_gap").asc(nulls_last=True), "judge_total", "id"
+        )
+    return pairs.order_by("judge_total", "id")
+
+
 def _claim(world: World, reviewer, selection: QueueSelection, now) -> DuelPair | None:
-    """Reserve the weakest free pair for the reviewer: one UPDATE whose subquery locks the
-    pair it picks with SKIP LOCKED, so two reviewers claiming at the same instant get two
-    different pairs and neither waits for the other."""
+    """Reserve the first free pair in the selection's order for the reviewer: one UPDATE
+    whose subquery locks the pair it picks with SKIP LOCKED, so two reviewers claiming at the
+    same instant get two different pairs and neither waits for the other."""
     picked = Pick.objects.filter(pair=OuterRef("pk"), reviewer=reviewer)
     skipped = PairSkip.objects.filter(pair=OuterRef("pk"), reviewer=reviewer)
     free = Q(reserved_until__isnull=True) | Q(reserved_until__lte=now)
-    weakest_free = (
-        selection.apply(DuelPair.objects.filter(world=world, is_open=True))
-        .filter(free)
-        .filter(~Exists(picked), ~Exists(skipped))
-        .order_by("judge_total", "id")
+    first_free = (
+        queue_ordered(
+            selection.apply(DuelPair.objects.filter(world=world, is_open=True))
+            .filter(free)
+            .filter(~Exists(picked), ~Exists(skipped)),
+            selection.order,
+        )
         .select_for_update(skip_locked=True, of=("self",))
         .values("pk")[:1]
     )
     until = now + RESERVATION
     with transaction.atomic():
-        claimed = DuelPair.objects.filter(pk__in=Subquery(weakest_free)).update(
+        claimed = DuelPair.objects.filter(pk__in=Subquery(first_free)).update(
             reserved_by=reviewer, reserved_until=until
         )
     if not claimed:
@@ -57,7 +97,8 @@ def _claim(world: World, reviewer, selection: QueueSelection, now) -> DuelPair |
 def duel_next(
     *, world: World, reviewer, selection: QueueSelection | None = None, generate: bool = True
 ) -> DuelPair | None:
-    """Serve the reviewer the weakest open pair nobody else holds, reserved for five minutes.
+    """Serve the reviewer the first open pair nobody else holds, in the selection's order
+    (weakest first unless it asks for most informative first), reserved for five minutes.
 
     Asking again while holding a pair (a reload, a second tab) serves the same pair. When the
     queue has nothing left for this reviewer, a new batch is generated first.
@@ -70,11 +111,9 @@ def duel_next(
     # Usually nothing (the last pick let the pair go) or the one pair being looked at.
     held = list(mine.order_by().values_list("pk", flat=True)[:10])
     if held:
-        matching = (
-            selection.apply(duel_pairs_shown().filter(pk__in=held))
-            .order_by("judge_total", "id")
-            .first()
-        )
+        matching = queue_ordered(
+            selection.apply(duel_pairs_shown().filter(pk__in=held)), selection.order
+        ).first()
         if matching is not None:
             matching.reserved_until = now + RESERVATION
             DuelPair.objects.filter(pk=matching.pk, reserved_by=reviewer).update(
