@@ -12,19 +12,6 @@ from levers9.jobs.models import Job
 from levers9.models import CardAllocation
 from policies.endpoints import endpoint_serve_finish, version_serve
 from policies.models import Endpoint, PolicyVersion
-from tests.conftest import client_for, make_user
-
-
-@pytest.fixture
-def manager(workspace):
-    make_user(workspace, "max@acme.test", "manager")
-    return client_for(workspace, "max@acme.test")
-
-
-@pytest.fixture
-def reviewer(workspace):
-    make_user(workspace, "rita@acme.test", "reviewer")
-    return client_for(workspace, "rita@acme.test")
 
 
 @pytest.fixture
@@ -33,15 +20,17 @@ def endpoint(trained_version, gpu_pool, serve_trainer):
     return endpoint
 
 
-def test_it_shows_versions_with_lineage_and_status_to_a_reviewer(trained_version, reviewer):
-    page = reviewer.get("/policies/")
+def test_it_shows_versions_with_lineage_and_status_to_a_reviewer(trained_version, reviewer_client):
+    page = reviewer_client.get("/policies/")
     assert page.status_code == 200
     text = page.content.decode()
     assert "v2 · trained ← v1 · baseline" in text
     assert "Trained endpoint" in text
     assert "<b>algorithm</b> dpo" in text
     assert "Runs on…" not in text  # a reviewer views; the owner changes
-    response = reviewer.post(f"/policies/{trained_version.pk}/runs-on/", {"provider": "vllm"})
+    response = reviewer_client.post(
+        f"/policies/{trained_version.pk}/runs-on/", {"provider": "vllm"}
+    )
     assert response.status_code == 403
 
 
@@ -139,22 +128,25 @@ def test_it_refuses_a_key_typed_where_a_name_belongs(in_workspace, owner_client,
 
 
 def test_it_lets_an_owner_set_the_judge_and_a_manager_only_see_it(
-    in_workspace, owner_client, manager, reviewer, stub
+    in_workspace, owner_client, manager_client, reviewer_client, stub
 ):
-    assert reviewer.get("/environment/").status_code == 403
-    assert reviewer.post("/environment/lettings/judge/", {"provider": "rubric"}).status_code == 403
-    page = manager.get("/environment/")
+    assert reviewer_client.get("/environment/").status_code == 403
+    assert (
+        reviewer_client.post("/environment/lettings/judge/", {"provider": "rubric"}).status_code
+        == 403
+    )
+    page = manager_client.get("/environment/")
     assert page.status_code == 200
     assert "Environment → Judge" in page.content.decode()
     # Where the judge's model runs is an address the server calls: an owner's setting.
     assert 'name="endpoint_url"' not in page.content.decode()
     judge = {"provider": "vllm", "model": "judge-8b", "endpoint_url": stub.base_url}
-    assert manager.post("/environment/lettings/judge/", judge).status_code == 403
+    assert manager_client.post("/environment/lettings/judge/", judge).status_code == 403
     assert World.objects.get(slug="lettings").judge_provider == "rubric"
     assert 'name="endpoint_url"' in owner_client.get("/environment/").content.decode()
     owner_client.post("/environment/lettings/judge/", judge)
     assert World.objects.get(slug="lettings").judge_label == "vllm: judge-8b"
-    assert manager.get("/endpoints/").status_code == 403
+    assert manager_client.get("/endpoints/").status_code == 403
 
 
 def test_it_shows_endpoints_with_cards_state_latency_and_error_rate(endpoint, owner_client, stub):
@@ -219,10 +211,10 @@ def test_it_frees_the_cards_of_an_endpoint_deleted_in_the_admin(endpoint, owner_
     assert PolicyVersion.objects.get(number=2).status == PolicyVersion.Status.RELEASED
 
 
-def test_it_keeps_endpoints_from_a_manager_in_the_admin(endpoint, manager, reviewer):
-    assert manager.get("/admin/policies/endpoint/").status_code == 403
-    assert reviewer.get("/admin/policies/policyversion/").status_code == 200
-    assert reviewer.get("/admin/arena/judgeconnection/").status_code == 403
+def test_it_keeps_endpoints_from_a_manager_in_the_admin(endpoint, manager_client, reviewer_client):
+    assert manager_client.get("/admin/policies/endpoint/").status_code == 403
+    assert reviewer_client.get("/admin/policies/policyversion/").status_code == 200
+    assert reviewer_client.get("/admin/arena/judgeconnection/").status_code == 403
 
 
 def test_it_refuses_the_rival_workspace_on_pages_and_in_the_admin(endpoint, outsider_client):
