@@ -539,6 +539,12 @@ class DuelMomentSerializer(serializers.Serializer):
 
 class ShownReplySerializer(serializers.Serializer):
     text = serializers.CharField()
+    on_topic = serializers.CharField(
+        allow_null=True,
+        help_text="Why the world's on-topic guard capped this reply's judge total when the "
+        "pair was made (its words belong to another business, or do not answer the "
+        "conversation); null when it did not",
+    )
 
 
 class DuelItemSerializer(serializers.Serializer):

@@ -17,6 +17,7 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
 from arena.errors import DuelBadInput, DuelNotFound
 from arena.judge.agreement import judge_agreement
+from arena.judge.topic_guard import ON_TOPIC
 from arena.models import (
     DuelPair,
     Judgement,
@@ -194,8 +195,33 @@ def duel_pair_get(*, pair_id: Any) -> DuelPair:
     return pair
 
 
+def pair_capped_notes(pair: DuelPair) -> dict[int, str]:
+    """Why the world's on-topic guard capped a reply of the pair, by reply id (a reply it did
+    not cap is absent): the sentence the guard added to the verdict of the pair's own judge
+    when it made the pair — the newest of that judge's judgements that is not a rescoring's,
+    the same verdict the queue's gap was taken from."""
+    notes: dict[int, str] = {}
+    for reply_id, reasons in (
+        Judgement.objects.filter(
+            reply_id__in=[pair.reply_a_id, pair.reply_b_id],
+            judge_model=pair.judge_model,
+            overruled=False,
+        )
+        .order_by("created_at", "id")
+        .values_list("reply_id", "reasons")
+    ):
+        note = (reasons or {}).get(ON_TOPIC)
+        if note:
+            notes[reply_id] = str(note)
+        else:
+            notes.pop(reply_id, None)
+    return notes
+
+
 def duel_item(pair: DuelPair) -> dict[str, Any]:
-    """What a reviewer sees before the pick: the moment and two unlabelled replies."""
+    """What a reviewer sees before the pick: the moment and two unlabelled replies, each with
+    the on-topic guard's sentence where it capped the reply (null where it did not)."""
+    capped = pair_capped_notes(pair)
     return {
         "pair": pair.pk,
         "pack": pair.world.slug,
@@ -204,8 +230,8 @@ def duel_item(pair: DuelPair) -> dict[str, Any]:
             "at": moment_at_label(pair.moment),
             "dialogue": json.loads(pair.dialogue),
         },
-        "a": {"text": pair.reply_a.text},
-        "b": {"text": pair.reply_b.text},
+        "a": {"text": pair.reply_a.text, "on_topic": capped.get(pair.reply_a_id)},
+        "b": {"text": pair.reply_b.text, "on_topic": capped.get(pair.reply_b_id)},
         "reserved_until": pair.reserved_until,
         "picks_wanted": pair.picks_wanted,
         "pick_count": pair.pick_count,

@@ -66,7 +66,11 @@
       dialogue.textContent = "(The call starts here.)";
     }
     for (const side of ["A", "B"]) {
-      $(`text-${side}`).textContent = item[side.toLowerCase()].text;
+      const shown = item[side.toLowerCase()];
+      $(`text-${side}`).textContent = shown.text;
+      // Why the on-topic guard capped this reply's judge total (null: it did not).
+      $(`capped-${side}`).hidden = !shown.on_topic;
+      $(`capped-why-${side}`).textContent = shown.on_topic || "";
       $(`reveal-${side}`).hidden = true;
       $(`reveal-${side}`).replaceChildren();
       $(`reply-${side}`).classList.remove("chosen", "rejected");

@@ -62,7 +62,10 @@ def test_it_serves_a_pair_without_saying_who_wrote_it(reviewer):
         "picks_wanted",
         "pick_count",
     }
-    assert set(item["a"]) == {"text"}
+    # Beside its text, only why the on-topic guard capped it (these scripted replies: never).
+    assert set(item["a"]) == {"text", "on_topic"}
+    assert item["a"]["on_topic"] is None
+    assert item["b"]["on_topic"] is None
     assert item["moment"]["kind"] == "synthetic"
     assert item["moment"]["dialogue"][0]["speaker"] == "customer"
     assert _next(reviewer)["pair"] == item["pair"]
