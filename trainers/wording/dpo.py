@@ -29,6 +29,7 @@ from trainers.wording.bases import (
     load_base,
     model_device,
     quiet_transformers,
+    reference_kind,
 )
 from trainers.wording.common import (
     HeldOutSettings,
@@ -144,6 +145,8 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     metrics = dpo_metrics(measured, pairs, trainer, callback, checkpointing)
     metrics["pairs_per_step"] = settings.batch_size
     metrics["padding_free"] = bool(getattr(trainer, "padding_free", False))
+    # TRL builds a second copy (from the base's folder) only without a LoRA: say which it used.
+    metrics["reference"] = reference_kind(trainer)
     report_done(trainer, stages, metrics)
     held_out = (measured["accuracy"], None)  # the implicit reward's accuracy; no AUC
     return run_result(wording, metrics, clock, split=pairs.split, held_out=held_out, saved=saved)

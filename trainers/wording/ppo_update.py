@@ -32,6 +32,7 @@ from trainers.wording.bases import (
     fused_head_for_the_cpu,
     inference_precision,
     model_device,
+    preloaded_name,
 )
 from trainers.wording.common import FitSettings, train_in_scratch
 from trainers.wording.reward_model import RewardModelFit, score
@@ -113,27 +114,34 @@ def policy_config(spec: WordingSpec) -> PolicyConfig:
 GPU_ROLLOUT_STEPS = 4
 
 
-def rollout_arguments(config: PolicyConfig, device: Any) -> dict[str, Any]:
+def rollout_arguments(
+    config: PolicyConfig, device: Any, *, from_memory: bool = False
+) -> dict[str, Any]:
     """GRPOConfig arguments for how the policy samples on `device`: how many steps' replies one
     generation holds, the KV cache on, and vLLM where `vllm_sampling` takes it."""
     on_gpu = _device_type(device) == "cuda"
     steps = config.rollout_steps or (GPU_ROLLOUT_STEPS if on_gpu else 1)
     arguments: dict[str, Any] = {"steps_per_generation": steps}
-    vllm = vllm_sampling(config, device)
+    vllm = vllm_sampling(config, device, from_memory=from_memory)
     if not vllm:
         arguments["generation_kwargs"] = {"use_cache": True}
     return {**arguments, **vllm}
 
 
-def vllm_sampling(config: PolicyConfig, device: Any) -> dict[str, Any]:
+def vllm_sampling(
+    config: PolicyConfig, device: Any, *, from_memory: bool = False
+) -> dict[str, Any]:
     """TRL's colocated vLLM engine for the rollouts, on a GPU worker where `vllm` imports (and
     LEVERS9_VLLM_ROLLOUTS is not "0"); {} elsewhere, and transformers' `generate` samples.
+    Never for a base held in memory (`from_memory`, `bases.preloaded_base`): TRL's engine
+    loads its weights from the base's folder, and there is none.
 
     TRL runs the engine inside this process on the same card and, after each optimizer step,
     syncs the policy into it (the LoRA merged into a copy of each weight, pushed, unmerged).
     Untested here: no machine this project tests on has vLLM (it is kept out of the default
-    install, 3.5 GB); `bench.gpu_check` runs it where it imports."""
-    if _device_type(device) != "cuda" or importlib.util.find_spec("vllm") is None:
+    install, 3.5 GB), and `bench.gpu_check` holds its random bases in memory, so it samples
+    with transformers even where vLLM imports."""
+    if from_memory or _device_type(device) != "cuda" or importlib.util.find_spec("vllm") is None:
         return {}
     if os.environ.get("LEVERS9_VLLM_ROLLOUTS", "").strip() == "0":
         return {}
@@ -335,7 +343,9 @@ def ppo_update(
             "chat_template_kwargs": CHAT_TEMPLATE_KWARGS,
             # Per-reply token mean, then the batch mean: PPO's per-token objective.
             "loss_type": "grpo",
-            **rollout_arguments(config, model_device(model)),
+            **rollout_arguments(
+                config, model_device(model), from_memory=preloaded_name(model) is not None
+            ),
         },
         model=model,
         reward_funcs=[RewardModelScore(fit, batch_size=score_batch_size)],

@@ -27,6 +27,7 @@ from trainers.wording.bases import (
     device_for,
     load_base,
     quiet_transformers,
+    reference_kind,
 )
 from trainers.wording.common import (
     Stopwatch,
@@ -339,7 +340,7 @@ def policy_metrics(
         "policy_rollouts": policy.rollouts,
         "sampled_tokens_per_second": policy.rollouts["sampled_tokens_per_second"],
         "update_tokens_per_second": policy.rollouts["update_tokens_per_second"],
-        "reference": "base with the adapter disabled" if trainer.ref_model is None else "copy",
+        "reference": reference_kind(trainer),
         "curve": curve(history, ("loss", "reward", "kl", "clip_ratio/region_mean")),
     }
     metrics["did_not_learn"] = did_not_learn(reward_model=metrics["reward_model"], policy=metrics)
