@@ -9,6 +9,8 @@ Variables (all optional for local use):
   ALLOWED_HOSTS         comma separated (default: .localhost, localhost, 127.0.0.1)
   LEVERS9_DATASETS_DIR  the datasets volume (default var/datasets)
   LEVERS9_MODELS_DIR    the models volume (default var/models)
+  LEVERS9_JUDGE_BASE    the base a world's fitted judge reads replies with: "default" (the
+                        pool's default base), a Hugging Face repo id, or "none" for words alone
   LEVERS9_Q_CLUSTER     the task-queue cluster this process serves (default "local-cpu")
   LEVERS9_THROTTLE_WRITES_PER_USER / _PER_WORKSPACE
                         API write rates (default 600/minute and 2000/minute)
@@ -61,6 +63,7 @@ CSRF_TRUSTED_ORIGINS = [
 
 DATASETS_DIR = Path(os.environ.get("LEVERS9_DATASETS_DIR", VAR_DIR / "datasets"))
 MODELS_DIR = Path(os.environ.get("LEVERS9_MODELS_DIR", VAR_DIR / "models"))
+JUDGE_BASE = os.environ.get("LEVERS9_JUDGE_BASE", "default").strip()
 REDIS_URL = os.environ.get("REDIS_URL", "")
 # An attached four-card GPU node whose workers serve the "gpu-rtx-pro-6000" cluster.
 LEVERS9_GPU_POOL_ATTACHED = _flag("LEVERS9_GPU_POOL")

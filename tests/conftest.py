@@ -20,6 +20,9 @@ PASSWORD = "correct-horse-battery"
 # The tests' stand-in model servers listen on this machine: an operator would allow it the same
 # way (levers9.outbound); tests of the refusal pass their own environment.
 os.environ.setdefault("LEVERS9_ENDPOINT_ALLOWED_HOSTS", "127.0.0.1,localhost")
+# Judge fits read replies with a base only where a test names one (a tiny base); servers and
+# workers the tests start inherit this (the default base would cost every fit minutes).
+os.environ["LEVERS9_JUDGE_BASE"] = "none"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -92,6 +95,9 @@ def _volumes_in_tmp(settings, tmp_path):
     """Specs, frozen picks and weights go to the test's own folders, never to var/."""
     settings.DATASETS_DIR = tmp_path / "datasets"
     settings.MODELS_DIR = tmp_path / "models"
+    # A judge fit reads every reply with a base only where a test asks for one (a tiny base):
+    # the default base would cost each fit a conversion and minutes of reading.
+    settings.JUDGE_BASE = "none"
 
 
 @pytest.fixture(autouse=True)

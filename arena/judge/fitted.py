@@ -8,7 +8,7 @@ them the same way for fitting (`rubric_numbers`) and for scoring.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,16 +118,46 @@ def _reply_text(reply: Any) -> str:
     return "\n".join(message["content"] for message in reply if message["role"] == "assistant")
 
 
-class FittedJudge:
-    """A world's fitted judge version: the `Judge` protocol, plus many replies at once."""
+# Said in a version's name where it scores without the base it was fitted with: its verdicts
+# are then stored apart from the ones the whole scorer gave.
+WORDS_ALONE = " (words alone: its base is not on this machine)"
 
-    def __init__(self, model: FittedJudgeModel, *, model_name: str):
+
+class FittedJudge:
+    """A world's fitted judge version: the `Judge` protocol, plus many replies at once. Where
+    its fit kept the base's heads, `reader` gives the base's features of each reply (None:
+    the base is not on this machine, and the words' heads score alone)."""
+
+    def __init__(self, model: FittedJudgeModel, *, model_name: str, reader: Any = None):
         self.model = model
+        self.reader = reader if model.base_needed() else None
         self.model_name = model_name
+        if model.base_needed() and self.reader is None:
+            self.model_name = model_name + WORDS_ALONE
 
     @classmethod
-    def load(cls, folder: Path, *, model_name: str) -> FittedJudge:
-        return cls(FittedJudgeModel.load(folder), model_name=model_name)
+    def load(
+        cls,
+        folder: Path,
+        *,
+        model_name: str,
+        reader_for: Callable[[str], Any] | None = None,
+    ) -> FittedJudge:
+        """The version in `folder`; `reader_for(base)` gives a reader of the base it needs."""
+        model = FittedJudgeModel.load(folder)
+        base = model.base_needed()
+        reader = reader_for(base) if base and reader_for is not None else None
+        return cls(model, model_name=model_name, reader=reader)
+
+    @property
+    def scorer(self) -> str:
+        """What scores a reply's total: "words", "base" or "words + base" (with the base's
+        name), as a person reads it."""
+        learned = self.model.learned
+        kind = (learned.total.kind if learned and learned.total else None) or "words"
+        if self.reader is None or kind == "words":
+            return "words"
+        return f"{kind} ({learned.base})"
 
     def score_many(
         self, items: Sequence[tuple[Sequence[Any], str]], *, digits: int | None = 4
@@ -135,7 +165,12 @@ class FittedJudge:
         contexts = [_plain(context) for context, _reply in items]
         replies = [reply for _context, reply in items]
         rubric = [rubric_numbers(context, reply) for context, reply in items]
-        return self.model.score(contexts, replies, rubric, digits=digits)
+        features = (
+            self.reader.features(list(zip(contexts, replies, strict=True)))
+            if self.reader is not None and items
+            else None
+        )
+        return self.model.score(contexts, replies, rubric, digits=digits, base_features=features)
 
     def score(self, context: Sequence[Turn], reply: str) -> Judgement:
         # Unrounded: a verdict compares totals, and a fitted head's totals can differ below

@@ -23,12 +23,12 @@ from django.db.models import Max
 
 from arena.errors import JudgeFitError
 from arena.judge.agreement import judge_measure_soon
+from arena.judge.reading import features_dir, judge_fit_place
 from arena.judge.rows import frozen_picks, judge_fit_rows
 from arena.judge.rubric import DIMENSIONS
 from arena.models import JudgeOverride, JudgeVersion, World
 from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
-from levers9.pools import pool_default
 
 JUDGE_FIT_KIND = "judge-fit"
 JUDGE_FIT_TRAINER = "judge-fit"
@@ -40,7 +40,9 @@ def _fit_folder(world: World) -> Path:
     return Path(settings.DATASETS_DIR) / connection.schema_name / "judges" / world.slug / name
 
 
-def _judge_fit_pack(world: World, *, seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+def _judge_fit_pack(
+    world: World, *, seed: int = 0, device: str = "cpu", base: str = ""
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The fit's spec and what its finish needs, from what the world has now."""
     read_up_to = _read_up_to(world)  # before the rows: a later write is then always refitted
     rows = judge_fit_rows(world)
@@ -54,6 +56,11 @@ def _judge_fit_pack(world: World, *, seed: int = 0) -> tuple[dict[str, Any], dic
         "dimensions": list(DIMENSIONS),
         "seed": seed,
         "output_dir": str(_fit_folder(world)),
+        # The base that reads every reply (arena.judge.reading); "" for the words alone.
+        "base": base,
+        "models_dir": str(settings.MODELS_DIR),
+        "features_dir": str(features_dir()),
+        "device": device,
         **rows,
     }
     return spec, {"world": world.pk, "read_up_to": read_up_to}
@@ -62,15 +69,17 @@ def _judge_fit_pack(world: World, *, seed: int = 0) -> tuple[dict[str, Any], dic
 def judge_fit_start(
     *, world: World, started_by=None, seed: int = 0, on_request: bool = True
 ) -> Job:
-    """Start a fit of the world's judge on what the world has now: a job on the CPU pool.
+    """Start a fit of the world's judge on what the world has now: a job on the CPU pool (a
+    GPU pool where one is enabled and the fit reads replies with a base).
     A refit the platform starts itself (`on_request=False`, after a freeze or an override) is
     background work: it yields to jobs a person started and no job limit refuses it."""
-    spec, finish_needs = _judge_fit_pack(world, seed=seed)
+    pool, device, base = judge_fit_place()
+    spec, finish_needs = _judge_fit_pack(world, seed=seed, device=device, base=base)
     return job_start(
         kind=JUDGE_FIT_KIND,
         trainer=JUDGE_FIT_TRAINER,
         spec=spec,
-        pool=pool_default(gpu=False),
+        pool=pool,
         title=f"Fit the judge of {world.name}" + ("" if on_request else " (refit)"),
         started_by=started_by,
         # The job's world is in what its finish needs: the platform's job names no world.

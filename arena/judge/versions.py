@@ -11,6 +11,7 @@ import functools
 from pathlib import Path
 
 from arena.judge.fitted import FittedJudge
+from arena.judge.reading import base_reader, features_dir
 from arena.models import JudgeVersion, World
 
 
@@ -24,10 +25,11 @@ def judge_version_name(version: JudgeVersion) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _loaded(model_dir: str, name: str) -> FittedJudge:
-    # A version's files never change once written: one load per process.
-    return FittedJudge.load(Path(model_dir), model_name=name)
+def _loaded(model_dir: str, name: str, features: str) -> FittedJudge:
+    # A version's files never change once written: one load per process (per workspace's
+    # feature cache, which the cache key names).
+    return FittedJudge.load(Path(model_dir), model_name=name, reader_for=base_reader)
 
 
 def fitted_judge_for(version: JudgeVersion) -> FittedJudge:
-    return _loaded(version.model_dir, judge_version_name(version))
+    return _loaded(version.model_dir, judge_version_name(version), str(features_dir()))

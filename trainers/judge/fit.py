@@ -37,6 +37,13 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
+from trainers.judge.head_fit import (  # noqa: F401 (the grid is read from here too)
+    MIN_ROWS_TO_CHOOSE,
+    REGULARISATION_DEFAULT,
+    REGULARISATION_GRID,
+    regularisation_grid,
+)
+from trainers.judge.learned import WORDS, LearnedPart, fit_total, fit_won
 from trainers.runtime import Progress, trainer_main
 
 # --- the features -------------------------------------------------------------------------
@@ -48,12 +55,6 @@ MIN_DIMENSION_PAIRS = 30
 # How much of the data is held out (by group), and how many bootstrap resamples to draw.
 HELD_OUT_FRACTION = 0.2
 BOOTSTRAP = 1000
-# The L2 strength of each head (scikit-learn's C) is chosen by 5-fold cross-validation on the
-# training part alone, grouped like the held-out split, from this grid; the held-out part is
-# never looked at. Below a few dozen rows the library default is used.
-REGULARISATION_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
-REGULARISATION_DEFAULT = 1.0
-MIN_ROWS_TO_CHOOSE = 60
 OPENING_AGENT_TURNS = 4
 
 
@@ -128,22 +129,13 @@ class Head:
 
     weights: np.ndarray
     bias: float = 0.0
+    strength: float = 1.0  # the L2 strength its fit chose (a refit on a fold reuses it)
 
     def logits(self, features: sparse.csr_matrix) -> np.ndarray:
         return np.asarray(features @ self.weights).ravel() + self.bias
 
     def scores(self, features: sparse.csr_matrix) -> np.ndarray:
         return 1.0 / (1.0 + np.exp(-self.logits(features)))
-
-
-def regularisation_grid(rows: Any, labels: np.ndarray, groups: np.ndarray) -> tuple[float, ...]:
-    """The strengths a head's fit chooses from: the library default alone for too few rows,
-    groups or labels to cross-validate."""
-    distinct = len(set(np.asarray(groups).tolist()))
-    labels = np.asarray(labels)
-    if rows.shape[0] < MIN_ROWS_TO_CHOOSE or distinct < 5 or len(set(labels.tolist())) < 2:
-        return (REGULARISATION_DEFAULT,)
-    return REGULARISATION_GRID
 
 
 def regularisation_by_group(
@@ -206,11 +198,13 @@ def fit_preference_head(
     *,
     size: int,
     seed: int,
+    strength: float | None = None,
 ) -> Head | None:
     """Bradley–Terry on pick differences plus overrides as absolute rows (a soft label, with
-    a bias column only they use), in one logistic fit. None without any data."""
+    a bias column only they use), in one logistic fit. None without any data. A `strength`
+    given is used as it is (no cross-validation)."""
     blocks, labels, weights = [], [], []
-    strength = REGULARISATION_DEFAULT
+    chosen_strength = strength
     if chosen is not None and chosen.shape[0]:
         difference = chosen - rejected
         zero = sparse.csr_matrix((difference.shape[0], 1))
@@ -220,13 +214,15 @@ def fit_preference_head(
         weights += [np.ones(difference.shape[0])] * 2
         # A pair's two orders share a group, so no fold sees one order and tests the other.
         pair_ids = np.arange(difference.shape[0])
-        strength = regularisation_by_group(
-            sparse.vstack(blocks).tocsr(),
-            np.concatenate(labels),
-            np.concatenate([pair_ids, pair_ids]),
-            fit_intercept=False,
-            scoring="accuracy",
-        )
+        if chosen_strength is None:
+            chosen_strength = regularisation_by_group(
+                sparse.vstack(blocks).tocsr(),
+                np.concatenate(labels),
+                np.concatenate([pair_ids, pair_ids]),
+                fit_intercept=False,
+                scoring="accuracy",
+            )
+    strength = REGULARISATION_DEFAULT if chosen_strength is None else chosen_strength
     if absolute is not None and absolute.shape[0]:
         one = sparse.csr_matrix(np.ones((absolute.shape[0], 1)))
         row = sparse.hstack([absolute, one])
@@ -243,7 +239,7 @@ def fit_preference_head(
     coefficients = _fit_logistic(
         sparse.vstack(blocks).tocsr(), label_vector, np.concatenate(weights), strength=strength
     )
-    head = Head(weights=coefficients[:size], bias=float(coefficients[size]))
+    head = Head(weights=coefficients[:size], bias=float(coefficients[size]), strength=strength)
     if (absolute is None or not absolute.shape[0]) and chosen is not None and chosen.shape[0]:
         # Picks alone rank replies but anchor no level: their logits can sit anywhere, and in
         # the demo every reply scored 0.99999+ (shown as 1.0 everywhere). Centred on the
@@ -253,16 +249,24 @@ def fit_preference_head(
 
 
 def fit_outcome_head(
-    features: sparse.csr_matrix, won: np.ndarray, calls: np.ndarray
+    features: sparse.csr_matrix,
+    won: np.ndarray,
+    calls: np.ndarray,
+    *,
+    strength: float | None = None,
 ) -> Head | None:
     from sklearn.linear_model import LogisticRegression
 
     if features.shape[0] < 4 or len(set(won.tolist())) < 2:
         return None
-    strength = regularisation_by_group(features, won, calls, fit_intercept=True, scoring="roc_auc")
+    if strength is None:
+        strength = regularisation_by_group(
+            features, won, calls, fit_intercept=True, scoring="roc_auc"
+        )
     model = LogisticRegression(C=strength, max_iter=2000)
     model.fit(features, won)
-    return Head(weights=np.asarray(model.coef_).ravel(), bias=float(model.intercept_[0]))
+    coefficients = np.asarray(model.coef_).ravel()
+    return Head(weights=coefficients, bias=float(model.intercept_[0]), strength=strength)
 
 
 # --- measuring ------------------------------------------------------------------------------
@@ -391,6 +395,10 @@ def reliability(probabilities: np.ndarray, won: np.ndarray, *, bins: int = 10) -
 # --- the fitted judge, whole ----------------------------------------------------------------
 
 
+def _sigmoid(logits: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(logits, -60, 60)))
+
+
 def _shown(value: float, digits: int | None) -> float:
     return float(value) if digits is None else round(float(value), digits)
 
@@ -405,6 +413,16 @@ class FittedJudgeModel:
     by_dimension: dict[str, Head | None]
     won: Head | None
     meta: dict[str, Any] = field(default_factory=dict)
+    # The base's heads (trainers.judge.learned); None for a judge of words alone.
+    learned: LearnedPart | None = None
+
+    def base_needed(self) -> str | None:
+        """The base whose features `score` needs for the scorer the fit chose; None when the
+        words alone were kept (or there is no base part)."""
+        if self.learned is None:
+            return None
+        kinds = self.learned.kinds().values()
+        return self.learned.base if any(k and k != WORDS for k in kinds) else None
 
     def score(
         self,
@@ -413,9 +431,12 @@ class FittedJudgeModel:
         rubric: Sequence[Sequence[float]],
         *,
         digits: int | None = 4,
+        base_features: np.ndarray | None = None,
     ) -> list[dict[str, Any]]:
         """Scores for each (context, reply): {"scores": {dim: 0..1}, "total", "won_probability"}.
         `rubric` holds the rubric's numbers for each: its seven dimensions, then its total.
+        `base_features` are the base's features of each (trainers.judge.base_features); without
+        them the words' heads alone score, as on a machine without the base.
         `digits` rounds what a user is shown; measuring reads the unrounded scores (None), or
         two near-equal scores would count as a tie."""
         features = self.featurizer.transform(contexts, replies, rubric)
@@ -426,6 +447,11 @@ class FittedJudgeModel:
             head = self.by_dimension.get(name)
             per_dimension[name] = head.scores(features) if head else rubric_array[:, index]
         won = self.won.scores(features) if self.won else None
+        learned = self.learned if base_features is not None else None
+        if learned is not None and learned.total is not None and self.total is not None:
+            totals = _sigmoid(learned.total.logits(self.total.logits(features), base_features))
+        if learned is not None and learned.won is not None and self.won is not None:
+            won = _sigmoid(learned.won.logits(self.won.logits(features), base_features))
         return [
             {
                 "scores": {
@@ -448,6 +474,8 @@ class FittedJudgeModel:
             if head is not None:
                 arrays[f"weights:{name}"] = head.weights
                 biases[name] = head.bias
+        if self.learned is not None:
+            arrays.update(self.learned.arrays())
         np.savez(folder / "judge.npz", **arrays)
         (folder / "judge.json").write_text(
             json.dumps(
@@ -457,6 +485,7 @@ class FittedJudgeModel:
                     "extra_size": self.featurizer.extra_size,
                     "biases": biases,
                     "meta": self.meta,
+                    "learned": self.learned.described() if self.learned else None,
                 }
             )
         )
@@ -482,6 +511,7 @@ class FittedJudgeModel:
             by_dimension={name: head(f"dimension:{name}") for name in described["dimensions"]},
             won=head("won"),
             meta=described.get("meta", {}),
+            learned=LearnedPart.from_saved(described.get("learned"), loaded),
         )
 
 
@@ -496,6 +526,11 @@ class JudgeFitSpec:
     output_dir: str = ""
     # Which slice is held out (cross-validation in the benchmark); 0 for a world's fit.
     held_out_fold: int = 0
+    # The base that reads every reply (trainers.judge.base_features); "" for words alone.
+    base: str = ""
+    models_dir: str = ""
+    features_dir: str = ""
+    device: str = "cpu"
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> JudgeFitSpec:
@@ -513,6 +548,10 @@ class JudgeFitSpec:
             seed=int(raw.get("seed") or 0),
             held_out_fraction=fraction,
             output_dir=str(raw.get("output_dir") or ""),
+            base=str(raw.get("base") or ""),
+            models_dir=str(raw.get("models_dir") or ""),
+            features_dir=str(raw.get("features_dir") or ""),
+            device=str(raw.get("device") or "cpu"),
         )
 
 
@@ -594,7 +633,7 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
 
     def step(done: int, **metrics: Any) -> None:
         if progress is not None:
-            progress(done, 4, **metrics)
+            progress(done, 5, **metrics)
 
     train_pairs, held_pairs = _split(spec.pairs, spec)
     train_outcomes, held_outcomes = _split(spec.outcomes, spec)
@@ -605,47 +644,22 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
     )
     step(1, stage="features", vocabulary=len(featurizer.vocabulary))
 
-    size = featurizer.size
-    chosen, rejected = _pair_features(featurizer, train_pairs) if train_pairs else (None, None)
-    absolute = _override_features(featurizer, overrides)
-    override_totals = np.asarray([float(row["total"]) for row in overrides]) if overrides else None
-    total = fit_preference_head(
-        chosen, rejected, absolute, override_totals, size=size, seed=spec.seed
-    )
-    by_dimension: dict[str, Head | None] = {}
-    for name in spec.dimensions:
-        ticked = [i for i, row in enumerate(train_pairs) if name in (row.get("reasons") or [])]
-        scored = [i for i, row in enumerate(overrides) if name in (row.get("scores") or {})]
-        if len(ticked) < MIN_DIMENSION_PAIRS and not scored:
-            by_dimension[name] = None
-            continue
-        enough = len(ticked) >= MIN_DIMENSION_PAIRS
-        by_dimension[name] = fit_preference_head(
-            chosen[ticked] if enough else None,
-            rejected[ticked] if enough else None,
-            absolute[scored] if scored else None,
-            np.asarray([float(overrides[i]["scores"][name]) for i in scored]) if scored else None,
-            size=size,
-            seed=spec.seed,
-        )
+    words = _WordsFit(featurizer, train_pairs, overrides, spec.seed)
+    total, by_dimension = words.preference_heads(spec.dimensions)
     step(2, stage="preference heads", pairs=len(train_pairs), overrides=len(overrides))
 
-    won_head = None
-    if train_outcomes:
-        outcome_features = featurizer.transform(
-            [row["context"] for row in train_outcomes],
-            [row["reply"] for row in train_outcomes],
-            [row["rubric"] for row in train_outcomes],
-        )
-        won_head = fit_outcome_head(
-            outcome_features,
-            np.asarray([bool(row["won"]) for row in train_outcomes]),
-            np.asarray([str(row["group"]) for row in train_outcomes]),
-        )
+    won_head = words.outcome_head(train_outcomes)
     step(3, stage="outcome head", turns=len(train_outcomes))
 
+    reader = _base_reader(spec)
+    learned = None
+    if reader is not None:
+        learned = _learned_fit(spec, reader, words, total, won_head, train_outcomes)
+    step(4, stage="base", base=spec.base or None)
+
     model = FittedJudgeModel(spec.dimensions, featurizer, total, by_dimension, won_head)
-    report = measure(model, held_pairs, held_outcomes, seed=spec.seed)
+    model.learned = learned
+    report = measure(model, held_pairs, held_outcomes, seed=spec.seed, reader=reader)
     report["trained_on"] = {
         "pairs": len(train_pairs),
         "overrides": len(overrides),
@@ -653,10 +667,163 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
         "outcome_calls": len({str(row["group"]) for row in train_outcomes}),
         "dimension_heads": sorted(name for name, head in by_dimension.items() if head),
     }
+    report["scorer"] = _scorer_report(learned)
     report["fit_seconds"] = round(time.monotonic() - started, 2)
     model.meta = {"trained_on": report["trained_on"], "seed": spec.seed}
-    step(4, stage="measured")
+    step(5, stage="measured")
     return model, report
+
+
+class _WordsFit:
+    """The words' heads (TF-IDF features) over the training part, and their refits on part of
+    it that the learned scorer's choice reads (trainers.judge.learned)."""
+
+    def __init__(self, featurizer: Featurizer, pairs: list, overrides: list, seed: int):
+        self.featurizer, self.pairs, self.overrides, self.seed = featurizer, pairs, overrides, seed
+        self.chosen, self.rejected = _pair_features(featurizer, pairs) if pairs else (None, None)
+        self.absolute = _override_features(featurizer, overrides)
+        self.override_totals = (
+            np.asarray([float(row["total"]) for row in overrides]) if overrides else None
+        )
+        self.outcome_features = None
+        self.won = self.calls = None
+
+    def preference_heads(self, dimensions: list[str]) -> tuple[Head | None, dict]:
+        size, chosen, rejected = self.featurizer.size, self.chosen, self.rejected
+        total = fit_preference_head(
+            chosen, rejected, self.absolute, self.override_totals, size=size, seed=self.seed
+        )
+        by_dimension: dict[str, Head | None] = {}
+        for name in dimensions:
+            ticked = [i for i, row in enumerate(self.pairs) if name in (row.get("reasons") or [])]
+            scored = [
+                i for i, row in enumerate(self.overrides) if name in (row.get("scores") or {})
+            ]
+            if len(ticked) < MIN_DIMENSION_PAIRS and not scored:
+                by_dimension[name] = None
+                continue
+            enough = len(ticked) >= MIN_DIMENSION_PAIRS
+            by_dimension[name] = fit_preference_head(
+                chosen[ticked] if enough else None,
+                rejected[ticked] if enough else None,
+                self.absolute[scored] if scored else None,
+                np.asarray([float(self.overrides[i]["scores"][name]) for i in scored])
+                if scored
+                else None,
+                size=size,
+                seed=self.seed,
+            )
+        return total, by_dimension
+
+    def outcome_head(self, outcomes: list[dict[str, Any]]) -> Head | None:
+        if not outcomes:
+            return None
+        self.outcome_features = self.featurizer.transform(
+            [row["context"] for row in outcomes],
+            [row["reply"] for row in outcomes],
+            [row["rubric"] for row in outcomes],
+        )
+        self.won = np.asarray([bool(row["won"]) for row in outcomes])
+        self.calls = np.asarray([str(row["group"]) for row in outcomes])
+        return fit_outcome_head(self.outcome_features, self.won, self.calls)
+
+    def pair_margins(self, total: Head):
+        """(training pairs, held pairs) -> the held pairs' chosen-minus-rejected words logits
+        from the total's fit on the training pairs (and every override), at its strength."""
+
+        def margins(train: np.ndarray, held: np.ndarray) -> np.ndarray:
+            head = fit_preference_head(
+                self.chosen[train],
+                self.rejected[train],
+                self.absolute,
+                self.override_totals,
+                size=self.featurizer.size,
+                seed=self.seed,
+                strength=total.strength,
+            )
+            return head.logits(self.chosen[held]) - head.logits(self.rejected[held])
+
+        return margins
+
+    def won_logits(self, won_head: Head):
+        def logits(train: np.ndarray, held: np.ndarray) -> np.ndarray:
+            head = fit_outcome_head(
+                self.outcome_features[train],
+                self.won[train],
+                self.calls[train],
+                strength=won_head.strength,
+            )
+            return head.logits(self.outcome_features[held]) if head else np.zeros(len(held))
+
+        return logits
+
+
+def _base_reader(spec: JudgeFitSpec):
+    """The reader of the spec's base, or None when the spec names none."""
+    if not spec.base:
+        return None
+    from trainers.judge.base_features import BaseReader
+
+    return BaseReader(
+        spec.base, models_dir=spec.models_dir, features_dir=spec.features_dir, device=spec.device
+    )
+
+
+def _learned_fit(
+    spec: JudgeFitSpec,
+    reader: Any,
+    words: _WordsFit,
+    total: Head | None,
+    won_head: Head | None,
+    outcomes: list[dict[str, Any]],
+) -> LearnedPart:
+    """The base's heads beside the words' (trainers.judge.learned), on the training part."""
+    from trainers.judge.base_features import ReadStats
+
+    stats = ReadStats()
+    pairs, grid = words.pairs, REGULARISATION_GRID
+    learned_total = learned_won = None
+    if pairs and total is not None and words.chosen is not None:
+        chosen = reader.features([(r["context"], r["chosen"]) for r in pairs], stats=stats)
+        rejected = reader.features([(r["context"], r["rejected"]) for r in pairs], stats=stats)
+        learned_total = fit_total(
+            chosen,
+            rejected,
+            [str(r.get("group") or i) for i, r in enumerate(pairs)],
+            words.pair_margins(total),
+            keep_words=bool(words.overrides),
+            grid=grid,
+            seed=spec.seed,
+        )
+        if learned_total is not None and learned_total.kind != WORDS:
+            # Centred on the picked replies, as the words' total is (fit_preference_head).
+            sides = np.vstack([chosen, rejected])
+            words_sides = total.logits(sparse.vstack([words.chosen, words.rejected]).tocsr())
+            learned_total.mix[2] -= float(np.median(learned_total.logits(words_sides, sides)))
+    if outcomes and won_head is not None:
+        features = reader.features([(r["context"], r["reply"]) for r in outcomes], stats=stats)
+        learned_won = fit_won(
+            features,
+            words.won,
+            [str(r["group"]) for r in outcomes],
+            words.won_logits(won_head),
+            grid=grid,
+            seed=spec.seed,
+        )
+    return LearnedPart(spec.base, learned_total, learned_won, stats.as_dict())
+
+
+def _scorer_report(learned: LearnedPart | None) -> dict[str, Any]:
+    """Which scorer the fit kept for the total and for won, and why (trainers.judge.learned)."""
+    if learned is None:
+        return {"base": None, "total": WORDS, "won": WORDS}
+    described = learned.described()
+    return {
+        "base": learned.base,
+        **{name: kind or WORDS for name, kind in learned.kinds().items()},
+        "chosen_by": {name: (described[name] or {}).get("chosen_by") for name in ("total", "won")},
+        "features": learned.features,
+    }
 
 
 def measure(
@@ -665,65 +832,105 @@ def measure(
     outcomes: list[dict[str, Any]],
     *,
     seed: int,
+    reader: Any = None,
 ) -> dict[str, Any]:
-    """The fitted judge's and the rubric's agreement on rows neither was fitted on."""
+    """The fitted judge's and the rubric's agreement on rows neither was fitted on; where the
+    judge reads replies with a base (`reader`), its words alone and the base alone beside it."""
     report: dict[str, Any] = {"held_out": {"pairs": len(pairs), "outcome_turns": len(outcomes)}}
+    learned = model.learned if reader is not None else None
     if pairs:
-        contexts = [row["context"] for row in pairs]
-        chosen = model.score(
-            contexts, [r["chosen"] for r in pairs], [r["rubric_chosen"] for r in pairs], digits=None
-        )
-        rejected = model.score(
-            contexts,
-            [r["rejected"] for r in pairs],
-            [r["rubric_rejected"] for r in pairs],
-            digits=None,
-        )
-        fitted_c = np.asarray([s["total"] for s in chosen])
-        fitted_r = np.asarray([s["total"] for s in rejected])
-        rubric_c = np.asarray([r["rubric_chosen"][-1] for r in pairs])
-        rubric_r = np.asarray([r["rubric_rejected"][-1] for r in pairs])
-        report["pairs"] = {
-            "fitted": pair_agreement(fitted_c, fitted_r, seed=seed),
-            "rubric": pair_agreement(rubric_c, rubric_r, seed=seed),
-        }
-        per_dimension = {}
-        for index, name in enumerate(model.dimensions):
-            ticked = [i for i, row in enumerate(pairs) if name in (row.get("reasons") or [])]
-            if not ticked:
-                continue
-            per_dimension[name] = {
-                "fitted": pair_agreement(
-                    np.asarray([chosen[i]["scores"][name] for i in ticked]),
-                    np.asarray([rejected[i]["scores"][name] for i in ticked]),
-                    seed=seed,
-                ),
-                "rubric": pair_agreement(
-                    np.asarray([pairs[i]["rubric_chosen"][index] for i in ticked]),
-                    np.asarray([pairs[i]["rubric_rejected"][index] for i in ticked]),
-                    seed=seed,
-                ),
-                "own_head": model.by_dimension.get(name) is not None,
-            }
-        report["dimensions"] = per_dimension
+        report["pairs"], report["dimensions"] = _pairs_measured(model, pairs, seed, learned, reader)
     if outcomes and model.won is not None:
-        scored = model.score(
-            [row["context"] for row in outcomes],
-            [row["reply"] for row in outcomes],
-            [row["rubric"] for row in outcomes],
-            digits=None,
-        )
-        won_turns = np.asarray([s["won_probability"] for s in scored])
-        fitted_calls, won_calls = per_call_scores(outcomes, won_turns)
-        rubric_calls, _ = per_call_scores(
-            outcomes, np.asarray([row["rubric"][-1] for row in outcomes])
-        )
-        report["outcomes"] = {
-            "fitted": outcome_agreement(fitted_calls, won_calls, seed=seed),
-            "rubric": outcome_agreement(rubric_calls, won_calls, seed=seed),
-            "reliability": reliability(fitted_calls, won_calls),
-        }
+        report["outcomes"] = _outcomes_measured(model, outcomes, seed, learned, reader)
     return report
+
+
+def _pairs_measured(model, pairs, seed, learned, reader) -> tuple[dict, dict]:
+    contexts = [row["context"] for row in pairs]
+    sides = {}
+    for side in ("chosen", "rejected"):
+        replies = [row[side] for row in pairs]
+        features = (
+            reader.features(list(zip(contexts, replies, strict=True)))
+            if learned is not None
+            else None
+        )
+        rubric = [row[f"rubric_{side}"] for row in pairs]
+        sides[side] = {
+            "fitted": model.score(contexts, replies, rubric, digits=None, base_features=features),
+            "words": model.score(contexts, replies, rubric, digits=None) if learned else None,
+            "features": features,
+        }
+    chosen, rejected = sides["chosen"]["fitted"], sides["rejected"]["fitted"]
+    measured = {
+        "fitted": pair_agreement(_totals(chosen), _totals(rejected), seed=seed),
+        "rubric": pair_agreement(
+            np.asarray([r["rubric_chosen"][-1] for r in pairs]),
+            np.asarray([r["rubric_rejected"][-1] for r in pairs]),
+            seed=seed,
+        ),
+    }
+    if learned is not None and learned.total is not None:
+        measured["words"] = pair_agreement(
+            _totals(sides["chosen"]["words"]), _totals(sides["rejected"]["words"]), seed=seed
+        )
+        weights = learned.total.weights
+        measured["base"] = pair_agreement(
+            sides["chosen"]["features"] @ weights,
+            sides["rejected"]["features"] @ weights,
+            seed=seed,
+        )
+    per_dimension = {}
+    for index, name in enumerate(model.dimensions):
+        ticked = [i for i, row in enumerate(pairs) if name in (row.get("reasons") or [])]
+        if not ticked:
+            continue
+        per_dimension[name] = {
+            "fitted": pair_agreement(
+                np.asarray([chosen[i]["scores"][name] for i in ticked]),
+                np.asarray([rejected[i]["scores"][name] for i in ticked]),
+                seed=seed,
+            ),
+            "rubric": pair_agreement(
+                np.asarray([pairs[i]["rubric_chosen"][index] for i in ticked]),
+                np.asarray([pairs[i]["rubric_rejected"][index] for i in ticked]),
+                seed=seed,
+            ),
+            "own_head": model.by_dimension.get(name) is not None,
+        }
+    return measured, per_dimension
+
+
+def _totals(scored: list[dict[str, Any]]) -> np.ndarray:
+    return np.asarray([item["total"] for item in scored])
+
+
+def _outcomes_measured(model, outcomes, seed, learned, reader) -> dict[str, Any]:
+    contexts = [row["context"] for row in outcomes]
+    replies = [row["reply"] for row in outcomes]
+    rubric = [row["rubric"] for row in outcomes]
+    features = (
+        reader.features(list(zip(contexts, replies, strict=True))) if learned is not None else None
+    )
+    scored = model.score(contexts, replies, rubric, digits=None, base_features=features)
+    won_turns = np.asarray([s["won_probability"] for s in scored])
+    fitted_calls, won_calls = per_call_scores(outcomes, won_turns)
+    rubric_calls, _ = per_call_scores(outcomes, np.asarray([row["rubric"][-1] for row in outcomes]))
+    measured = {
+        "fitted": outcome_agreement(fitted_calls, won_calls, seed=seed),
+        "rubric": outcome_agreement(rubric_calls, won_calls, seed=seed),
+        "reliability": reliability(fitted_calls, won_calls),
+    }
+    if learned is not None and learned.won is not None:
+        words = model.score(contexts, replies, rubric, digits=None)
+        words_calls, _ = per_call_scores(
+            outcomes, np.asarray([s["won_probability"] for s in words])
+        )
+        measured["words"] = outcome_agreement(words_calls, won_calls, seed=seed)
+        # Mean logit of a call's turns: a ranking, which is all an AUC reads.
+        base_calls, _ = per_call_scores(outcomes, features.astype(np.float64) @ learned.won.weights)
+        measured["base"] = outcome_agreement(base_calls, won_calls, seed=seed)
+    return measured
 
 
 def run(spec_dict: Mapping[str, Any], progress: Progress | None = None) -> dict[str, Any]:

@@ -37,6 +37,13 @@ from typing import Any
 
 import numpy as np
 
+# The L2 strength of each head (scikit-learn's C) is chosen by 5-fold cross-validation on the
+# training part alone, grouped like the held-out split, from this grid; the held-out part is
+# never looked at. Below a few dozen rows the library default is used.
+REGULARISATION_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+REGULARISATION_DEFAULT = 1.0
+MIN_ROWS_TO_CHOOSE = 60
+
 FOLDS = 5
 # The largest gradient entry, on scikit-learn's scale (the loss averaged over the rows'
 # weight; its own default tol is 1e-4): converged well past where scikit-learn stops, so the
@@ -381,3 +388,13 @@ def _step_size(design, targets, weight, strength, penalty, coefficients, step, l
     accepted = trial_objective <= current.unsqueeze(-1) + 1e-4 * sizes * slope.unsqueeze(-1)
     first = accepted.to(torch.int64).argmax(-1)
     return torch.where(accepted.any(-1), sizes[first], torch.zeros_like(sizes[first]))
+
+
+def regularisation_grid(rows: Any, labels: np.ndarray, groups: np.ndarray) -> tuple[float, ...]:
+    """The strengths a head's fit chooses from: the library default alone for too few rows,
+    groups or labels to cross-validate."""
+    distinct = len(set(np.asarray(groups).tolist()))
+    labels = np.asarray(labels)
+    if rows.shape[0] < MIN_ROWS_TO_CHOOSE or distinct < 5 or len(set(labels.tolist())) < 2:
+        return (REGULARISATION_DEFAULT,)
+    return REGULARISATION_GRID

@@ -152,8 +152,7 @@ def _fit_head(
     """A logistic head on scaled rows, its strength chosen by grouped CV (the grid stops at
     `deadline`), fitted batched in torch on `device` (default: where the rows are), and that
     strength: trainers.judge.head_fit (scikit-learn's grid took 448 s at width 4,096)."""
-    from trainers.judge.fit import regularisation_grid
-    from trainers.judge.head_fit import fit_by_group
+    from trainers.judge.head_fit import fit_by_group, regularisation_grid
 
     fitted = fit_by_group(
         rows,

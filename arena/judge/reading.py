@@ -1,0 +1,78 @@
+"""Which base a world's fitted judge reads replies with, and where its features are cached
+(trainers.judge.base_features). Workspace schema: the cache is the workspace's own.
+
+A fit reads with the base LEVERS9_JUDGE_BASE names ("default": the default base of the pool
+the fit runs on; "none": the words alone). A fitted version remembers the base it was fitted
+with, and is scored with that base wherever the base is on the machine; where it is not, the
+version scores with its words alone and says so in its name (its verdicts are stored apart).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+from levers9.models import GpuPool
+from levers9.pools import pool_default
+
+WORDS_ONLY = ("", "none")
+
+
+def features_dir() -> Path:
+    """The workspace's feature cache on the datasets volume (never shared across workspaces)."""
+    return Path(settings.DATASETS_DIR) / connection.schema_name / "features"
+
+
+def judge_fit_place() -> tuple[Any, str, str]:
+    """(pool, device, base) for a fit: a GPU pool when the fit reads with a base and one is
+    enabled, else the CPU pool; the base "" for the words alone."""
+    from trainers.wording.bases import default_base, validate_base
+
+    chosen = (settings.JUDGE_BASE or "").strip()
+    if chosen.lower() in WORDS_ONLY:
+        return pool_default(gpu=False), "cpu", ""
+    try:
+        pool, device = pool_default(gpu=True), "cuda"
+    except GpuPool.DoesNotExist:
+        pool, device = pool_default(gpu=False), "cpu"
+    base = default_base(gpu=device == "cuda") if chosen == "default" else validate_base(chosen)
+    return pool, device, base
+
+
+def base_reader(base: str) -> Any:
+    """A reader of `base` for scoring in this process (on the CPU), or None when the base is
+    not on this machine (nothing is downloaded at run time)."""
+    from trainers.wording.bases import BaseNotFoundError, resolve_base
+
+    try:
+        resolve_base(base, models_dir=settings.MODELS_DIR)
+    except (BaseNotFoundError, ValueError):
+        return None
+    return _reader(base, str(settings.MODELS_DIR), str(features_dir()))
+
+
+@functools.lru_cache(maxsize=8)
+def _reader(base: str, models_dir: str, features: str) -> Any:
+    # One base in memory per process, shared by every version that reads with it.
+    from trainers.judge.base_features import BaseReader
+
+    return _LockedReader(BaseReader(base, models_dir=models_dir, features_dir=features))
+
+
+class _LockedReader:
+    """A reader one thread at a time: the web server answers requests on several threads,
+    and a base's forward passes and its lazy load are not made to be shared."""
+
+    def __init__(self, reader: Any):
+        self.reader = reader
+        self.base = reader.base
+        self._lock = threading.Lock()
+
+    def features(self, items, **kwargs):
+        with self._lock:
+            return self.reader.features(items, **kwargs)

@@ -1,0 +1,110 @@
+"""A world's judge fit reads every reply with the base LEVERS9_JUDGE_BASE names, caches what it
+read in the workspace's own folder, and the version scores with that base; where the base is
+not on the machine the version scores with its words alone and its name says so."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django_tenants.utils import schema_context
+
+from arena.judge import versions
+from arena.judge.fitting import judge_fit_finish, judge_fit_start
+from arena.judge.reading import _reader
+from arena.models import JudgeVersion
+from arena.services import calls_import, world_create
+from trainers.judge import fit as judge_fit
+from trainers.wording.bases import TINY_BASE, base_dir, tiny_base
+
+REAL_CALLS = Path(settings.BASE_DIR).parent / "shared/data/real-calls/persuasionforgood/calls.jsonl"
+CALLS = 80
+
+
+@pytest.fixture
+def tiny_judge_base(settings):
+    settings.JUDGE_BASE = TINY_BASE
+    tiny_base(base_dir(TINY_BASE, settings.MODELS_DIR), texts=["donate", "children"])
+    versions._loaded.cache_clear()
+    _reader.cache_clear()
+    yield settings.MODELS_DIR
+    versions._loaded.cache_clear()
+    _reader.cache_clear()
+
+
+@pytest.fixture
+def persuasion(in_workspace):
+    world = world_create(slug="persuasion", name="Persuasion for good")
+    lines = REAL_CALLS.read_text().splitlines()[:CALLS]
+    calls_import(world=world, text="\n".join(lines), source="test")
+    return world
+
+
+def _fitted(world, django_capture_on_commit_callbacks) -> JudgeVersion:
+    with django_capture_on_commit_callbacks(execute=False):
+        job = judge_fit_start(world=world)
+    spec = json.loads(Path(job.spec_path).read_text())
+    judge_fit_finish(job, judge_fit.run(spec))
+    return JudgeVersion.objects.get(world=world)
+
+
+ITEMS = {
+    "items": [
+        {
+            "dialogue": [{"speaker": "customer", "text": "Hi, what is this about?"}],
+            "reply": "Would you give part of your payment to Save the Children?",
+        }
+    ]
+}
+
+
+def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
+    tiny_judge_base, persuasion, owner_client, django_capture_on_commit_callbacks
+):
+    version = _fitted(persuasion, django_capture_on_commit_callbacks)
+    scorer = version.report["scorer"]
+    assert scorer["base"] == TINY_BASE
+    assert scorer["features"]["read"] > 0
+    own = Path(settings.DATASETS_DIR) / "ws_acme" / "features"
+    assert any(own.rglob("*.npy"))
+    for who in ("fitted", "words", "base"):
+        assert version.report["outcomes"][who]["calls"] > 0
+
+    scored = owner_client.post(
+        "/api/rl/packs/persuasion/judge/score/", ITEMS, content_type="application/json"
+    )
+    assert scored.status_code == 200, scored.content
+    assert "words alone" not in scored.json()["judge"]
+
+
+def test_without_its_base_the_version_scores_with_its_words_and_says_so(
+    tiny_judge_base, persuasion, owner_client, django_capture_on_commit_callbacks
+):
+    version = _fitted(persuasion, django_capture_on_commit_callbacks)
+    needs_base = any(
+        kind and kind != "words" for kind in (version.report["scorer"][k] for k in ("total", "won"))
+    )
+    shutil.rmtree(base_dir(TINY_BASE, tiny_judge_base))
+    versions._loaded.cache_clear()
+    scored = owner_client.post(
+        "/api/rl/packs/persuasion/judge/score/", ITEMS, content_type="application/json"
+    )
+    assert scored.status_code == 200, scored.content
+    assert ("words alone" in scored.json()["judge"]) is needs_base
+    assert 0 <= scored.json()["results"][0]["total"] <= 1
+
+
+def test_another_workspace_cannot_score_with_this_worlds_judge_nor_read_its_cache(
+    tiny_judge_base, persuasion, outsider_client, django_capture_on_commit_callbacks
+):
+    with schema_context("ws_acme"):  # the outsider's fixture signed in over there
+        _fitted(persuasion, django_capture_on_commit_callbacks)
+    scored = outsider_client.post(
+        "/api/rl/packs/persuasion/judge/score/", ITEMS, content_type="application/json"
+    )
+    assert scored.status_code in {401, 403}
+    folders = {path.parent.name for path in Path(settings.DATASETS_DIR).glob("*/features")}
+    assert folders == {"ws_acme"}

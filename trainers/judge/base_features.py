@@ -1,0 +1,181 @@
+"""What the base reads in a reply: its last hidden state at the reply's last token, given the
+call so far, cached by content so each text is read once per base (pure Python, no Django).
+
+The learned scorer (trainers.judge.learned) is a linear head on these features, the same
+features the RLHF reward model's probe reads (trainers.wording.reward_probe): the call so far
+and the reply through the base's chat template, the state at the conversation's last token.
+
+The cache is a folder of small .npy files named by a digest of (what this module reads, the
+token ids), one folder per base: the fit job, Evaluate and pair generation each add what they
+read, a file is written whole then renamed into place (two processes reading the same text
+write the same bytes), and a changed rendering changes every key, never a stale hit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainers.conversation import conversation_messages
+
+# Bump when what a feature means changes (the rendering, the layer read): old files stop
+# matching instead of being read as the new kind.
+FEATURES_VERSION = 1
+# The longest conversation read, in tokens; older turns are dropped first.
+MAX_TOKENS = 512
+
+Item = tuple[Sequence[Mapping[str, str]], str]
+
+
+def item_messages(context: Sequence[Mapping[str, str]], reply: str) -> list[dict[str, str]]:
+    """The call so far and the reply as chat messages, the reply the last (agent's) message."""
+    return [*conversation_messages(context), {"role": "assistant", "content": reply}]
+
+
+def _trimmed_ids(tokenizer: Any, context: Sequence[Mapping[str, str]], reply: str) -> list[int]:
+    """Token ids of the item, its oldest turns dropped until it fits MAX_TOKENS; a reply too
+    long alone keeps its last MAX_TOKENS tokens (the state read is at the end)."""
+    from trainers.wording.bases import conversation_ids
+
+    turns = list(context)
+    while True:
+        ids = conversation_ids(tokenizer, item_messages(turns, reply))
+        if len(ids) <= MAX_TOKENS or not turns:
+            return ids[-MAX_TOKENS:]
+        turns = turns[1:]
+
+
+def _key(ids: Sequence[int]) -> str:
+    digest = hashlib.sha256(f"v{FEATURES_VERSION}:".encode())
+    digest.update(np.asarray(ids, dtype=np.int64).tobytes())
+    return digest.hexdigest()
+
+
+@dataclass
+class FeatureStore:
+    """The cache of one base's features: `folder/<2 hex>/<digest>.npy`."""
+
+    folder: Path
+
+    def _path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.npy"
+
+    def get(self, key: str) -> np.ndarray | None:
+        try:
+            return np.load(self._path(key), allow_pickle=False)
+        except (FileNotFoundError, ValueError, OSError):
+            return None  # absent, or a half-written file from a crash: read it again
+
+    def put(self, key: str, vector: np.ndarray) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(handle, "wb") as out:
+            np.save(out, np.asarray(vector, dtype=np.float32), allow_pickle=False)
+        os.replace(temporary, path)
+
+
+def store_folder(features_dir: Path | str, base: str) -> Path:
+    return Path(features_dir) / base.replace("/", "--")
+
+
+@dataclass
+class ReadStats:
+    """What one `BaseReader.features` call did: texts read by the base, texts from the cache."""
+
+    read: int = 0
+    cached: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        speed = self.tokens / self.seconds if self.seconds > 0 else None
+        return {
+            "read": self.read,
+            "cached": self.cached,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 2),
+            "tokens_per_second": round(speed, 1) if speed else None,
+        }
+
+
+@dataclass
+class BaseReader:
+    """A base's features for (call so far, reply) items, from the cache where it has them; the
+    base itself is loaded on the first miss only, on `device` ("cpu", "cuda", "auto")."""
+
+    base: str
+    models_dir: Path | str
+    features_dir: Path | str
+    device: str = "cpu"
+    batch_size: int = 16
+    _model: Any = field(default=None, repr=False)
+    _tokenizer: Any = field(default=None, repr=False)
+
+    @property
+    def store(self) -> FeatureStore:
+        return FeatureStore(store_folder(self.features_dir, self.base))
+
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from trainers.wording.bases import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self.base, models_dir=self.models_dir)
+        return self._tokenizer
+
+    def model(self) -> Any:
+        if self._model is None:
+            from trainers.wording.bases import device_for, load_base
+
+            self._model, self._tokenizer = load_base(
+                self.base, models_dir=self.models_dir, head="reward", device=device_for(self.device)
+            )
+        return self._model
+
+    def features(
+        self,
+        items: Sequence[Item],
+        *,
+        on_progress: Callable[[int, int], None] | None = None,
+        stats: ReadStats | None = None,
+    ) -> np.ndarray:
+        """One row of features for each item, in order."""
+        from trainers.wording.reward_probe import last_token_features
+
+        stats = stats if stats is not None else ReadStats()
+        started = time.monotonic()
+        tokenizer = self.tokenizer()
+        ids = [_trimmed_ids(tokenizer, context, reply) for context, reply in items]
+        keys = [_key(row) for row in ids]
+        store = self.store
+        found = {key: store.get(key) for key in dict.fromkeys(keys)}
+        missing = [key for key, vector in found.items() if vector is None]
+        stats.cached += len(keys) - len(missing)
+        if missing:
+            first = {key: index for index, key in reversed(list(enumerate(keys)))}
+            rows = [ids[first[key]] for key in missing]
+            model = self.model()
+            read = last_token_features(
+                model,
+                rows,
+                pad_token_id=self.tokenizer().pad_token_id,
+                batch_size=self.batch_size,
+                on_chunk=on_progress,
+            )
+            for key, vector in zip(missing, read.features, strict=True):
+                store.put(key, vector)
+                found[key] = vector
+            stats.read += len(missing)
+            stats.tokens += read.tokens
+        stats.seconds += time.monotonic() - started
+        if not keys:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.vstack([found[key] for key in keys]).astype(np.float32)

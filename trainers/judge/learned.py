@@ -1,0 +1,364 @@
+"""The learned scorer's base part: linear heads on what the base reads in a reply
+(trainers.judge.base_features), and whether the words (the TF-IDF heads of trainers.judge.fit)
+stay beside them (pure Python, no Django).
+
+Each head comes in three kinds, and the fit keeps the one that cross-validates best on the
+training part (never the held-out part, where all three are then measured side by side):
+
+  base          the base's head alone
+  words + base  the two heads' logits mixed by a small logistic fit on their out-of-fold logits
+  words         the TF-IDF head alone (the fast path; also what a machine without the base uses)
+
+Out of fold: the training part is cut into five folds by group (a pair, or a call); each fold's
+logits come from heads fitted on the other four, at the strengths the full fit chose. The
+mix's own two or three numbers are cross-fitted the same way before they are scored, so a
+mix is not scored on the rows that set it. A world with reviewers' overrides keeps the words:
+the overrides teach the words' head, and a judge that dropped it would ignore them.
+
+Totals are Bradley–Terry (no intercept: a total's level is set afterwards, centred on the
+picked replies); the won head is logistic with an intercept, scored by the AUC by call of its
+turns' mean probability, as the fit's held-out measure is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trainers.judge.head_fit import fit_by_group
+
+FOLDS = 5
+BASE = "base"
+MIXED = "words + base"
+WORDS = "words"
+# Fewer training pairs (or outcome calls) than this and the base's head is not fitted.
+MIN_PAIRS = 20
+MIN_CALLS = 10
+
+# (training row indices, other row indices) -> the words' logits of the other rows.
+WordsLogits = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def fold_of(groups: Sequence[str], *, seed: int) -> np.ndarray:
+    """Each row's fold, by a hash of its group (a group's rows share one fold)."""
+    folds = []
+    for group in groups:
+        digest = hashlib.sha256(f"fold:{seed}:{group}".encode()).digest()
+        folds.append(int.from_bytes(digest[:8], "big") * FOLDS // 2**64)
+    return np.asarray(folds)
+
+
+def _spread(rows: np.ndarray) -> np.ndarray:
+    spread = rows.std(axis=0)
+    spread[spread < 1e-6] = 1.0
+    return spread
+
+
+def _sigmoid(logits: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(logits, -60, 60)))
+
+
+@dataclass
+class HeadFit:
+    weights: np.ndarray
+    bias: float
+    strength: float
+
+
+def pair_head(
+    difference: np.ndarray, groups: Sequence[str], *, strength: float | None, grid: Sequence[float]
+) -> HeadFit:
+    """Bradley–Terry on chosen-minus-rejected features: both orders, no intercept, the rows
+    scaled so one strength suits every feature (folded back into the weights)."""
+    both = np.vstack([difference, -difference]).astype(np.float64)
+    spread = _spread(both)
+    labels = np.concatenate([np.ones(len(difference)), np.zeros(len(difference))])
+    fitted = fit_by_group(
+        both / spread,
+        labels,
+        np.concatenate([np.asarray(groups), np.asarray(groups)]),
+        grid=(strength,) if strength is not None else grid,
+        fit_intercept=False,
+        scoring="accuracy",
+    )
+    return HeadFit(fitted.weights / spread, 0.0, fitted.strength)
+
+
+def won_head(
+    features: np.ndarray,
+    won: np.ndarray,
+    groups: Sequence[str],
+    *,
+    strength: float | None,
+    grid: Sequence[float],
+) -> HeadFit:
+    """The logistic loss on won/lost, with an intercept, the rows scaled as `pair_head`'s."""
+    rows = features.astype(np.float64)
+    spread = _spread(rows)
+    fitted = fit_by_group(
+        rows / spread,
+        won.astype(float),
+        np.asarray(groups),
+        grid=(strength,) if strength is not None else grid,
+        fit_intercept=True,
+        scoring="roc_auc",
+    )
+    return HeadFit(fitted.weights / spread, float(fitted.bias), fitted.strength)
+
+
+def _mix_fit(columns: np.ndarray, labels: np.ndarray, *, intercept: bool) -> np.ndarray:
+    """The mix's numbers: a lightly regularised logistic fit on the heads' logits."""
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(C=10.0, fit_intercept=intercept, max_iter=1000)
+    model.fit(columns, labels)
+    bias = float(model.intercept_[0]) if intercept else 0.0
+    return np.append(np.asarray(model.coef_).ravel(), bias)
+
+
+def _cross_fitted_mix(
+    columns: np.ndarray, labels: np.ndarray, folds: np.ndarray, *, intercept: bool
+) -> np.ndarray:
+    """Each row's mixed logit from a mix fitted on the other folds' rows."""
+    mixed = np.zeros(len(labels))
+    for fold in range(FOLDS):
+        inside = folds == fold
+        if not inside.any():
+            continue
+        if len(set(labels[~inside].tolist())) < 2:
+            return columns[:, 1].copy()
+        mix = _mix_fit(columns[~inside], labels[~inside], intercept=intercept)
+        mixed[inside] = columns[inside] @ mix[:-1] + mix[-1]
+    return mixed
+
+
+def _pick(scores: dict[str, float | None], allowed: Sequence[str]) -> str:
+    """The best-scoring allowed kind; on a tie the one listed first (fewer parts first)."""
+    ranked = [(scores.get(kind), -order) for order, kind in enumerate(allowed)]
+    best = max(
+        (score, tie, kind)
+        for (score, tie), kind in zip(ranked, allowed, strict=True)
+        if score is not None
+    )
+    return best[2]
+
+
+@dataclass
+class MixedHead:
+    """One head of the learned scorer: the base's weights (None for the words alone) and the
+    mix of logits, [words, base, bias]."""
+
+    kind: str
+    weights: np.ndarray | None
+    mix: list[float] = field(default_factory=lambda: [1.0, 0.0, 0.0])
+    chosen_by: dict[str, Any] = field(default_factory=dict)
+
+    def logits(self, words_logits: np.ndarray, features: np.ndarray | None) -> np.ndarray:
+        base = (
+            features.astype(np.float64) @ self.weights
+            if self.weights is not None and features is not None and self.mix[1] != 0.0
+            else np.zeros(len(words_logits))
+        )
+        return self.mix[0] * words_logits + self.mix[1] * base + self.mix[2]
+
+
+# --- the total: picks -----------------------------------------------------------------------
+
+
+def fit_total(
+    chosen: np.ndarray,
+    rejected: np.ndarray,
+    groups: Sequence[str],
+    words_margins: WordsLogits,
+    *,
+    keep_words: bool,
+    grid: Sequence[float],
+    seed: int,
+) -> MixedHead | None:
+    """The total's head over the training pairs (features of each side, their groups);
+    `words_margins` gives the words' chosen-minus-rejected logits of held rows from a fit on
+    others. None with too few pairs for the base to be worth a head."""
+    if len(chosen) < MIN_PAIRS:
+        return None
+    difference = chosen.astype(np.float64) - rejected.astype(np.float64)
+    full = pair_head(difference, groups, strength=None, grid=grid)
+    folds = fold_of(groups, seed=seed)
+    words_oof, base_oof = np.zeros(len(difference)), np.zeros(len(difference))
+    for fold in range(FOLDS):
+        inside = folds == fold
+        if not inside.any() or inside.all():
+            continue
+        train, held = np.flatnonzero(~inside), np.flatnonzero(inside)
+        words_oof[held] = words_margins(train, held)
+        part = pair_head(
+            difference[train], [groups[i] for i in train], strength=full.strength, grid=grid
+        )
+        base_oof[held] = difference[held] @ part.weights
+    # Both orders, so the mix needs no intercept and has no side to prefer.
+    columns = np.vstack(
+        [np.column_stack([words_oof, base_oof]), -np.column_stack([words_oof, base_oof])]
+    )
+    labels = np.concatenate([np.ones(len(difference)), np.zeros(len(difference))])
+    mixed_oof = _cross_fitted_mix(columns, labels, np.concatenate([folds, folds]), intercept=False)
+    scores = {
+        BASE: float(np.mean(base_oof > 0)),
+        MIXED: float(np.mean(mixed_oof[: len(difference)] > 0)),
+        WORDS: float(np.mean(words_oof > 0)),
+    }
+    kind = _pick(scores, [MIXED, WORDS] if keep_words else [BASE, MIXED, WORDS])
+    mix = {BASE: [0.0, 1.0, 0.0], WORDS: [1.0, 0.0, 0.0]}.get(kind)
+    if mix is None:
+        mix = _mix_fit(columns, labels, intercept=False).tolist()
+    chosen_by = {
+        "out_of_fold_accuracy": {k: round(v, 4) for k, v in scores.items()},
+        "strength": full.strength,
+        "pairs": len(difference),
+    }
+    # The base's weights are kept even where the words won: the fit measures the base alone too.
+    return MixedHead(kind, full.weights, mix, chosen_by)
+
+
+# --- won: outcomes --------------------------------------------------------------------------
+
+
+def _auc_by_call(logits: np.ndarray, won: np.ndarray, groups: Sequence[str]) -> float | None:
+    """The AUC, over calls, of each call's mean won-probability (ties count half)."""
+    from scipy.stats import rankdata
+
+    by_call: dict[str, list[float]] = {}
+    call_won: dict[str, bool] = {}
+    for probability, label, group in zip(_sigmoid(logits), won, groups, strict=True):
+        by_call.setdefault(group, []).append(float(probability))
+        call_won[group] = bool(label)
+    calls = list(by_call)
+    scores = np.asarray([np.mean(by_call[call]) for call in calls])
+    labels = np.asarray([call_won[call] for call in calls])
+    positives, negatives = int(labels.sum()), int((~labels).sum())
+    if not positives or not negatives:
+        return None
+    ranks = rankdata(np.concatenate([scores[labels], scores[~labels]]))
+    return float(
+        (ranks[:positives].sum() - positives * (positives + 1) / 2) / (positives * negatives)
+    )
+
+
+def fit_won(
+    features: np.ndarray,
+    won: np.ndarray,
+    groups: Sequence[str],
+    words_logits: WordsLogits,
+    *,
+    grid: Sequence[float],
+    seed: int,
+) -> MixedHead | None:
+    """The won head over the training turns (features, won/lost, their calls); `words_logits`
+    gives the words' logits of held turns from a fit on others. None with too few calls or
+    one label only."""
+    won = np.asarray(won, dtype=bool)
+    if len(set(groups)) < MIN_CALLS or len(set(won.tolist())) < 2:
+        return None
+    full = won_head(features, won, groups, strength=None, grid=grid)
+    folds = fold_of(groups, seed=seed)
+    words_oof, base_oof = np.zeros(len(won)), np.zeros(len(won))
+    for fold in range(FOLDS):
+        inside = folds == fold
+        train, held = np.flatnonzero(~inside), np.flatnonzero(inside)
+        if not len(held) or len(set(won[train].tolist())) < 2:
+            continue
+        words_oof[held] = words_logits(train, held)
+        part = won_head(
+            features[train],
+            won[train],
+            [groups[i] for i in train],
+            strength=full.strength,
+            grid=grid,
+        )
+        base_oof[held] = features[held].astype(np.float64) @ part.weights + part.bias
+    columns = np.column_stack([words_oof, base_oof])
+    mixed_oof = _cross_fitted_mix(columns, won.astype(float), folds, intercept=True)
+    scores = {
+        BASE: _auc_by_call(base_oof, won, groups),
+        MIXED: _auc_by_call(mixed_oof, won, groups),
+        WORDS: _auc_by_call(words_oof, won, groups),
+    }
+    kind = _pick(scores, [BASE, MIXED, WORDS])
+    if kind == BASE:
+        mix = [0.0, 1.0, full.bias]
+    elif kind == WORDS:
+        mix = [1.0, 0.0, 0.0]
+    else:
+        mix = _mix_fit(columns, won.astype(float), intercept=True).tolist()
+    chosen_by = {
+        "out_of_fold_auc_by_call": {
+            k: None if v is None else round(v, 4) for k, v in scores.items()
+        },
+        "strength": full.strength,
+        "turns": len(won),
+    }
+    return MixedHead(kind, full.weights, mix, chosen_by)
+
+
+# --- the part a fitted judge keeps ----------------------------------------------------------
+
+
+@dataclass
+class LearnedPart:
+    """The base a fitted judge reads replies with, and its total and won heads on it."""
+
+    base: str
+    total: MixedHead | None
+    won: MixedHead | None
+    features: dict[str, Any] = field(default_factory=dict)  # what reading them cost
+
+    def kinds(self) -> dict[str, str | None]:
+        return {
+            "total": self.total.kind if self.total else None,
+            "won": self.won.kind if self.won else None,
+        }
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        heads = {"total": self.total, "won": self.won}
+        return {
+            f"learned:{name}": head.weights
+            for name, head in heads.items()
+            if head is not None and head.weights is not None
+        }
+
+    def described(self) -> dict[str, Any]:
+        def head(part: MixedHead | None) -> dict[str, Any] | None:
+            if part is None:
+                return None
+            return {"kind": part.kind, "mix": list(part.mix), "chosen_by": part.chosen_by}
+
+        return {
+            "base": self.base,
+            "total": head(self.total),
+            "won": head(self.won),
+            "features": self.features,
+        }
+
+    @classmethod
+    def from_saved(
+        cls, described: dict[str, Any] | None, arrays: dict[str, np.ndarray]
+    ) -> LearnedPart | None:
+        if not described:
+            return None
+
+        def head(name: str) -> MixedHead | None:
+            saved = described.get(name)
+            if not saved:
+                return None
+            return MixedHead(
+                saved["kind"],
+                arrays.get(f"learned:{name}"),
+                [float(x) for x in saved["mix"]],
+                saved.get("chosen_by") or {},
+            )
+
+        return cls(
+            str(described["base"]), head("total"), head("won"), described.get("features") or {}
+        )
