@@ -396,6 +396,11 @@ class DuelPair(models.Model):
     judge_model = models.CharField(max_length=200)
     # The queue's key, weakest first: the mean of the two replies' judge totals.
     judge_total = models.FloatField()
+    # The key of "most informative first": how far apart the pair's own judge put the two
+    # replies' totals when it made the pair, |total A - total B| (null: a pair with no
+    # judgements, as an imported one). Stored rather than computed from the two judgements at
+    # serving time, so that order reads an index instead of sorting every open pair.
+    judge_gap = models.FloatField(null=True, blank=True)
     move_a = models.CharField(max_length=40, blank=True)
     move_b = models.CharField(max_length=40, blank=True)
     # The agent's move just before this moment (a transition on the world's map).
@@ -424,6 +429,12 @@ class DuelPair(models.Model):
                 fields=["world", "judge_total", "id"],
                 condition=models.Q(is_open=True),
                 name="duelpair_queue",
+            ),
+            # Ascending puts nulls last, as the queue orders them (arena.services.queue).
+            models.Index(
+                fields=["world", "judge_gap", "judge_total", "id"],
+                condition=models.Q(is_open=True),
+                name="duelpair_queue_informative",
             ),
             models.Index(fields=["reserved_by", "reserved_until"], name="duelpair_reserved"),
             models.Index(fields=["world", "move_a"], name="duelpair_move_a"),

@@ -2,6 +2,8 @@
 
     python -m bench.duel_queue                 # the figures of issue 4 (takes a few minutes)
     python -m bench.duel_queue --seconds 10    # a shorter concurrent run
+    python -m bench.duel_queue --order informative --moments 5000 --picks 1000 --latency-only
+                                               # "most informative first": its plan and p95
 
 Needs PostgreSQL: DATABASE_URL, or else the embedded server (started here if need be).
 In a throwaway workspace ``bench-duel-<hex>`` it bulk-creates 100,000 moments with their
@@ -89,7 +91,7 @@ def _create_data(world, moments: int, picks: int, reviewers: list) -> None:
             for moment in made
             for side in "ab"
         )
-        Judgement.objects.bulk_create(
+        judgements = Judgement.objects.bulk_create(
             Judgement(
                 reply=reply,
                 judge_model="rubric-v1",
@@ -109,6 +111,8 @@ def _create_data(world, moments: int, picks: int, reviewers: list) -> None:
                 dialogue=dialogue_text,
                 judge_model="rubric-v1",
                 judge_total=round((moment.pk * 104729 % 10_000) / 10_000, 4),
+                # As pair making stores it: how far apart the judge put A and B.
+                judge_gap=abs(judgements[2 * index].total - judgements[2 * index + 1].total),
                 move_a="propose_viewing",
                 move_b="give_details",
                 previous_move="greet",
@@ -161,12 +165,32 @@ def _token_client(slug: str, user):
     return Client(HTTP_HOST=f"{slug}.localhost", HTTP_AUTHORIZATION=f"Token {token}")
 
 
-def _bench_latency(slug: str, user, rounds: int) -> tuple[float, float]:
+def _explain_claim(world, user, order: str) -> None:
+    """The plan of the claim's "first free pair" query in this order, as PostgreSQL runs it
+    (EXPLAIN ANALYZE, inside a transaction that is rolled back: nothing stays locked)."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from arena.selectors import QueueSelection
+    from arena.services.queue import queue_first_free
+
+    query = queue_first_free(
+        world=world, reviewer=user, selection=QueueSelection(order=order), now=timezone.now()
+    )
+    with transaction.atomic():
+        plan = query.explain(analyze=True)
+        transaction.set_rollback(True)
+    print("  Plan of the claim's first-free-pair query:")
+    for line in plan.splitlines():
+        print(f"    {line}")
+
+
+def _bench_latency(slug: str, user, rounds: int, order: str = "weakest") -> tuple[float, float]:
     client = _token_client(slug, user)
     next_ms, pick_ms = [], []
     for round_number in range(rounds + WARM_UP):
         started = time.perf_counter()
-        response = client.get("/api/rl/duel/next/?pack=lettings")
+        response = client.get(f"/api/rl/duel/next/?pack=lettings&order={order}")
         next_ms.append((time.perf_counter() - started) * 1000)
         assert response.status_code == 200, response.content
         pair = response.json()["item"]["pair"]
@@ -401,6 +425,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reviewers", type=int, default=REVIEWERS)
     parser.add_argument("--seconds", type=float, default=60.0, help="concurrent run length")
     parser.add_argument("--freeze-picks", type=int, default=1_000_000)
+    parser.add_argument(
+        "--order",
+        choices=("weakest", "informative"),
+        default="weakest",
+        help="the queue order the latency rounds ask for (and whose claim query is EXPLAINed)",
+    )
+    parser.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="only the data and the one-reviewer latency (no concurrent run, no freeze)",
+    )
     args = parser.parse_args(argv)
 
     datasets_dir = Path(tempfile.mkdtemp(prefix="bench-duel-datasets-"))
@@ -431,16 +466,19 @@ def main(argv: list[str] | None = None) -> None:
             ]
             print("Data")
             _create_data(world, args.moments, args.picks, reviewers)
-            print("Latency through the API, one reviewer (target p95 < 50 ms)")
-            p95_next, p95_pick = _bench_latency(slug, reviewers[0], args.rounds)
-        print(f"Concurrent reviewers ({args.reviewers}, {args.seconds:.0f} s)")
-        ok &= _bench_concurrent(schema, slug, reviewers, args.seconds)
-        with schema_context(schema):
-            print(
-                f"Freeze (target >= 100,000 rows/s, memory flat), up to {args.freeze_picks:,} picks"
-            )
-            same, rate = _bench_freeze(world, owner, args.freeze_picks, bulk_reviewers)
-            ok &= same and rate >= 100_000
+            _explain_claim(world, reviewers[0], args.order)
+            print(f"Latency through the API, one reviewer, {args.order} first (target p95 < 50 ms)")
+            p95_next, p95_pick = _bench_latency(slug, reviewers[0], args.rounds, args.order)
+        if not args.latency_only:
+            print(f"Concurrent reviewers ({args.reviewers}, {args.seconds:.0f} s)")
+            ok &= _bench_concurrent(schema, slug, reviewers, args.seconds)
+            with schema_context(schema):
+                print(
+                    f"Freeze (target >= 100,000 rows/s, memory flat), up to "
+                    f"{args.freeze_picks:,} picks"
+                )
+                same, rate = _bench_freeze(world, owner, args.freeze_picks, bulk_reviewers)
+                ok &= same and rate >= 100_000
         ok &= p95_next < 50 and p95_pick < 50
     finally:
         workspaces_drop([slug])

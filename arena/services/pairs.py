@@ -342,6 +342,7 @@ def _drafts_save(world: World, drafts: list[_PairDraft]) -> list[DuelPair]:
                 dialogue=preference_format.dialogue_json(draft.dialogue),
                 judge_model=first.judgement.judge_model,
                 judge_total=round((first.judgement.total + second.judgement.total) / 2, 4),
+                judge_gap=abs(first.judgement.total - second.judgement.total),
                 move_a=first.move or "",
                 move_b=second.move or "",
                 previous_move=draft.previous_move,

@@ -12,7 +12,6 @@ from django.db.models import (
     Case,
     Exists,
     F,
-    FloatField,
     OuterRef,
     Q,
     QuerySet,
@@ -20,12 +19,11 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Abs
 from django.utils import timezone
 
 from arena.errors import DuelBadInput, DuelConflict
 from arena.judge.rubric import DIMENSIONS
-from arena.models import DuelPair, Judgement, PairSkip, Pick, World
+from arena.models import DuelPair, PairSkip, Pick, World
 from arena.selectors import (
     QueueSelection,
     duel_pair_get,
@@ -40,40 +38,26 @@ REASONS: tuple[str, ...] = DIMENSIONS
 RESERVATION = timedelta(minutes=5)
 
 
-def _stored_total(side: str) -> Subquery:
-    """The total the pair's own judge gave this side's reply when the pair was made (its
-    verdict, not a later rescoring's): read back, so ordering calls no judge."""
-    return Subquery(
-        Judgement.objects.filter(
-            reply=OuterRef(side), judge_model=OuterRef("judge_model"), overruled=False
-        )
-        .order_by("-created_at", "-id")
-        .values("total")[:1],
-        output_field=FloatField(),
-    )
-
-
 def queue_ordered(pairs: QuerySet[DuelPair], order: str = "weakest") -> QuerySet[DuelPair]:
     """Pairs in the queue's order. "weakest": the lowest mean judge total first.
-    "informative": the smallest gap between the two replies' judge totals first, where the
-    judge is least sure which reply is better; ties as "weakest" breaks them. A pair whose
-    totals cannot be read back (no stored judgement) comes after every pair that has them."""
+    "informative": the smallest gap between the two replies' judge totals first (the pair's
+    own judge, as it scored them when it made the pair), where the judge is least sure which
+    reply is better; ties as "weakest" breaks them. A pair with no gap (no judgements) comes
+    after every pair that has one. Each order has its partial index (arena.models.DuelPair)."""
     if order == "informative":
-        gap = Abs(_stored_total("reply_a") - _stored_total("reply_b"))
-        return pairs.annotate(judge_gap=gap).order_by(
-            F("judge_gap").asc(nulls_last=True), "judge_total", "id"
-        )
+        return pairs.order_by(F("judge_gap").asc(nulls_last=True), "judge_total", "id")
     return pairs.order_by("judge_total", "id")
 
 
-def _claim(world: World, reviewer, selection: QueueSelection, now) -> DuelPair | None:
-    """Reserve the first free pair in the selection's order for the reviewer: one UPDATE
-    whose subquery locks the pair it picks with SKIP LOCKED, so two reviewers claiming at the
-    same instant get two different pairs and neither waits for the other."""
+def queue_first_free(
+    *, world: World, reviewer, selection: QueueSelection, now
+) -> QuerySet[DuelPair]:
+    """The first pair the reviewer may claim now, in the selection's order, locked with SKIP
+    LOCKED (the claim's subquery; a bench EXPLAINs it)."""
     picked = Pick.objects.filter(pair=OuterRef("pk"), reviewer=reviewer)
     skipped = PairSkip.objects.filter(pair=OuterRef("pk"), reviewer=reviewer)
     free = Q(reserved_until__isnull=True) | Q(reserved_until__lte=now)
-    first_free = (
+    return (
         queue_ordered(
             selection.apply(DuelPair.objects.filter(world=world, is_open=True))
             .filter(free)
@@ -83,6 +67,13 @@ def _claim(world: World, reviewer, selection: QueueSelection, now) -> DuelPair |
         .select_for_update(skip_locked=True, of=("self",))
         .values("pk")[:1]
     )
+
+
+def _claim(world: World, reviewer, selection: QueueSelection, now) -> DuelPair | None:
+    """Reserve the first free pair in the selection's order for the reviewer: one UPDATE
+    whose subquery locks the pair it picks with SKIP LOCKED, so two reviewers claiming at the
+    same instant get two different pairs and neither waits for the other."""
+    first_free = queue_first_free(world=world, reviewer=reviewer, selection=selection, now=now)
     until = now + RESERVATION
     with transaction.atomic():
         claimed = DuelPair.objects.filter(pk__in=Subquery(first_free)).update(

@@ -1,5 +1,5 @@
 """The queue's "most informative first" order: the pair whose two judge totals lie closest
-together first, read from the judgements the pairs already store; reserved and picked once
+together first (the gap pair making stores beside the judgements); reserved and picked once
 as in "weakest first"; chosen by the API's and the page's `order`; per workspace."""
 
 from __future__ import annotations
@@ -34,16 +34,21 @@ def _expected_order(world: World) -> list[int]:
     return [p.pk for p in sorted(pairs, key=lambda p: (round(_gap(p), 9), p.judge_total, p.pk))]
 
 
+def _judged(pair: DuelPair, total_a: float, total_b: float) -> None:
+    """As if the pair's judge had given its replies these totals when it made the pair: the
+    judgements and the gap pair making stores beside them."""
+    Judgement.objects.filter(reply_id=pair.reply_a_id).update(total=total_a)
+    Judgement.objects.filter(reply_id=pair.reply_b_id).update(total=total_b)
+    DuelPair.objects.filter(pk=pair.pk).update(judge_gap=abs(total_a - total_b))
+
+
 def _make_closest_not_weakest(world: World) -> DuelPair:
     """Make the weakest pair's replies far apart and another pair's identical, so the two
     orders cannot agree by chance."""
     weakest = DuelPair.objects.filter(world=world).order_by("judge_total", "id").first()
-    Judgement.objects.filter(reply_id=weakest.reply_a_id).update(total=0.0)
-    Judgement.objects.filter(reply_id=weakest.reply_b_id).update(total=1.0)
+    _judged(weakest, 0.0, 1.0)
     closest = DuelPair.objects.filter(world=world).exclude(pk=weakest.pk).last()
-    Judgement.objects.filter(reply_id__in=[closest.reply_a_id, closest.reply_b_id]).update(
-        total=0.6
-    )
+    _judged(closest, 0.6, 0.6)
     return closest
 
 
@@ -65,7 +70,8 @@ def test_its_whole_order_follows_the_gap_then_the_weakest_rule(lettings):
 
 
 def test_ties_are_broken_as_weakest_first(lettings):
-    Judgement.objects.filter(reply__moment__world=lettings).update(total=0.5)
+    for pair in DuelPair.objects.filter(world=lettings):
+        _judged(pair, 0.5, 0.5)
     ordered = queue_ordered(DuelPair.objects.filter(world=lettings), "informative")
     weakest = DuelPair.objects.filter(world=lettings).order_by("judge_total", "id")
     assert [p.pk for p in ordered] == [p.pk for p in weakest]
