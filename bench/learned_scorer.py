@@ -1,0 +1,141 @@
+"""The learned scorer on the shared real data: a world's judge that reads replies with the base,
+against its words alone, the base alone and the rubric, on held-out rows, and what it costs.
+
+    python -m bench.learned_scorer [--base smollm2-135m-instruct] [--pairs N] [--calls N]
+                                   [--features-dir DIR] [--seed 0]
+
+Fits exactly as a world's fit does (trainers.judge.fit with a base) on the hh-rlhf harmless
+pairs (real human preferences) and the PersuasionForGood calls (the opening's first four agent
+turns, won when the persuadee donated). A fifth of each is held out by group (a pair, a call)
+before anything is fitted; the choice between the base, the words and both is made by
+cross-validation on the rest; every figure is on the held-out part, with a 95% bootstrap
+interval.
+
+Then the costs on this machine: the fit from an empty feature cache (every reply read by the
+base), a refit on a warm cache (what a refit after a freeze costs), and scoring 1,000 replies
+the fit never read (the calls' later agent turns) through the product's FittedJudge: first
+read by the base, then again from the cache. The feature cache is a fresh temporary folder
+unless --features-dir names one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from arena.judge.fitted import FittedJudge, outcome_rows, preference_rows
+from arena.judge.rubric import DIMENSIONS
+from trainers.judge.base_features import BaseReader
+from trainers.judge.fit import JudgeFitSpec, fit
+from trainers.wording.bases import SMOLLM2_BASE
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+CALLS = SHARED / "real-calls" / "persuasionforgood" / "calls.jsonl"
+PAIRS = SHARED / "preferences" / "hh-rlhf-harmless" / "pairs.jsonl"
+MODELS_DIR = Path(os.environ.get("LEVERS9_MODELS_DIR", Path(__file__).parent.parent / "var/models"))
+NEW_REPLIES = 1000
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _fmt(block: dict | None, key: str) -> str:
+    if not block or block.get(key) is None:
+        return "—"
+    interval = block.get(f"{key}_ci")
+    text = f"{block[key]:.3f}"
+    return text + (f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "")
+
+
+def _table(report: dict) -> None:
+    scorer = report["scorer"]
+    print(f"{'held out':<34}{'kept scorer':<24}{'words':<24}{'base':<24}{'rubric':<24}")
+    pairs, outcomes = report.get("pairs") or {}, report.get("outcomes") or {}
+    if pairs:
+        row = [_fmt(pairs.get(who), "accuracy") for who in ("fitted", "words", "base", "rubric")]
+        label = f"hh-rlhf pair accuracy (n={pairs['fitted']['pairs']})"
+        print(f"{label:<34}" + "".join(f"{cell:<24}" for cell in row))
+    if outcomes:
+        row = [_fmt(outcomes.get(who), "auc") for who in ("fitted", "words", "base", "rubric")]
+        label = f"persuasion AUC by call (n={outcomes['fitted']['calls']})"
+        print(f"{label:<34}" + "".join(f"{cell:<24}" for cell in row))
+    print(f"kept: total = {scorer.get('total')}, won = {scorer.get('won')} (base {scorer['base']})")
+    for name, chosen in (scorer.get("chosen_by") or {}).items():
+        if chosen:
+            figures = {k: v for k, v in chosen.items() if k.startswith("out_of_fold")}
+            print(f"  {name}: chosen by {figures}")
+
+
+def _later_turns(calls: list[dict], count: int) -> list[tuple[list[dict], str]]:
+    """Agent replies the fit never read: the turns after each call's opening four."""
+    items = []
+    for call in calls:
+        turns, seen = call.get("turns") or [], 0
+        for index, turn in enumerate(turns):
+            if turn.get("speaker") != "agent":
+                continue
+            seen += 1
+            if seen > 4:
+                context = [{"speaker": t["speaker"], "text": t["text"]} for t in turns[:index]]
+                items.append((context, turn["text"]))
+            if len(items) >= count:
+                return items
+    return items
+
+
+def _scoring(model, spec: JudgeFitSpec, calls: list[dict]) -> None:
+    reader = BaseReader(spec.base, models_dir=spec.models_dir, features_dir=spec.features_dir)
+    judge = FittedJudge(model, model_name="bench", reader=reader)
+    items = _later_turns(calls, NEW_REPLIES)
+    for label in ("read by the base", "from the cache"):
+        started = time.monotonic()
+        judge.score_many(items)
+        print(f"scoring {len(items)} new replies, {label}: {time.monotonic() - started:.1f} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default=SMOLLM2_BASE)
+    parser.add_argument("--pairs", type=int, default=None, help="the first N pairs (default all)")
+    parser.add_argument("--calls", type=int, default=None, help="the first N calls (default all)")
+    parser.add_argument("--features-dir", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    arguments = parser.parse_args(argv)
+
+    calls = _lines(CALLS)[: arguments.calls]
+    pairs = preference_rows(_lines(PAIRS)[: arguments.pairs])
+    outcomes = outcome_rows(calls)
+    with tempfile.TemporaryDirectory() as scratch:
+        spec = JudgeFitSpec(
+            dimensions=list(DIMENSIONS),
+            pairs=pairs,
+            overrides=[],
+            outcomes=outcomes,
+            seed=arguments.seed,
+            base=arguments.base,
+            models_dir=str(MODELS_DIR),
+            features_dir=arguments.features_dir or scratch,
+        )
+        print(f"threads: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+        print(f"rows: {len(pairs)} pairs, {len(outcomes)} outcome turns of {len(calls)} calls")
+        started = time.monotonic()
+        model, report = fit(spec)
+        cold = time.monotonic() - started
+        print(f"fit, empty cache: {cold:.0f} s; the base read {report['scorer']['features']}")
+        started = time.monotonic()
+        fit(spec)
+        print(f"refit, warm cache: {time.monotonic() - started:.0f} s")
+        print()
+        _table(report)
+        print()
+        _scoring(model, spec, calls)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
