@@ -19,7 +19,13 @@ from arena.errors import DuelError, JudgeFitError
 from arena.judge.agreement import judge_measure_start, judge_measurement_latest
 from arena.judge.fitting import judge_fit_start
 from arena.judge.rubric import DIMENSION_HELP, DIMENSION_LABELS, DIMENSIONS
-from arena.judge.standing import MIN_HELD_OUT_ITEMS, measure_items, pairs_text, report_rows
+from arena.judge.standing import (
+    MIN_HELD_OUT_ITEMS,
+    measure_items,
+    pairs_text,
+    report_rows,
+    scorer_text,
+)
 from arena.judge.versions import judge_version_latest
 from arena.models import Call, JudgeConnection, World
 from arena.moves import (
@@ -299,6 +305,7 @@ def _judge_panel(world: World) -> dict:
         # The reliability plot is a figure too: none on too few held-out calls.
         "reliability": outcomes.get("reliability") if enough_calls else None,
         "rows": report_rows(version.report) if version else [],
+        "scorer": scorer_text(version.report) if version else "",
         "plot_id": f"plot-reliability-{world.slug}",
         "model_judge": world.judge_provider != "rubric",
         "measurement": measurement,

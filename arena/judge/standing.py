@@ -201,6 +201,7 @@ def report_rows(report: Mapping[str, Any] | None) -> list[dict[str, Any]]:
                 "rubric": pairs_text(pairs.get("rubric"), with_kappa=True),
             }
         )
+    rows += _parts_rows(pairs, "pairs", "pair-accuracy", report)
     total = measure_items(pairs.get("fitted"), "pairs")
     for name, row in (report.get("dimensions") or {}).items():
         counted = measure_items(row.get("fitted"), "pairs")
@@ -228,4 +229,40 @@ def report_rows(report: Mapping[str, Any] | None) -> list[dict[str, Any]]:
                 "rubric": measure_text(outcomes.get("rubric"), "outcomes"),
             }
         )
+        rows += _parts_rows(outcomes, "outcomes", "outcome-auc", report)
     return rows
+
+
+def _parts_rows(
+    block: Mapping[str, Any], kind: str, key: str, report: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Where the judge reads replies with a base: the same held-out figure for its words alone
+    and for the base alone, so a person sees what each part brings."""
+    base = (report.get("scorer") or {}).get("base")
+    parts = (("words", "its words alone"), ("base", f"the base alone ({base})"))
+    return [
+        {
+            "key": f"{key}-{part}",
+            "label": f"  … {label}",
+            "fitted": pairs_text(block[part], with_kappa=False)
+            if kind == "pairs"
+            else measure_text(block[part], kind),
+            "rubric": "",
+        }
+        for part, label in parts
+        if block.get(part)
+    ]
+
+
+def scorer_text(report: Mapping[str, Any] | None) -> str:
+    """What a fitted version reads replies with, in words: the base and which parts it kept for
+    the total and for won (chosen by cross-validation on its training part), or the words."""
+    scorer = (report or {}).get("scorer") or {}
+    base = scorer.get("base")
+    if not base:
+        return "Reads the words of each reply (fitted without a base)."
+    kept = {name: scorer.get(name) or "words" for name in ("total", "won")}
+    return (
+        f"Reads each reply with {base}; kept {kept['total']} for the total and {kept['won']} "
+        "for won, whichever cross-validated best on its training part."
+    )

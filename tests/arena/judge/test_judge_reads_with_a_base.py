@@ -79,6 +79,11 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     assert scored.status_code == 200, scored.content
     assert "words alone" not in scored.json()["judge"]
 
+    page = owner_client.get("/environment/").content.decode()
+    assert f"Reads each reply with {TINY_BASE}" in page
+    assert 'data-row="outcome-auc-words"' in page
+    assert 'data-row="outcome-auc-base"' in page
+
 
 def test_without_its_base_the_version_scores_with_its_words_and_says_so(
     tiny_judge_base, persuasion, owner_client, django_capture_on_commit_callbacks
