@@ -176,3 +176,20 @@ def test_the_won_head_keeps_the_base_when_only_the_base_knows_the_outcome():
     assert head.kind in (BASE, MIXED)
     scores = head.chosen_by["out_of_fold_auc_by_call"]
     assert scores[BASE] > 0.9 > 0.7 > scores[WORDS]
+
+
+def test_the_features_read_without_a_mask_are_the_ones_a_masked_pass_gives(models_dir):
+    """last_token_features pads after each row's end and passes no mask: a causal model's
+    states at real tokens never see the pads."""
+    import torch
+
+    from trainers.wording.bases import inference_precision, load_base
+    from trainers.wording.reward_probe import last_token_features
+
+    model, tokenizer = load_base(TINY_BASE, models_dir=models_dir, head="reward")
+    rows = [tokenizer(text)["input_ids"] for text in ("a b", f"{GOOD} the flat is", "hi")]
+    read = last_token_features(model, rows, pad_token_id=tokenizer.pad_token_id, batch_size=3)
+    for index, row in enumerate(rows):
+        with torch.no_grad(), inference_precision(model):  # the precision the read runs in
+            alone = model.base_model(input_ids=torch.tensor([row])).last_hidden_state[0, -1]
+        np.testing.assert_allclose(read.features[index], alone.float().numpy(), atol=1e-5)

@@ -161,6 +161,8 @@ class BaseReader:
         stats.cached += len(keys) - len(missing)
         if missing:
             first = {key: index for index, key in reversed(list(enumerate(keys)))}
+            # Shortest first: a batch then pads little (the probe sorts only within chunks).
+            missing.sort(key=lambda key: len(ids[first[key]]))
             rows = [ids[first[key]] for key in missing]
             model = self.model()
             read = last_token_features(

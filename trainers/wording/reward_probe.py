@@ -90,14 +90,14 @@ def last_token_features(
                 batch = chunk[start : start + batch_size]
                 width = max(len(token_rows[index]) for index in batch)
                 input_ids = torch.full((len(batch), width), pad_token_id, dtype=torch.long)
-                attention = torch.zeros((len(batch), width), dtype=torch.long)
                 for row, index in enumerate(batch):
                     length = len(token_rows[index])
                     input_ids[row, :length] = torch.tensor(list(token_rows[index]))
-                    attention[row, :length] = 1
-                states = backbone(
-                    input_ids=input_ids.to(device), attention_mask=attention.to(device)
-                ).last_hidden_state
+                # No attention mask: the pads come after each row's last token, and a causal
+                # model's states there never look ahead, so they are the same without one;
+                # without a mask the attention takes its causal fast path (+10% on the CPU,
+                # bench.learned_scorer's rows; tests/trainers/test_learned_scorer.py checks).
+                states = backbone(input_ids=input_ids.to(device)).last_hidden_state
                 for row, index in enumerate(batch):
                     last = len(token_rows[index]) - 1
                     features[index] = states[row, last].float().cpu().numpy()
