@@ -452,6 +452,11 @@ class FittedJudgeModel:
             totals = _sigmoid(learned.total.logits(self.total.logits(features), base_features))
         if learned is not None and learned.won is not None and self.won is not None:
             won = _sigmoid(learned.won.logits(self.won.logits(features), base_features))
+        if self.total is None and won is not None:
+            # A world that has outcomes and no picks yet: what it learned is which replies win
+            # calls, so that is its total (a verdict then rests on the head whose AUC the
+            # world's standing shows, not on the rubric's words).
+            totals = won
         return [
             {
                 "scores": {
