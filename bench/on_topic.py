@@ -1,7 +1,7 @@
 """Another business's lines against the real agent's reply at the same moments, with and without
 the on-topic guard (arena.judge.topic_guard), and how often the guard flags the real agent.
 
-    python -m bench.on_topic [--seed 0] [--folds 5]
+    python -m bench.on_topic [--seed 0] [--folds 5] [--base smollm2-135m-instruct]
 
 The world is the demo's Persuasion world (../shared/data/real-calls/persuasionforgood: a
 charity's real chats), built as a world is: its name, description, default system prompt and
@@ -42,6 +42,8 @@ from typing import Any
 import numpy as np
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+ROOT = Path(__file__).resolve().parent.parent
+FEATURES = ROOT / "var" / "features-bench"
 CALLS = SHARED / "real-calls" / "persuasionforgood" / "calls.jsonl"
 VIEWING = "Would you like to arrange a viewing of the flat on Saturday?"
 BOOTSTRAP = 1000
@@ -111,16 +113,27 @@ def persuasion_world_guard(train: Sequence[dict[str, Any]]) -> Any:
     return TopicGuard(topic_model_fit(topic_texts(world), units), units)
 
 
-def fitted_judge(train: Sequence[dict[str, Any]], seed: int) -> Any:
+def fitted_judge(train: Sequence[dict[str, Any]], seed: int, base: str = "") -> Any:
+    """The world's fitted judge on these calls' outcomes; with `base`, reading every reply with
+    it (the learned scorer, features cached in var/features-bench)."""
     from arena.judge.fitted import FittedJudge, outcome_rows
     from arena.judge.rubric import DIMENSIONS
+    from trainers.judge.base_features import BaseReader
     from trainers.judge.fit import JudgeFitSpec, fit
 
+    folders = {"models_dir": str(ROOT / "var/models"), "features_dir": str(FEATURES)}
     spec = JudgeFitSpec(
-        dimensions=list(DIMENSIONS), pairs=[], overrides=[], outcomes=outcome_rows(train), seed=seed
+        dimensions=list(DIMENSIONS),
+        pairs=[],
+        overrides=[],
+        outcomes=outcome_rows(train),
+        seed=seed,
+        base=base,
+        **folders,
     )
     model, _report = fit(spec)
-    return FittedJudge(model, model_name="fitted (bench)")
+    reader = BaseReader(base, **folders) if base else None
+    return FittedJudge(model, model_name="fitted (bench)", reader=reader)
 
 
 def _totals(judge: Any, items: list[tuple[Sequence[Any], str]]) -> np.ndarray:
@@ -206,15 +219,19 @@ def flagged(guard: Any, units: Sequence[Any]) -> list[float]:
     return [0.0 if guard.verdict(u.context, u.reply).on_topic else 1.0 for u in units]
 
 
-def product_split(calls: list[dict[str, Any]], seed: int) -> None:
+def product_split(calls: list[dict[str, Any]], seed: int, base: str = "") -> None:
     held = held_out_ids(calls)
     train = [call for call in calls if call["id"] not in held]
     test = [call for call in calls if call["id"] in held]
     started = time.monotonic()
     guard = persuasion_world_guard(train)
     guard_seconds = time.monotonic() - started
-    fitted = fitted_judge(train, seed)
-    units = units_of(test)
+    fitted = fitted_judge(train, seed, base)
+    # With a base, Evaluate's moments only (each call's first four agent turns): every line at
+    # every turn would be hours of reading on two cores.
+    units = units_of(test, opening=4 if base else None)
+    if base:
+        print(f"the fitted judge reads each reply with {base} (its total: {fitted.scorer})")
     lines = [*lettings_lines(), VIEWING]
     meetings = Meetings()
     meet(judges_for(fitted), guard, units, lines, meetings)
@@ -321,11 +338,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--folds", type=int, default=5, help="0 to skip the cross-fitted run")
+    parser.add_argument(
+        "--base",
+        default="",
+        help="the fitted judge reads replies with this base (the product split)",
+    )
     arguments = parser.parse_args(argv)
     _setup()
     calls = _calls()
     started = time.monotonic()
-    product_split(calls, arguments.seed)
+    product_split(calls, arguments.seed, arguments.base)
     if arguments.folds:
         cross_fitted(calls, arguments.folds, arguments.seed)
     lettings_reverse(calls, arguments.seed)

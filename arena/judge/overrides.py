@@ -95,6 +95,15 @@ class RescoreReport:
         }
 
 
+def _total_after(judged: Judgement, scores: dict[str, float]) -> float:
+    """The judge's own total moved by what the reviewers' scores change in the rubric's
+    weighted total: a fitted judge's total, or one the on-topic guard capped, is not the
+    weighted sum of its dimensions, and recomputing it from them lost both (a capped
+    off-topic reply came back uncapped once its overrides were removed)."""
+    moved = weighted_total(scores) - weighted_total(dict(judged.scores))
+    return round(min(1.0, max(0.0, float(judged.total) + moved)), 4)
+
+
 def judgements_rescore(*, world: World | None = None) -> RescoreReport:
     """Apply reviewers' overrides: for every overruled reply, a judgement whose overruled
     dimensions carry the reviewers' mean verdict (the rest stay the judge's), the queue
@@ -139,7 +148,7 @@ def judgements_rescore(*, world: World | None = None) -> RescoreReport:
                 judge_model=judge_model,
                 scores=scores,
                 reasons=reasons,
-                total=weighted_total(scores),
+                total=_total_after(judged, scores),
                 overruled=bool(given),
             )
         )

@@ -82,3 +82,24 @@ def test_it_reports_judge_reviewer_agreement_per_dimension(pair, rita, rob):
     assert agreement["timing"]["rate"] == 0.5
     assert agreement["dialect"]["rate"] == 1  # left alone by both: accepted
     assert judgements_rescore().agreement == agreement
+
+
+def test_a_capped_or_fitted_total_survives_rescoring_and_comes_back_when_overrides_go(pair, rita):
+    """A judge's total need not be the weighted sum of its dimensions (the on-topic guard's cap,
+    a fitted judge's own head): an override moves it by what the reviewers changed, and
+    removing the override gives the judge's own total back, not the sum."""
+    from arena.judge.rubric import weighted_total
+
+    judged = reply_judgements([pair.reply_a_id])[pair.reply_a_id]
+    Judgement.objects.filter(pk=judged.pk).update(total=0.05)  # as the guard caps it
+    judge_override_submit(reply_id=pair.reply_a_id, reviewer=rita, scores={"respect": 1.0})
+    judgements_rescore()
+    rescored = reply_judgements([pair.reply_a_id])[pair.reply_a_id]
+    moved = weighted_total(rescored.scores) - weighted_total(judged.scores)
+    assert rescored.total == pytest.approx(min(1.0, max(0.0, 0.05 + moved)), abs=1e-4)
+    assert rescored.total < weighted_total(rescored.scores)
+
+    JudgeOverride.objects.all().delete()
+    judgements_rescore()
+    back = reply_judgements([pair.reply_a_id])[pair.reply_a_id]
+    assert back.total == pytest.approx(0.05)
