@@ -154,7 +154,11 @@ class FittedJudge:
         """What scores a reply's total: "words", "base" or "words + base" (with the base's
         name), as a person reads it."""
         learned = self.model.learned
-        kind = (learned.total.kind if learned and learned.total else None) or "words"
+        # A judge without picks scores its total by its won head (FittedJudgeModel.score).
+        head = None
+        if learned is not None:
+            head = learned.total if self.model.total is not None else learned.won
+        kind = (head.kind if head else None) or "words"
         if self.reader is None or kind == "words":
             return "words"
         return f"{kind} ({learned.base})"

@@ -262,7 +262,12 @@ def scorer_text(report: Mapping[str, Any] | None) -> str:
     if not base:
         return "Reads the words of each reply (fitted without a base)."
     kept = {name: scorer.get(name) or "words" for name in ("total", "won")}
+    total = (
+        "scores a reply's total by its won-probability (no picks yet)"
+        if kept["total"] == "won"
+        else f"kept {kept['total']} for the total"
+    )
     return (
-        f"Reads each reply with {base}; kept {kept['total']} for the total and {kept['won']} "
-        "for won, whichever cross-validated best on its training part."
+        f"Reads each reply with {base}; {total} and kept {kept['won']} for won, whichever "
+        "cross-validated best on its training part."
     )

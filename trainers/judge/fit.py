@@ -672,7 +672,7 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
         "outcome_calls": len({str(row["group"]) for row in train_outcomes}),
         "dimension_heads": sorted(name for name, head in by_dimension.items() if head),
     }
-    report["scorer"] = _scorer_report(learned)
+    report["scorer"] = _scorer_report(learned, picks=total is not None)
     report["fit_seconds"] = round(time.monotonic() - started, 2)
     model.meta = {"trained_on": report["trained_on"], "seed": spec.seed}
     step(5, stage="measured")
@@ -818,14 +818,19 @@ def _learned_fit(
     return LearnedPart(spec.base, learned_total, learned_won, stats.as_dict())
 
 
-def _scorer_report(learned: LearnedPart | None) -> dict[str, Any]:
-    """Which scorer the fit kept for the total and for won, and why (trainers.judge.learned)."""
+def _scorer_report(learned: LearnedPart | None, *, picks: bool) -> dict[str, Any]:
+    """Which scorer the fit kept for the total and for won, and why (trainers.judge.learned);
+    "total" is "won" where the world has no picks and its won head scores the total."""
+    kinds = learned.kinds() if learned is not None else {"total": None, "won": None}
+    kept = {name: kind or WORDS for name, kind in kinds.items()}
+    if not picks:
+        kept["total"] = "won"
     if learned is None:
-        return {"base": None, "total": WORDS, "won": WORDS}
+        return {"base": None, **kept}
     described = learned.described()
     return {
         "base": learned.base,
-        **{name: kind or WORDS for name, kind in learned.kinds().items()},
+        **kept,
         "chosen_by": {name: (described[name] or {}).get("chosen_by") for name in ("total", "won")},
         "features": learned.features,
     }

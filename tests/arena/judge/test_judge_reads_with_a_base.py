@@ -68,6 +68,7 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     scorer = version.report["scorer"]
     assert scorer["base"] == TINY_BASE
     assert scorer["features"]["read"] > 0
+    assert scorer["total"] == "won"  # calls' outcomes and no picks: the won head scores it
     own = Path(settings.DATASETS_DIR) / "ws_acme" / "features"
     assert any(own.rglob("*.npy"))
     for who in ("fitted", "words", "base"):
@@ -80,7 +81,8 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     assert "words alone" not in scored.json()["judge"]
 
     page = owner_client.get("/environment/").content.decode()
-    assert f"Reads each reply with {TINY_BASE}" in page
+    assert f"Reads each reply with {TINY_BASE}; scores a reply" in page
+    assert "total by its won-probability (no picks yet)" in page
     assert 'data-row="outcome-auc-words"' in page
     assert 'data-row="outcome-auc-base"' in page
 
@@ -89,9 +91,7 @@ def test_without_its_base_the_version_scores_with_its_words_and_says_so(
     tiny_judge_base, persuasion, owner_client, django_capture_on_commit_callbacks
 ):
     version = _fitted(persuasion, django_capture_on_commit_callbacks)
-    needs_base = any(
-        kind and kind != "words" for kind in (version.report["scorer"][k] for k in ("total", "won"))
-    )
+    needs_base = version.report["scorer"]["won"] != "words"
     shutil.rmtree(base_dir(TINY_BASE, tiny_judge_base))
     versions._loaded.cache_clear()
     scored = owner_client.post(
