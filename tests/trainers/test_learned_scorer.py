@@ -30,7 +30,7 @@ def _pairs(count: int) -> list[dict]:
     rows = []
     for index in range(count):
         topic = rng.choice(topics)
-        context = [{"speaker": "customer", "text": f"I wanted to ask about {topic}."}]
+        context = [{"speaker": "customer", "text": f"Call {index}: I wanted to ask about {topic}."}]
         rows.append(
             pair_row(
                 group=f"call-{index}",
@@ -87,7 +87,11 @@ def test_a_fit_with_a_base_reports_its_choice_and_measures_all_three_on_held_out
     models_dir, tmp_path
 ):
     spec = _spec(models_dir, tmp_path / "features", _pairs(160), outcome_rows(_calls(40)))
-    model, report = fit(spec)
+    steps = []
+    model, report = fit(spec, lambda step, total, **metrics: steps.append((step, metrics)))
+    reading = [step for step, metrics in steps if metrics.get("stage", "").startswith("reading")]
+    assert len(reading) >= 2  # the bar moves while the base reads (a block at a time)
+    assert 15 < reading[0] < reading[-1] == 85
     scorer = report["scorer"]
     assert scorer["base"] == TINY_BASE
     assert scorer["total"] in (BASE, MIXED, WORDS)

@@ -31,6 +31,8 @@ from trainers.conversation import conversation_messages
 FEATURES_VERSION = 1
 # The longest conversation read, in tokens; older turns are dropped first.
 MAX_TOKENS = 512
+# Texts the base reads between two writes to the cache (and two progress reports).
+BLOCK = 256
 
 Item = tuple[Sequence[Mapping[str, str]], str]
 
@@ -163,20 +165,24 @@ class BaseReader:
             first = {key: index for index, key in reversed(list(enumerate(keys)))}
             # Shortest first: a batch then pads little (the probe sorts only within chunks).
             missing.sort(key=lambda key: len(ids[first[key]]))
-            rows = [ids[first[key]] for key in missing]
             model = self.model()
-            read = last_token_features(
-                model,
-                rows,
-                pad_token_id=self.tokenizer().pad_token_id,
-                batch_size=self.batch_size,
-                on_chunk=on_progress,
-            )
-            for key, vector in zip(missing, read.features, strict=True):
-                store.put(key, vector)
-                found[key] = vector
-            stats.read += len(missing)
-            stats.tokens += read.tokens
+            # Stored a block at a time: a fit stopped halfway keeps what it read, and the
+            # progress moves while the base reads.
+            for start in range(0, len(missing), BLOCK):
+                block = missing[start : start + BLOCK]
+                read = last_token_features(
+                    model,
+                    [ids[first[key]] for key in block],
+                    pad_token_id=self.tokenizer().pad_token_id,
+                    batch_size=self.batch_size,
+                )
+                for key, vector in zip(block, read.features, strict=True):
+                    store.put(key, vector)
+                    found[key] = vector
+                stats.read += len(block)
+                stats.tokens += read.tokens
+                if on_progress is not None:
+                    on_progress(start + len(block), len(missing))
         stats.seconds += time.monotonic() - started
         if not keys:
             return np.zeros((0, 0), dtype=np.float32)

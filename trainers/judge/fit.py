@@ -29,7 +29,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -633,12 +633,14 @@ def per_call_scores(
 
 
 def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJudgeModel, dict]:
-    """Fit on the training part; measure the fit and the rubric on the held-out part."""
+    """Fit on the training part; measure the fit and the rubric on the held-out part. Progress
+    is in hundredths: reading every reply with the base (where the spec names one) is most of
+    the time."""
     started = time.monotonic()
 
     def step(done: int, **metrics: Any) -> None:
         if progress is not None:
-            progress(done, 5, **metrics)
+            progress(done, 100, **metrics)
 
     train_pairs, held_pairs = _split(spec.pairs, spec)
     train_outcomes, held_outcomes = _split(spec.outcomes, spec)
@@ -647,20 +649,22 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
     featurizer = Featurizer.fit(
         _texts(train_pairs, overrides, train_outcomes), extra_size=extra_size
     )
-    step(1, stage="features", vocabulary=len(featurizer.vocabulary))
+    step(5, stage="features", vocabulary=len(featurizer.vocabulary))
 
     words = _WordsFit(featurizer, train_pairs, overrides, spec.seed)
     total, by_dimension = words.preference_heads(spec.dimensions)
-    step(2, stage="preference heads", pairs=len(train_pairs), overrides=len(overrides))
+    step(10, stage="preference heads", pairs=len(train_pairs), overrides=len(overrides))
 
     won_head = words.outcome_head(train_outcomes)
-    step(3, stage="outcome head", turns=len(train_outcomes))
+    step(15, stage="outcome head", turns=len(train_outcomes))
 
     reader = _base_reader(spec)
     learned = None
     if reader is not None:
+        read = _read_every_reply(reader, spec, step)
         learned = _learned_fit(spec, reader, words, total, won_head, train_outcomes)
-    step(4, stage="base", base=spec.base or None)
+        learned.features = read
+    step(90, stage="base heads", base=spec.base or None)
 
     model = FittedJudgeModel(spec.dimensions, featurizer, total, by_dimension, won_head)
     model.learned = learned
@@ -675,8 +679,29 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
     report["scorer"] = _scorer_report(learned, picks=total is not None)
     report["fit_seconds"] = round(time.monotonic() - started, 2)
     model.meta = {"trained_on": report["trained_on"], "seed": spec.seed}
-    step(5, stage="measured")
+    step(100, stage="measured")
     return model, report
+
+
+def _read_every_reply(reader: Any, spec: JudgeFitSpec, step: Callable) -> dict[str, Any]:
+    """Every reply of the spec (training and held out) read by the base once, into the cache
+    the heads and the measure then read from; the progress moves from 15 to 85 meanwhile."""
+    from trainers.judge.base_features import ReadStats
+
+    items = [(row["context"], row[side]) for row in spec.pairs for side in ("chosen", "rejected")]
+    items += [(row["context"], row["reply"]) for row in spec.outcomes]
+    stats = ReadStats()
+
+    def moved(done: int, of: int) -> None:
+        step(
+            15 + int(70 * done / max(of, 1)),
+            stage="reading replies with the base",
+            read=done,
+            of=of,
+        )
+
+    reader.features(items, on_progress=moved, stats=stats)
+    return stats.as_dict()
 
 
 class _WordsFit:
