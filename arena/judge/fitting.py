@@ -58,12 +58,24 @@ def _judge_fit_pack(
         "output_dir": str(_fit_folder(world)),
         # The base that reads every reply (arena.judge.reading); "" for the words alone.
         "base": base,
+        # Read ahead with the base: the world's turns its on-topic guard measures a judge's
+        # floor on, which the first score after the fit needs (20 s read in a web request).
+        "also_read": _floor_items(world) if base else [],
         "models_dir": str(settings.MODELS_DIR),
         "features_dir": str(features_dir()),
         "device": device,
         **rows,
     }
     return spec, {"world": world.pk, "read_up_to": read_up_to}
+
+
+def _floor_items(world: World) -> list[dict[str, Any]]:
+    from arena.judge.topic import topic_guard_for_world
+
+    return [
+        {"context": [dict(turn) for turn in unit.context], "reply": unit.reply}
+        for unit in topic_guard_for_world(world).floor_sample()
+    ]
 
 
 def judge_fit_start(

@@ -51,15 +51,20 @@ class TopicGuard:
                 self._floors[key] = self._floor_measured(judge)
             return self._floors[key]
 
-    def _floor_measured(self, judge: Judge) -> float:
-        if isinstance(judge, ModelJudge):
-            return UNMEASURED_FLOOR
+    def floor_sample(self) -> list[TopicUnit]:
+        """The world's own on-topic agent turns a judge's floor is measured on (the same ones
+        every time: a judge fit reads them with its base ahead, arena.judge.fitting)."""
         step = max(1, len(self.units) // FLOOR_SAMPLE)
-        sample = [
+        return [
             unit
             for unit in list(self.units)[::step][:FLOOR_SAMPLE]
             if self.model.verdict(unit.context, unit.reply).on_topic
         ]
+
+    def _floor_measured(self, judge: Judge) -> float:
+        if isinstance(judge, ModelJudge):
+            return UNMEASURED_FLOOR
+        sample = self.floor_sample()
         if not sample:
             return UNMEASURED_FLOOR
         score_many = getattr(judge, "score_many", None)

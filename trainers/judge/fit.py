@@ -533,6 +533,9 @@ class JudgeFitSpec:
     held_out_fold: int = 0
     # The base that reads every reply (trainers.judge.base_features); "" for words alone.
     base: str = ""
+    # More (context, reply) items for the base to read into the cache ({"context", "reply"}):
+    # replies the world will score soon after the fit; no head learns from them.
+    also_read: list[dict[str, Any]] = field(default_factory=list)
     models_dir: str = ""
     features_dir: str = ""
     device: str = "cpu"
@@ -554,6 +557,7 @@ class JudgeFitSpec:
             held_out_fraction=fraction,
             output_dir=str(raw.get("output_dir") or ""),
             base=str(raw.get("base") or ""),
+            also_read=list(raw.get("also_read") or []),
             models_dir=str(raw.get("models_dir") or ""),
             features_dir=str(raw.get("features_dir") or ""),
             device=str(raw.get("device") or "cpu"),
@@ -689,7 +693,7 @@ def _read_every_reply(reader: Any, spec: JudgeFitSpec, step: Callable) -> dict[s
     from trainers.judge.base_features import ReadStats
 
     items = [(row["context"], row[side]) for row in spec.pairs for side in ("chosen", "rejected")]
-    items += [(row["context"], row["reply"]) for row in spec.outcomes]
+    items += [(row["context"], row["reply"]) for row in [*spec.outcomes, *spec.also_read]]
     stats = ReadStats()
 
     def moved(done: int, of: int) -> None:

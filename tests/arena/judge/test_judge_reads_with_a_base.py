@@ -73,6 +73,16 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     assert any(own.rglob("*.npy"))
     for who in ("fitted", "words", "base"):
         assert version.report["outcomes"][who]["calls"] > 0
+    # The guard's floor sample was read ahead: the first score after the fit reads nothing.
+    from arena.judge.topic import topic_guard_for_world
+    from trainers.judge.base_features import BaseReader, ReadStats
+
+    sample = topic_guard_for_world(persuasion).floor_sample()
+    stats = ReadStats()
+    reader = BaseReader(TINY_BASE, models_dir=tiny_judge_base, features_dir=own)
+    reader.features([(unit.context, unit.reply) for unit in sample], stats=stats)
+    assert sample
+    assert (stats.read, stats.cached) == (0, len(sample))
 
     scored = owner_client.post(
         "/api/rl/packs/persuasion/judge/score/", ITEMS, content_type="application/json"
