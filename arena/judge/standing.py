@@ -260,6 +260,11 @@ def scorer_text(report: Mapping[str, Any] | None) -> str:
     scorer = (report or {}).get("scorer") or {}
     base = scorer.get("base")
     if not base:
+        missing = scorer.get("base_missing")
+        if missing:
+            return (
+                f"Reads the words of each reply: the base it was to read with is missing. {missing}"
+            )
         return "Reads the words of each reply (fitted without a base)."
     kept = {name: scorer.get(name) or "words" for name in ("total", "won")}
     total = (

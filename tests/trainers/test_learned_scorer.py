@@ -197,3 +197,13 @@ def test_the_features_read_without_a_mask_are_the_ones_a_masked_pass_gives(model
         with torch.no_grad(), inference_precision(model):  # the precision the read runs in
             alone = model.base_model(input_ids=torch.tensor([row])).last_hidden_state[0, -1]
         np.testing.assert_allclose(read.features[index], alone.float().numpy(), atol=1e-5)
+
+
+def test_a_base_that_is_not_on_the_machine_leaves_a_judge_of_words_that_says_why(tmp_path):
+    spec = _spec(tmp_path / "no-models", tmp_path / "features", _pairs(80))
+    model, report = fit(spec)
+    assert model.learned is None
+    assert model.base_needed() is None
+    assert report["scorer"]["base"] is None
+    assert "is not on this machine" in report["scorer"]["base_missing"]
+    assert report["pairs"]["fitted"]["accuracy"] > 0.9  # the words still learned

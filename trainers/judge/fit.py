@@ -662,7 +662,7 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
     won_head = words.outcome_head(train_outcomes)
     step(15, stage="outcome head", turns=len(train_outcomes))
 
-    reader = _base_reader(spec)
+    reader, unread = _base_reader(spec)
     learned = None
     if reader is not None:
         read = _read_every_reply(reader, spec, step)
@@ -681,6 +681,8 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
         "dimension_heads": sorted(name for name, head in by_dimension.items() if head),
     }
     report["scorer"] = _scorer_report(learned, picks=total is not None)
+    if unread:
+        report["scorer"]["base_missing"] = unread
     report["fit_seconds"] = round(time.monotonic() - started, 2)
     model.meta = {"trained_on": report["trained_on"], "seed": spec.seed}
     step(100, stage="measured")
@@ -792,15 +794,23 @@ class _WordsFit:
         return logits
 
 
-def _base_reader(spec: JudgeFitSpec):
-    """The reader of the spec's base, or None when the spec names none."""
+def _base_reader(spec: JudgeFitSpec) -> tuple[Any, str]:
+    """The reader of the spec's base, or (None, why) when the spec names none or the base is
+    not on this machine: the fit then learns from the words alone and says so, rather than
+    leaving the world with no judge version at all (nothing is downloaded at run time)."""
     if not spec.base:
-        return None
+        return None, ""
     from trainers.judge.base_features import BaseReader
+    from trainers.wording.bases import BaseNotFoundError, resolve_base
 
-    return BaseReader(
+    try:
+        resolve_base(spec.base, models_dir=spec.models_dir)
+    except (BaseNotFoundError, ValueError) as error:
+        return None, str(error)
+    reader = BaseReader(
         spec.base, models_dir=spec.models_dir, features_dir=spec.features_dir, device=spec.device
     )
+    return reader, ""
 
 
 def _learned_fit(

@@ -123,3 +123,12 @@ def test_another_workspace_cannot_score_with_this_worlds_judge_nor_read_its_cach
     assert scored.status_code in {401, 403}
     folders = {path.parent.name for path in Path(settings.DATASETS_DIR).glob("*/features")}
     assert folders == {"ws_acme"}
+
+
+def test_environment_says_when_a_fit_could_not_read_with_its_base():
+    from arena.judge.standing import scorer_text
+
+    missing = {"scorer": {"base": None, "base_missing": "Base 'x/y' is not on this machine."}}
+    assert "the base it was to read with is missing. Base 'x/y'" in scorer_text(missing)
+    assert "fitted without a base" in scorer_text({"scorer": {"base": None}})
+    assert "fitted without a base" in scorer_text({})  # a version from before the scorer
