@@ -36,6 +36,16 @@ def judge_for_world(world: World) -> Judge:
     return judge_guarded(_judge_named(world), topic_guard_for_world(world))
 
 
+def judge_reads_with_a_base(world: World) -> bool:
+    """Whether the world's judge reads each reply with a base (a fitted version whose fit kept
+    the base's heads, on a machine that has it): seconds a batch of new replies on a CPU, so
+    callers that make many at once (the Duel's pairs) do most of them in the background."""
+    if judged_by_a_model(world):
+        return False
+    version = judge_version_latest(world)
+    return version is not None and fitted_judge_for(version).reader is not None
+
+
 def _judge_named(world: World) -> Judge:
     if not judged_by_a_model(world):
         version = judge_version_latest(world)

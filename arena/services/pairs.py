@@ -21,7 +21,7 @@ from arena import preference_format
 from arena.agents import AgentCannotAnswer, agents
 from arena.errors import DuelBadInput, DuelConflict
 from arena.held_out import held_out_call_ids
-from arena.judge.resolve import judge_for_world
+from arena.judge.resolve import judge_for_world, judge_reads_with_a_base
 from arena.judge.rubric import Turn as JudgeTurn
 from arena.models import Call, DuelPair, Judgement, Moment, Reply, Scenario, Turn, World
 from arena.selectors import policy_versions_numbered
@@ -405,11 +405,12 @@ def duel_pairs_request(
     versions: Sequence[Any] | None = None,
 ) -> PairsRequested:
     """Make `count` pairs. The simulator answers in microseconds, so all are written now;
-    when a version answers from a model, a few now and the rest by a background task, so no
-    request (and no reviewer) waits minutes."""
+    when a version answers from a model, or the world's judge reads each reply with a base, a
+    few now and the rest by a background task, so no request (and no reviewer) waits minutes."""
     # Chosen once here (the default choice reconciles endpoints) and handed on as is.
     chosen = duel_versions(world=world, versions=versions)
-    if count <= SLOW_BATCH or not _answers_from_a_model(chosen):
+    slow = _answers_from_a_model(chosen) or judge_reads_with_a_base(world)
+    if count <= SLOW_BATCH or not slow:
         made = duel_pairs_generate(world=world, count=count, scenario=scenario, versions=chosen)
         return PairsRequested(made=made, later=0)
     made = duel_pairs_generate(world=world, count=SLOW_BATCH, scenario=scenario, versions=chosen)

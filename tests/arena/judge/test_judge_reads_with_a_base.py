@@ -102,8 +102,18 @@ def test_without_its_base_the_version_scores_with_its_words_and_says_so(
 ):
     version = _fitted(persuasion, django_capture_on_commit_callbacks)
     needs_base = version.report["scorer"]["won"] != "words"
+    from arena.services.pairs import SLOW_BATCH, duel_pairs_request
+
+    # Reading each reply with the base takes seconds a batch: most pairs are made later.
+    with django_capture_on_commit_callbacks(execute=False):
+        requested = duel_pairs_request(world=persuasion, count=6)
+    assert requested.made <= SLOW_BATCH
+    assert requested.later == (6 - requested.made if needs_base else 0)
+
     shutil.rmtree(base_dir(TINY_BASE, tiny_judge_base))
     versions._loaded.cache_clear()
+    with django_capture_on_commit_callbacks(execute=False):
+        assert duel_pairs_request(world=persuasion, count=6).later == 0
     scored = owner_client.post(
         "/api/rl/packs/persuasion/judge/score/", ITEMS, content_type="application/json"
     )
