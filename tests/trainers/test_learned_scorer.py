@@ -207,3 +207,11 @@ def test_a_base_that_is_not_on_the_machine_leaves_a_judge_of_words_that_says_why
     assert report["scorer"]["base"] is None
     assert "is not on this machine" in report["scorer"]["base_missing"]
     assert report["pairs"]["fitted"]["accuracy"] > 0.9  # the words still learned
+
+
+def test_the_choice_falls_back_to_the_words_when_nothing_could_be_scored():
+    from trainers.judge.learned import _pick
+
+    assert _pick({BASE: None, MIXED: None, WORDS: None}, [BASE, MIXED, WORDS]) == WORDS
+    assert _pick({BASE: 0.6, MIXED: 0.6, WORDS: 0.5}, [BASE, MIXED, WORDS]) == BASE  # tie: first
+    assert _pick({BASE: 0.7, MIXED: 0.6, WORDS: 0.5}, [MIXED, WORDS]) == MIXED  # allowed only

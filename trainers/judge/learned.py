@@ -137,14 +137,14 @@ def _cross_fitted_mix(
 
 
 def _pick(scores: dict[str, float | None], allowed: Sequence[str]) -> str:
-    """The best-scoring allowed kind; on a tie the one listed first (fewer parts first)."""
-    ranked = [(scores.get(kind), -order) for order, kind in enumerate(allowed)]
-    best = max(
-        (score, tie, kind)
-        for (score, tie), kind in zip(ranked, allowed, strict=True)
-        if score is not None
-    )
-    return best[2]
+    """The best-scoring allowed kind; on a tie the one listed first; the words where nothing
+    could be scored (a fold with one label only has no AUC)."""
+    ranked = [
+        (score, -order, kind)
+        for order, kind in enumerate(allowed)
+        if (score := scores.get(kind)) is not None
+    ]
+    return max(ranked)[2] if ranked else WORDS
 
 
 @dataclass
