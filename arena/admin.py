@@ -281,7 +281,15 @@ IMPORTS = {
 class JudgeVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
     """Each world's fitted judge versions with their held-out agreement (read only)."""
 
-    list_display = ["world", "label", "pair_accuracy", "outcome_auc", "at_chance", "created_at"]
+    list_display = [
+        "world",
+        "label",
+        "reads_with",
+        "pair_accuracy",
+        "outcome_auc",
+        "at_chance",
+        "created_at",
+    ]
     list_filter = ["world"]
     readonly_fields = ["world", "number", "job_id", "model_dir", "report", "created_at"]
 
@@ -290,6 +298,14 @@ class JudgeVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+    @admin.display(description="Reads replies with")
+    def reads_with(self, version: JudgeVersion) -> str:
+        """The base and the parts the fit kept for the total and for won, or the words."""
+        scorer = (version.report or {}).get("scorer") or {}
+        if not scorer.get("base"):
+            return "words" + (" (its base was missing)" if scorer.get("base_missing") else "")
+        return f"{scorer['base']}: total {scorer.get('total')}, won {scorer.get('won')}"
 
     @admin.display(description="Pair accuracy (held out)")
     def pair_accuracy(self, version: JudgeVersion) -> str:

@@ -95,6 +95,8 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     assert "total by its won-probability (no picks yet)" in page
     assert 'data-row="outcome-auc-words"' in page
     assert 'data-row="outcome-auc-base"' in page
+    listing = owner_client.get("/admin/arena/judgeversion/").content.decode()
+    assert f"{TINY_BASE}: total won, won {scorer['won']}" in listing
 
 
 def test_without_its_base_the_version_scores_with_its_words_and_says_so(
