@@ -92,10 +92,13 @@ def _scoring(model, spec: JudgeFitSpec, calls: list[dict]) -> None:
     reader = BaseReader(spec.base, models_dir=spec.models_dir, features_dir=spec.features_dir)
     judge = FittedJudge(model, model_name="bench", reader=reader)
     items = _later_turns(calls, NEW_REPLIES)
-    for label in ("read by the base", "from the cache"):
+    for label in ("first (the base reads what the cache lacks)", "again (from the cache)"):
         started = time.monotonic()
         judge.score_many(items)
-        print(f"scoring {len(items)} new replies, {label}: {time.monotonic() - started:.1f} s")
+        print(
+            f"scoring {len(items)} replies the fit never read, {label}: "
+            f"{time.monotonic() - started:.1f} s"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         model, report = fit(spec)
         cold = time.monotonic() - started
-        print(f"fit, empty cache: {cold:.0f} s; the base read {report['scorer']['features']}")
+        read = report["scorer"]["features"]
+        cache = "an empty cache" if not read.get("cached") else "a cache that held some"
+        print(f"fit from {cache}: {cold:.0f} s; the base read {read}")
         started = time.monotonic()
         fit(spec)
         print(f"refit, warm cache: {time.monotonic() - started:.0f} s")
