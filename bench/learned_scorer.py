@@ -21,7 +21,6 @@ unless --features-dir names one.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -29,27 +28,13 @@ from pathlib import Path
 
 from arena.judge.fitted import FittedJudge, outcome_rows, preference_rows
 from arena.judge.rubric import DIMENSIONS
+from bench.judge_agreement import CALLS, PAIRS, _fmt, _lines
 from trainers.judge.base_features import BaseReader
 from trainers.judge.fit import JudgeFitSpec, fit
 from trainers.wording.bases import SMOLLM2_BASE
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-CALLS = SHARED / "real-calls" / "persuasionforgood" / "calls.jsonl"
-PAIRS = SHARED / "preferences" / "hh-rlhf-harmless" / "pairs.jsonl"
 MODELS_DIR = Path(os.environ.get("LEVERS9_MODELS_DIR", Path(__file__).parent.parent / "var/models"))
 NEW_REPLIES = 1000
-
-
-def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _fmt(block: dict | None, key: str) -> str:
-    if not block or block.get(key) is None:
-        return "—"
-    interval = block.get(f"{key}_ci")
-    text = f"{block[key]:.3f}"
-    return text + (f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "")
 
 
 def _table(report: dict) -> None:

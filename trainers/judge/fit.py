@@ -43,7 +43,7 @@ from trainers.judge.head_fit import (  # noqa: F401 (the grid is read from here 
     REGULARISATION_GRID,
     regularisation_grid,
 )
-from trainers.judge.learned import WORDS, LearnedPart, fit_total, fit_won
+from trainers.judge.learned import WORDS, LearnedPart, fit_total, fit_won, sigmoid
 from trainers.runtime import Progress, trainer_main
 
 # --- the features -------------------------------------------------------------------------
@@ -395,10 +395,6 @@ def reliability(probabilities: np.ndarray, won: np.ndarray, *, bins: int = 10) -
 # --- the fitted judge, whole ----------------------------------------------------------------
 
 
-def _sigmoid(logits: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(logits, -60, 60)))
-
-
 def _shown(value: float, digits: int | None) -> float:
     return float(value) if digits is None else round(float(value), digits)
 
@@ -449,9 +445,9 @@ class FittedJudgeModel:
         won = self.won.scores(features) if self.won else None
         learned = self.learned if base_features is not None else None
         if learned is not None and learned.total is not None and self.total is not None:
-            totals = _sigmoid(learned.total.logits(self.total.logits(features), base_features))
+            totals = sigmoid(learned.total.logits(self.total.logits(features), base_features))
         if learned is not None and learned.won is not None and self.won is not None:
-            won = _sigmoid(learned.won.logits(self.won.logits(features), base_features))
+            won = sigmoid(learned.won.logits(self.won.logits(features), base_features))
         if self.total is None and won is not None:
             # A world that has outcomes and no picks yet: what it learned is which replies win
             # calls, so that is its total (a verdict then rests on the head whose AUC the
@@ -667,7 +663,7 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
     if reader is not None:
         read = _read_every_reply(reader, spec, step)
         learned = _learned_fit(spec, reader, words, total, won_head, train_outcomes)
-        learned.features = read
+        learned.features = read  # what reading them cost, for the report
     step(90, stage="base heads", base=spec.base or None)
 
     model = FittedJudgeModel(spec.dimensions, featurizer, total, by_dimension, won_head)
@@ -821,15 +817,13 @@ def _learned_fit(
     won_head: Head | None,
     outcomes: list[dict[str, Any]],
 ) -> LearnedPart:
-    """The base's heads beside the words' (trainers.judge.learned), on the training part."""
-    from trainers.judge.base_features import ReadStats
-
-    stats = ReadStats()
+    """The base's heads beside the words' (trainers.judge.learned), on the training part; every
+    reply's features are in the cache by now (_read_every_reply)."""
     pairs, grid = words.pairs, REGULARISATION_GRID
     learned_total = learned_won = None
     if pairs and total is not None and words.chosen is not None:
-        chosen = reader.features([(r["context"], r["chosen"]) for r in pairs], stats=stats)
-        rejected = reader.features([(r["context"], r["rejected"]) for r in pairs], stats=stats)
+        chosen = reader.features([(r["context"], r["chosen"]) for r in pairs])
+        rejected = reader.features([(r["context"], r["rejected"]) for r in pairs])
         learned_total = fit_total(
             chosen,
             rejected,
@@ -845,7 +839,7 @@ def _learned_fit(
             words_sides = total.logits(sparse.vstack([words.chosen, words.rejected]).tocsr())
             learned_total.mix[2] -= float(np.median(learned_total.logits(words_sides, sides)))
     if outcomes and won_head is not None:
-        features = reader.features([(r["context"], r["reply"]) for r in outcomes], stats=stats)
+        features = reader.features([(r["context"], r["reply"]) for r in outcomes])
         learned_won = fit_won(
             features,
             words.won,
@@ -854,7 +848,7 @@ def _learned_fit(
             grid=grid,
             seed=spec.seed,
         )
-    return LearnedPart(spec.base, learned_total, learned_won, stats.as_dict())
+    return LearnedPart(spec.base, learned_total, learned_won)
 
 
 def _scorer_report(learned: LearnedPart | None, *, picks: bool) -> dict[str, Any]:

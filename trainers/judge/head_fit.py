@@ -398,3 +398,11 @@ def regularisation_grid(rows: Any, labels: np.ndarray, groups: np.ndarray) -> tu
     if rows.shape[0] < MIN_ROWS_TO_CHOOSE or distinct < 5 or len(set(labels.tolist())) < 2:
         return (REGULARISATION_DEFAULT,)
     return REGULARISATION_GRID
+
+
+def feature_spread(rows: np.ndarray) -> np.ndarray:
+    """Per-feature spread, so one strength suits every feature (the head's weights are divided
+    by it afterwards); a feature that never varies keeps 1."""
+    spread = rows.std(axis=0)
+    spread[spread < 1e-6] = 1.0
+    return spread

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.judge.head_fit import fit_by_group
+from trainers.judge.head_fit import feature_spread, fit_by_group
 
 FOLDS = 5
 BASE = "base"
@@ -52,13 +52,7 @@ def fold_of(groups: Sequence[str], *, seed: int) -> np.ndarray:
     return np.asarray(folds)
 
 
-def _spread(rows: np.ndarray) -> np.ndarray:
-    spread = rows.std(axis=0)
-    spread[spread < 1e-6] = 1.0
-    return spread
-
-
-def _sigmoid(logits: np.ndarray) -> np.ndarray:
+def sigmoid(logits: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(logits, -60, 60)))
 
 
@@ -75,7 +69,7 @@ def pair_head(
     """Bradley–Terry on chosen-minus-rejected features: both orders, no intercept, the rows
     scaled so one strength suits every feature (folded back into the weights)."""
     both = np.vstack([difference, -difference]).astype(np.float64)
-    spread = _spread(both)
+    spread = feature_spread(both)
     labels = np.concatenate([np.ones(len(difference)), np.zeros(len(difference))])
     fitted = fit_by_group(
         both / spread,
@@ -98,7 +92,7 @@ def won_head(
 ) -> HeadFit:
     """The logistic loss on won/lost, with an intercept, the rows scaled as `pair_head`'s."""
     rows = features.astype(np.float64)
-    spread = _spread(rows)
+    spread = feature_spread(rows)
     fitted = fit_by_group(
         rows / spread,
         won.astype(float),
@@ -231,7 +225,7 @@ def _auc_by_call(logits: np.ndarray, won: np.ndarray, groups: Sequence[str]) -> 
 
     by_call: dict[str, list[float]] = {}
     call_won: dict[str, bool] = {}
-    for probability, label, group in zip(_sigmoid(logits), won, groups, strict=True):
+    for probability, label, group in zip(sigmoid(logits), won, groups, strict=True):
         by_call.setdefault(group, []).append(float(probability))
         call_won[group] = bool(label)
     calls = list(by_call)

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from trainers.judge.head_fit import feature_spread as _scale  # the probes' name for it
+
 # Rows are read in chunks of the seeded order, each chunk sorted by length so a batch pads
 # little; a deadline is checked between chunks.
 CHUNK = 64
@@ -117,13 +119,6 @@ def last_token_features(
         ended=ended,
         device=str(device),
     )
-
-
-def _scale(rows: np.ndarray) -> np.ndarray:
-    """Per-feature spread, so one strength suits every feature; folded back into the head."""
-    spread = rows.std(axis=0)
-    spread[spread < 1e-6] = 1.0
-    return spread
 
 
 @contextmanager
