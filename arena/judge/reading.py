@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
+from arena.errors import JudgeFitError
 from levers9.models import GpuPool
 from levers9.pools import pool_default
 
@@ -40,8 +41,12 @@ def judge_fit_place() -> tuple[Any, str, str]:
         pool, device = pool_default(gpu=True), "cuda"
     except GpuPool.DoesNotExist:
         pool, device = pool_default(gpu=False), "cpu"
-    base = default_base(gpu=device == "cuda") if chosen == "default" else validate_base(chosen)
-    return pool, device, base
+    if chosen == "default":
+        return pool, device, default_base(gpu=device == "cuda")
+    try:
+        return pool, device, validate_base(chosen)
+    except ValueError as error:  # an operator's setting, said as the fit's refusal
+        raise JudgeFitError(f"LEVERS9_JUDGE_BASE names no usable base: {error}") from error
 
 
 def base_reader(base: str) -> Any:

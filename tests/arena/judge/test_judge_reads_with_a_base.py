@@ -144,3 +144,12 @@ def test_environment_says_when_a_fit_could_not_read_with_its_base():
     assert "the base it was to read with is missing. Base 'x/y'" in scorer_text(missing)
     assert "fitted without a base" in scorer_text({"scorer": {"base": None}})
     assert "fitted without a base" in scorer_text({})  # a version from before the scorer
+
+
+def test_a_judge_base_setting_that_names_no_base_refuses_the_fit_with_a_clear_message(
+    settings, persuasion, owner_client
+):
+    settings.JUDGE_BASE = "not a base id!"
+    response = owner_client.post("/api/rl/packs/persuasion/judge/fit/")
+    assert 400 <= response.status_code < 500
+    assert "LEVERS9_JUDGE_BASE" in response.content.decode()
