@@ -113,9 +113,12 @@ def persuasion_world_guard(train: Sequence[dict[str, Any]]) -> Any:
     return TopicGuard(topic_model_fit(topic_texts(world), units), units)
 
 
-def fitted_judge(train: Sequence[dict[str, Any]], seed: int, base: str = "") -> Any:
+def fitted_judge(
+    train: Sequence[dict[str, Any]], seed: int, base: str = "", guard: Any = None
+) -> Any:
     """The world's fitted judge on these calls' outcomes; with `base`, reading every reply with
-    it (the learned scorer, features cached in var/features-bench)."""
+    it (the learned scorer, features cached in var/features-bench) and, as the product's fit
+    does, reading the `guard`'s floor sample ahead, which places the world's answer floor."""
     from arena.judge.fitted import FittedJudge, outcome_rows
     from arena.judge.rubric import DIMENSIONS
     from trainers.judge.base_features import BaseReader
@@ -129,6 +132,10 @@ def fitted_judge(train: Sequence[dict[str, Any]], seed: int, base: str = "") -> 
         outcomes=outcome_rows(train),
         seed=seed,
         base=base,
+        also_read=[
+            {"context": [dict(turn) for turn in unit.context], "reply": unit.reply}
+            for unit in (guard.floor_sample() if guard is not None and base else [])
+        ],
         **folders,
     )
     model, _report = fit(spec)
@@ -168,9 +175,11 @@ def meet(
     real_items = [(unit.context, unit.reply) for unit in units]
     line_items = [(unit.context, line) for unit in units for line in lines]
     into.calls.extend(unit.group for unit in units for _line in lines)
-    real_off = np.repeat(_off(guard, real_items), len(lines))
-    line_off = _off(guard, line_items)
     for name, judge in judges.items():
+        # A judge that reads with a base brings the world's answer check (trainers.judge.answers).
+        check = getattr(judge, "answer_check", None)
+        real_off = np.repeat(_off(guard, real_items, check), len(lines))
+        line_off = _off(guard, line_items, check)
         real = np.repeat(_totals(judge, real_items), len(lines))
         other = _totals(judge, line_items)
         into.add(name, real, other)
@@ -182,8 +191,8 @@ def meet(
         )
 
 
-def _off(guard: Any, items: Sequence[tuple[Sequence[Any], str]]) -> np.ndarray:
-    return np.asarray([not guard.verdict(context, reply).on_topic for context, reply in items])
+def _off(guard: Any, items: Sequence[tuple[Sequence[Any], str]], check: Any = None) -> np.ndarray:
+    return np.asarray([not verdict.on_topic for verdict in guard.verdicts(items, check)])
 
 
 def by_call_interval(
@@ -215,8 +224,8 @@ def judges_for(fitted: Any | None) -> dict[str, Any]:
     return {"rubric": RubricJudge()} | ({"fitted judge": fitted} if fitted is not None else {})
 
 
-def flagged(guard: Any, units: Sequence[Any]) -> list[float]:
-    return [0.0 if guard.verdict(u.context, u.reply).on_topic else 1.0 for u in units]
+def flagged(guard: Any, units: Sequence[Any], check: Any = None) -> list[float]:
+    return _off(guard, [(u.context, u.reply) for u in units], check).astype(float).tolist()
 
 
 def product_split(calls: list[dict[str, Any]], seed: int, base: str = "") -> None:
@@ -226,12 +235,15 @@ def product_split(calls: list[dict[str, Any]], seed: int, base: str = "") -> Non
     started = time.monotonic()
     guard = persuasion_world_guard(train)
     guard_seconds = time.monotonic() - started
-    fitted = fitted_judge(train, seed, base)
+    fitted = fitted_judge(train, seed, base, guard)
     # With a base, Evaluate's moments only (each call's first four agent turns): every line at
     # every turn would be hours of reading on two cores.
     units = units_of(test, opening=4 if base else None)
+    check = fitted.answer_check
     if base:
         print(f"the fitted judge reads each reply with {base} (its total: {fitted.scorer})")
+        floor = f"{check.floor:.3f}" if check is not None else "none (too few own turns)"
+        print(f"its answer check's floor, from the world's own turns: {floor}")
     lines = [*lettings_lines(), VIEWING]
     meetings = Meetings()
     meet(judges_for(fitted), guard, units, lines, meetings)
@@ -245,10 +257,17 @@ def product_split(calls: list[dict[str, Any]], seed: int, base: str = "") -> Non
         print(_row(name, meetings.calls, won, seed))
     groups = [unit.group for unit in units]
     print(_row("guard flags the real reply (false off-topic)", groups, flagged(guard, units), seed))
+    if check is not None:
+        flags = flagged(guard, units, check)
+        print(_row("guard + answer check flags the real reply", groups, flags, seed))
     print("each line: the share of these moments where the guard calls it off-topic")
+    print("  (words alone" + (" | with the fitted judge's answer check)" if check else ")"))
     for line in lines:
-        share = np.mean(flagged(guard, [dataclasses.replace(u, reply=line) for u in units]))
-        print(f"  {share:5.2f}  {line[:88]}")
+        moments = [dataclasses.replace(u, reply=line) for u in units]
+        share = f"{np.mean(flagged(guard, moments)):5.2f}"
+        if check is not None:
+            share += f" | {np.mean(flagged(guard, moments, check)):5.2f}"
+        print(f"  {share}  {line[:80]}")
 
 
 def cross_fitted(calls: list[dict[str, Any]], folds: int, seed: int) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.judge.rubric import DIMENSIONS, Judgement, RubricJudge, Turn
+from trainers.judge.answers import AnswerCheck
 from trainers.judge.fit import FittedJudgeModel
 from trainers.wording.spec import outcome_examples_from_calls
 
@@ -150,6 +151,15 @@ class FittedJudge:
         return cls(model, model_name=model_name, reader=reader)
 
     @property
+    def answer_check(self) -> AnswerCheck | None:
+        """The world's check that a reply answers its call, where the fit placed its floor and
+        the base is on this machine (the on-topic guard applies it: arena.judge.topic_guard)."""
+        learned = self.model.learned
+        if self.reader is None or learned is None or learned.answers_floor is None:
+            return None
+        return AnswerCheck(self.reader, learned.answers_floor)
+
+    @property
     def scorer(self) -> str:
         """What scores a reply's total: "words", "base" or "words + base" (with the base's
         name), as a person reads it."""
@@ -169,9 +179,10 @@ class FittedJudge:
         contexts = [_plain(context) for context, _reply in items]
         replies = [reply for _context, reply in items]
         rubric = [rubric_numbers(context, reply) for context, reply in items]
+        learned = self.model.learned
         features = (
             self.reader.features(list(zip(contexts, replies, strict=True)))
-            if self.reader is not None and items
+            if self.reader is not None and items and learned.heads_read_base()
             else None
         )
         return self.model.score(contexts, replies, rubric, digits=digits, base_features=features)

@@ -81,3 +81,7 @@ class _LockedReader:
     def features(self, items, **kwargs):
         with self._lock:
             return self.reader.features(items, **kwargs)
+
+    def answers(self, items, **kwargs):
+        with self._lock:
+            return self.reader.answers(items, **kwargs)

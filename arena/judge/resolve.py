@@ -38,7 +38,8 @@ def judge_for_world(world: World) -> Judge:
 
 def judge_reads_with_a_base(world: World) -> bool:
     """Whether the world's judge reads each reply with a base (a fitted version whose fit kept
-    the base's heads, on a machine that has it): seconds a batch of new replies on a CPU, so
+    the base's heads or placed the world's answer floor, on a machine that has the base):
+    seconds a batch of new replies on a CPU, so
     callers that make many at once (the Duel's pairs) do most of them in the background."""
     if judged_by_a_model(world):
         return False

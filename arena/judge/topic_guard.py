@@ -1,6 +1,10 @@
 """The on-topic guard around a judge (pure Python, no Django): a reply the world's topic model
 (trainers.judge.topic) finds off-topic has its total capped below the world's on-topic floor.
 
+Off-topic is what the world's topic model says (the reply's words), or, for a judge that reads
+replies with a base and whose fit placed the world's floor of it, a reply that does not answer
+its call (trainers.judge.answers).
+
 The rule: an off-topic reply's total becomes floor x total x 0.99, where the floor is the lowest
 total the judge gives a sample of the world's own on-topic agent turns — below every one of them,
 keeping the order among off-topic replies. Its dimension scores stay as the judge gave them; its
@@ -19,6 +23,7 @@ from typing import Any
 
 from arena.judge.model import ModelJudge
 from arena.judge.rubric import Judge, Judgement, Turn
+from trainers.judge.answers import AnswerCheck
 from trainers.judge.topic import TopicModel, TopicUnit, TopicVerdict
 
 # The key of the note an off-topic verdict adds to its reasons.
@@ -42,6 +47,20 @@ class TopicGuard:
 
     def verdict(self, context: Sequence[Any], reply: str) -> TopicVerdict:
         return self.model.verdict(_plain(context), reply)
+
+    def verdicts(
+        self, items: Sequence[tuple[Sequence[Any], str]], check: AnswerCheck | None = None
+    ) -> list[TopicVerdict]:
+        """Each item's verdict; with the judge's answer check (trainers.judge.answers), a
+        reply the words let through must also answer its call (one batch for all of them)."""
+        found = [self.verdict(context, reply) for context, reply in items]
+        asked = [index for index, verdict in enumerate(found) if verdict.on_topic]
+        if check is None or not asked:
+            return found
+        scores = check.scores([(_plain(items[i][0]), items[i][1]) for i in asked])
+        for index, score in zip(asked, scores, strict=True):
+            found[index] = found[index].with_answers(score, check.floor)
+        return found
 
     def floor(self, judge: Judge) -> float:
         """The lowest total `judge` gives the world's own on-topic agent turns (a sample)."""
@@ -99,9 +118,14 @@ class _Guarded:
     _unguarded: Any
     topic_guard: TopicGuard
 
+    def _verdicts(self, items: Sequence[tuple[Sequence[Any], str]]) -> list[TopicVerdict]:
+        return self.topic_guard.verdicts(items, getattr(self._unguarded, "answer_check", None))
+
     def score(self, context: Sequence[Turn], reply: str) -> Judgement:
+        # The verdict first: its pass over the reply leaves the base's features in the cache
+        # for a judge that reads them.
+        verdict = self._verdicts([(context, reply)])[0]
         judgement = self._unguarded.score(context, reply)
-        verdict = self.topic_guard.verdict(context, reply)
         if verdict.on_topic:
             return judgement
         return dataclasses.replace(
@@ -117,9 +141,9 @@ class _GuardedMany(_Guarded):
     def score_many(
         self, items: Sequence[tuple[Sequence[Any], str]], *, digits: int | None = 4
     ) -> list[dict[str, Any]]:
+        verdicts = self._verdicts(items)
         results = self._unguarded.score_many(items, digits=digits)
-        for result, (context, reply) in zip(results, items, strict=True):
-            verdict = self.topic_guard.verdict(context, reply)
+        for result, verdict in zip(results, verdicts, strict=True):
             if verdict.on_topic:
                 continue
             result[ON_TOPIC] = verdict.note()

@@ -42,16 +42,19 @@ def item_messages(context: Sequence[Mapping[str, str]], reply: str) -> list[dict
     return [*conversation_messages(context), {"role": "assistant", "content": reply}]
 
 
-def _trimmed_ids(tokenizer: Any, context: Sequence[Mapping[str, str]], reply: str) -> list[int]:
-    """Token ids of the item, its oldest turns dropped until it fits MAX_TOKENS; a reply too
-    long alone keeps its last MAX_TOKENS tokens (the state read is at the end)."""
+def trimmed(
+    tokenizer: Any, context: Sequence[Mapping[str, str]], reply: str
+) -> tuple[list[int], list[Mapping[str, str]]]:
+    """Token ids of the item, its oldest turns dropped until it fits MAX_TOKENS, and the turns
+    kept; a reply too long alone keeps its last MAX_TOKENS tokens (the state read is at the
+    end)."""
     from trainers.wording.bases import conversation_ids
 
     turns = list(context)
     while True:
         ids = conversation_ids(tokenizer, item_messages(turns, reply))
         if len(ids) <= MAX_TOKENS or not turns:
-            return ids[-MAX_TOKENS:]
+            return ids[-MAX_TOKENS:], turns
         turns = turns[1:]
 
 
@@ -138,7 +141,7 @@ class BaseReader:
             from trainers.wording.bases import device_for, load_base
 
             self._model, self._tokenizer = load_base(
-                self.base, models_dir=self.models_dir, head="reward", device=device_for(self.device)
+                self.base, models_dir=self.models_dir, head="causal", device=device_for(self.device)
             )
         return self._model
 
@@ -155,7 +158,7 @@ class BaseReader:
         stats = stats if stats is not None else ReadStats()
         started = time.monotonic()
         tokenizer = self.tokenizer()
-        ids = [_trimmed_ids(tokenizer, context, reply) for context, reply in items]
+        ids = [trimmed(tokenizer, context, reply)[0] for context, reply in items]
         keys = [_key(row) for row in ids]
         store = self.store
         found = {key: store.get(key) for key in dict.fromkeys(keys)}
@@ -187,3 +190,46 @@ class BaseReader:
         if not keys:
             return np.zeros((0, 0), dtype=np.float32)
         return np.vstack([found[key] for key in keys]).astype(np.float32)
+
+    def answers(self, items: Sequence[Item], *, stats: ReadStats | None = None) -> np.ndarray:
+        """How much likelier the base finds each reply after its call so far than after a bare
+        opening (trainers.judge.answers), from the cache where it has them; a pass over an item
+        stores its features too."""
+        from trainers.judge.answers import reply_row
+
+        tokenizer = self.tokenizer()
+        called = [reply_row(tokenizer, context, reply) for context, reply in items]
+        bare = [reply_row(tokenizer, [], reply) for _context, reply in items]
+        values = self._log_probs([*called, *bare], stats if stats is not None else ReadStats())
+        return values[: len(items)] - values[len(items) :]
+
+    def _log_probs(self, rows: Sequence[Any], stats: ReadStats) -> np.ndarray:
+        from trainers.judge.answers import reply_pass
+
+        started = time.monotonic()
+        store = self.store
+        keys = [row.key() for row in rows]
+        found = {key: store.get(key) for key in dict.fromkeys(keys)}
+        missing = [key for key, value in found.items() if value is None]
+        stats.cached += len(keys) - len(missing)
+        if missing:
+            row_of = dict(zip(keys, rows, strict=True))
+            missing.sort(key=lambda key: len(row_of[key].ids))
+            model = self.model()
+            for start in range(0, len(missing), BLOCK):
+                block = missing[start : start + BLOCK]
+                passed = reply_pass(
+                    model,
+                    [row_of[key] for key in block],
+                    pad_token_id=self.tokenizer().pad_token_id,
+                    batch_size=self.batch_size,
+                )
+                for index, key in enumerate(block):
+                    found[key] = np.asarray([passed.log_probs[index]], dtype=np.float32)
+                    store.put(key, found[key])
+                    # The same pass read the item's features: kept, so scoring it is free.
+                    store.put(_key(row_of[key].ids), passed.features[index])
+                stats.read += len(block)
+                stats.tokens += passed.tokens
+        stats.seconds += time.monotonic() - started
+        return np.asarray([float(found[key][0]) for key in keys], dtype=np.float64)

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
+from trainers.judge.answers import answers_floor
 from trainers.judge.head_fit import (  # noqa: F401 (the grid is read from here too)
     MIN_ROWS_TO_CHOOSE,
     REGULARISATION_DEFAULT,
@@ -413,12 +414,15 @@ class FittedJudgeModel:
     learned: LearnedPart | None = None
 
     def base_needed(self) -> str | None:
-        """The base whose features `score` needs for the scorer the fit chose; None when the
-        words alone were kept (or there is no base part)."""
-        if self.learned is None:
+        """The base scoring reads with: for the scorer the fit chose, or for the world's check
+        that a reply answers its call (trainers.judge.answers); None when the words alone were
+        kept and there is no check (or there is no base part)."""
+        learned = self.learned
+        if learned is None:
             return None
-        kinds = self.learned.kinds().values()
-        return self.learned.base if any(k and k != WORDS for k in kinds) else None
+        return (
+            learned.base if learned.heads_read_base() or learned.answers_floor is not None else None
+        )
 
     def score(
         self,
@@ -661,9 +665,10 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
     reader, unread = _base_reader(spec)
     learned = None
     if reader is not None:
-        read = _read_every_reply(reader, spec, step)
+        read, answers = _read_every_reply(reader, spec, step)
         learned = _learned_fit(spec, reader, words, total, won_head, train_outcomes)
         learned.features = read  # what reading them cost, for the report
+        learned.answers_floor, learned.answers_sample = answers_floor(answers), len(answers)
     step(90, stage="base heads", base=spec.base or None)
 
     model = FittedJudgeModel(spec.dimensions, featurizer, total, by_dimension, won_head)
@@ -685,14 +690,21 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
     return model, report
 
 
-def _read_every_reply(reader: Any, spec: JudgeFitSpec, step: Callable) -> dict[str, Any]:
+def _read_every_reply(
+    reader: Any, spec: JudgeFitSpec, step: Callable
+) -> tuple[dict[str, Any], np.ndarray]:
     """Every reply of the spec (training and held out) read by the base once, into the cache
-    the heads and the measure then read from; the progress moves from 15 to 85 meanwhile."""
+    the heads and the measure then read from, and how well the world's own turns the guard
+    samples (`also_read`) answer their calls (trainers.judge.answers; that pass stores their
+    features too); the progress moves from 15 to 85 meanwhile."""
     from trainers.judge.base_features import ReadStats
 
+    stats = ReadStats()
+    own = [(row["context"], row["reply"]) for row in spec.also_read]
+    step(15, stage="reading the world's own turns with the base", of=len(own))
+    answers = reader.answers(own, stats=stats) if own else np.zeros(0)
     items = [(row["context"], row[side]) for row in spec.pairs for side in ("chosen", "rejected")]
     items += [(row["context"], row["reply"]) for row in [*spec.outcomes, *spec.also_read]]
-    stats = ReadStats()
 
     def moved(done: int, of: int) -> None:
         step(
@@ -703,7 +715,7 @@ def _read_every_reply(reader: Any, spec: JudgeFitSpec, step: Callable) -> dict[s
         )
 
     reader.features(items, on_progress=moved, stats=stats)
-    return stats.as_dict()
+    return stats.as_dict(), answers
 
 
 class _WordsFit:
@@ -866,6 +878,7 @@ def _scorer_report(learned: LearnedPart | None, *, picks: bool) -> dict[str, Any
         **kept,
         "chosen_by": {name: (described[name] or {}).get("chosen_by") for name in ("total", "won")},
         "features": learned.features,
+        "answers": described["answers"],
     }
 
 

@@ -307,12 +307,20 @@ class LearnedPart:
     total: MixedHead | None
     won: MixedHead | None
     features: dict[str, Any] = field(default_factory=dict)  # what reading them cost
+    # The world's floor of "does the reply answer the call" (trainers.judge.answers), measured
+    # on its own agent turns with this base; None where there were too few to place it.
+    answers_floor: float | None = None
+    answers_sample: int = 0
 
     def kinds(self) -> dict[str, str | None]:
         return {
             "total": self.total.kind if self.total else None,
             "won": self.won.kind if self.won else None,
         }
+
+    def heads_read_base(self) -> bool:
+        """Whether a kept head scores with the base's features (else the words scored)."""
+        return any(kind and kind != WORDS for kind in self.kinds().values())
 
     def arrays(self) -> dict[str, np.ndarray]:
         heads = {"total": self.total, "won": self.won}
@@ -333,6 +341,7 @@ class LearnedPart:
             "total": head(self.total),
             "won": head(self.won),
             "features": self.features,
+            "answers": {"floor": self.answers_floor, "sample": self.answers_sample},
         }
 
     @classmethod
@@ -353,6 +362,12 @@ class LearnedPart:
                 saved.get("chosen_by") or {},
             )
 
+        answers = described.get("answers") or {}
         return cls(
-            str(described["base"]), head("total"), head("won"), described.get("features") or {}
+            str(described["base"]),
+            head("total"),
+            head("won"),
+            described.get("features") or {},
+            answers.get("floor"),
+            int(answers.get("sample") or 0),
         )

@@ -33,6 +33,7 @@ Anthropic hh-rlhf harmless-base pairs (MIT; none of it sales or charity), rebuil
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import hashlib
 import json
@@ -154,17 +155,46 @@ class TopicVerdict:
     evidence: float
     threshold: float | None
     foreign: tuple[str, ...] = ()
+    # How well the reply answers the call (trainers.judge.answers) and the world's floor of it;
+    # None where the world's judge has no such check.
+    answers: float | None = None
+    answers_floor: float | None = None
+
+    @property
+    def words_off(self) -> bool:
+        return self.threshold is not None and self.evidence < min(self.threshold, 0.0)
+
+    @property
+    def answers_off(self) -> bool:
+        floor = self.answers_floor
+        return self.answers is not None and floor is not None and self.answers < min(floor, 0.0)
+
+    def with_answers(self, score: float, floor: float) -> TopicVerdict:
+        """This verdict with the answer check's: off-topic when either is."""
+        checked = dataclasses.replace(self, answers=float(score), answers_floor=float(floor))
+        return dataclasses.replace(checked, on_topic=self.on_topic and not checked.answers_off)
 
     def note(self) -> str:
         """One sentence a page can show beside the capped total."""
         if self.on_topic:
             return ""
-        named = ", ".join(f"'{word}'" for word in self.foreign[:NOTE_WORDS])
-        said = f" ({named} belong to neither)" if named else ""
+        said = []
+        if self.words_off:
+            named = ", ".join(f"'{word}'" for word in self.foreign[:NOTE_WORDS])
+            which = f" ({named} belong to neither)" if named else ""
+            said.append(
+                f"the reply speaks neither this world's business nor the call's language{which}"
+                f" (evidence {self.evidence:.1f} against the world's own floor "
+                f"{self.threshold:.1f})"
+            )
+        if self.answers_off:
+            said.append(
+                "the reply does not answer the call: the base finds it less likely after the "
+                f"call so far than after a bare opening (answer score {self.answers:.2f} against"
+                f" the world's own floor {self.answers_floor:.2f})"
+            )
         return (
-            f"Off-topic: the reply speaks neither this world's business nor the call's language"
-            f"{said}; evidence {self.evidence:.1f} against the world's own floor "
-            f"{self.threshold:.1f}, so its total is capped below every on-topic reply."
+            f"Off-topic: {'; and '.join(said)}, so its total is capped below every on-topic reply."
         )
 
 

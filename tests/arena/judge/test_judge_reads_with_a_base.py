@@ -83,6 +83,13 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     reader.features([(unit.context, unit.reply) for unit in sample], stats=stats)
     assert sample
     assert (stats.read, stats.cached) == (0, len(sample))
+    # The same sample placed the world's floor of "does the reply answer the call", and the
+    # guard around the world's judge applies it.
+    assert scorer["answers"]["sample"] == len(sample) >= 20
+    from arena.judge.resolve import judge_for_world
+
+    check = judge_for_world(persuasion)._unguarded.answer_check
+    assert check.floor == pytest.approx(scorer["answers"]["floor"])
 
     scored = owner_client.post(
         "/api/rl/packs/persuasion/judge/score/", ITEMS, content_type="application/json"
@@ -103,7 +110,8 @@ def test_without_its_base_the_version_scores_with_its_words_and_says_so(
     tiny_judge_base, persuasion, owner_client, django_capture_on_commit_callbacks
 ):
     version = _fitted(persuasion, django_capture_on_commit_callbacks)
-    needs_base = version.report["scorer"]["won"] != "words"
+    scorer = version.report["scorer"]
+    needs_base = scorer["won"] != "words" or scorer["answers"]["floor"] is not None
     from arena.services.pairs import SLOW_BATCH, duel_pairs_request
 
     # Reading each reply with the base takes seconds a batch: most pairs are made later.
