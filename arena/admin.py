@@ -305,7 +305,9 @@ class JudgeVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
         scorer = (version.report or {}).get("scorer") or {}
         if not scorer.get("base"):
             return "words" + (" (its base was missing)" if scorer.get("base_missing") else "")
-        return f"{scorer['base']}: total {scorer.get('total')}, won {scorer.get('won')}"
+        floor = (scorer.get("answers") or {}).get("floor")
+        answers = f", answer floor {floor:.2f}" if floor is not None else ""
+        return f"{scorer['base']}: total {scorer.get('total')}, won {scorer.get('won')}{answers}"
 
     @admin.display(description="Pair accuracy (held out)")
     def pair_accuracy(self, version: JudgeVersion) -> str:

@@ -274,5 +274,21 @@ def scorer_text(report: Mapping[str, Any] | None) -> str:
     )
     return (
         f"Reads each reply with {base}; {total} and kept {kept['won']} for won, whichever "
-        "cross-validated best on its training part."
+        f"cross-validated best on its training part. {_answers_text(scorer.get('answers'))}"
+    )
+
+
+def _answers_text(answers: Mapping[str, Any] | None) -> str:
+    """What the guard's answer check (trainers.judge.answers) does for this version."""
+    if answers is None:
+        return "It was fitted before the guard checked that a reply answers its call."
+    if answers.get("floor") is None:
+        return (
+            f"It does not check that a reply answers its call: {answers.get('sample') or 0} of "
+            "the world's own agent turns were read, too few to place a floor."
+        )
+    return (
+        "A reply the base finds less likely after the call so far than after a bare opening, "
+        f"below the world's own floor ({answers['floor']:.2f}, the 2nd percentile of "
+        f"{answers['sample']} of its own agent turns), is capped as off-topic."
     )

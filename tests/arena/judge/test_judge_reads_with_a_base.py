@@ -99,11 +99,13 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
 
     page = owner_client.get("/environment/").content.decode()
     assert f"Reads each reply with {TINY_BASE}; scores a reply" in page
+    floor = scorer["answers"]["floor"]
+    assert f"own floor ({floor:.2f}, the 2nd percentile of {len(sample)} of its own" in page
     assert "total by its won-probability (no picks yet)" in page
     assert 'data-row="outcome-auc-words"' in page
     assert 'data-row="outcome-auc-base"' in page
     listing = owner_client.get("/admin/arena/judgeversion/").content.decode()
-    assert f"{TINY_BASE}: total won, won {scorer['won']}" in listing
+    assert f"{TINY_BASE}: total won, won {scorer['won']}, answer floor {floor:.2f}" in listing
 
 
 def test_without_its_base_the_version_scores_with_its_words_and_says_so(
