@@ -10,6 +10,7 @@ from typing import Any
 from django.db import transaction
 
 from arena.held_out import held_out_calls_ensure
+from arena.judge.fitting import judge_fit_soon
 from arena.models import Call, Turn, World
 from arena.services.move_labels import calls_label_moves
 from levers9.text import bad_text_path
@@ -285,4 +286,8 @@ def calls_import(
             held_out_calls_ensure(world=world)
             # Labelled with the world's moves now, so the Duel's first pairs carry them.
             calls_label_moves(world=world, call_ids=[call.pk for call in calls])
+        if any(call.outcome != Call.Outcome.UNKNOWN for call in calls):
+            # New outcomes teach the judge's won head (and place the guard's answer floor):
+            # a background refit once this commits, as after a freeze.
+            judge_fit_soon(world_ids={world.pk})
     return report

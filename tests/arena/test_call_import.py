@@ -249,3 +249,23 @@ def test_the_admin_upload_refuses_a_simulated_world(owner_client, workspace):
     assert b"simulated world" in response.content
     with schema_context(workspace.schema_name):
         assert not Call.objects.exists()
+
+
+def test_calls_with_outcomes_refit_the_judge_in_the_background_and_unlabelled_ones_do_not(
+    world, django_capture_on_commit_callbacks
+):
+    from levers9.jobs.models import Job
+
+    def fits() -> list[Job]:
+        return list(Job.objects.filter(kind="judge-fit", finish_needs__world=world.pk))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        calls_import(world=world, text=_jsonl(_call("u1", "unknown"), _call("u2", "unknown")))
+    assert fits() == []  # nothing for the judge to learn from
+    with django_capture_on_commit_callbacks(execute=True):
+        calls_import(world=world, text=_jsonl(_call("w1"), _call("l1", "lost")))
+    (fit,) = fits()
+    assert fit.background  # work nobody clicked: it yields to jobs a person started
+    with django_capture_on_commit_callbacks(execute=True):
+        calls_import(world=world, text=_jsonl(_call("w2"), _call("l2", "lost")))
+    assert fits() == [fit]  # a second import while it waits folds into it
