@@ -16,6 +16,11 @@ without the guard; "real preferred" is the share of these meetings the real repl
 counts half), with a 95% bootstrap interval over calls. "flagged" is the share of the real
 agent's own replies at those moments that the guard calls off-topic (the false off-topic rate).
 
+With --base, the fitted judge reads every reply with that base and its fit places the world's
+answer floor on the guard's floor sample (as the product's fit does), so "fitted judge + guard"
+also caps a reply that does not answer its call (trainers.judge.answers); beside it, the same
+judge with the guard's words only, and the rubric with the fitted version's answer check.
+
 With --folds K (default 5), the same figures over every call, each scored by a guard and a
 fitted judge built on the other folds (by call), at each call's first four agent turns
 (Evaluate's moments) for the meetings and at every agent turn for the false off-topic rate.
@@ -175,20 +180,31 @@ def meet(
     real_items = [(unit.context, unit.reply) for unit in units]
     line_items = [(unit.context, line) for unit in units for line in lines]
     into.calls.extend(unit.group for unit in units for _line in lines)
+    # A judge that reads with a base brings the world's answer check (trainers.judge.answers).
+    checks = [getattr(judge, "answer_check", None) for judge in judges.values()]
+    check = next((each for each in checks if each is not None), None)
     for name, judge in judges.items():
-        # A judge that reads with a base brings the world's answer check (trainers.judge.answers).
-        check = getattr(judge, "answer_check", None)
-        real_off = np.repeat(_off(guard, real_items, check), len(lines))
-        line_off = _off(guard, line_items, check)
         real = np.repeat(_totals(judge, real_items), len(lines))
         other = _totals(judge, line_items)
         into.add(name, real, other)
         capped = guard.capped(1.0, judge)  # the cap is floor x total x 0.99: a factor
-        into.add(
-            f"{name} + guard",
-            np.where(real_off, real * capped, real),
-            np.where(line_off, other * capped, other),
-        )
+        # What the product runs (with the judge's own answer check where it has one) and,
+        # beside it, the guard's words alone for the fitted judge, and the fitted version's
+        # check on the rubric's totals (not how the product runs the rubric).
+        own = getattr(judge, "answer_check", None)
+        ways = {" + guard": own}
+        if check is not None and own is not None:
+            ways[" + guard, words only"] = None
+        elif check is not None:
+            ways[" + guard + the fitted answer check"] = check
+        for label, used in ways.items():
+            real_off = np.repeat(_off(guard, real_items, used), len(lines))
+            line_off = _off(guard, line_items, used)
+            into.add(
+                name + label,
+                np.where(real_off, real * capped, real),
+                np.where(line_off, other * capped, other),
+            )
 
 
 def _off(guard: Any, items: Sequence[tuple[Sequence[Any], str]], check: Any = None) -> np.ndarray:

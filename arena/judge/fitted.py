@@ -164,6 +164,8 @@ class FittedJudge:
         """What scores a reply's total: "words", "base" or "words + base" (with the base's
         name), as a person reads it."""
         learned = self.model.learned
+        if self.model.total is None and not self.model.won_is_total:
+            return "rubric"  # no picks, and a won head at chance (FittedJudgeModel.score)
         # A judge without picks scores its total by its won head (FittedJudgeModel.score).
         head = None
         if learned is not None:

@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-MIN_HELD_OUT_ITEMS = 30
-"""The fewest held-out items (picks for a pair accuracy, calls for an outcome AUC) a measure
-needs before its figure, interval or kappa is shown, or counts towards a verdict."""
+# The fewest held-out items (picks for a pair accuracy, calls for an outcome AUC) a measure
+# needs before its figure, interval or kappa is shown, or counts towards a verdict; the fit
+# reads it too (whether a won head scores the total), so it lives with the fit.
+from trainers.judge.fit import MIN_HELD_OUT_ITEMS
 
 ABOVE_CHANCE = "above_chance"
 AT_CHANCE = "at_chance"
@@ -267,11 +268,11 @@ def scorer_text(report: Mapping[str, Any] | None) -> str:
             )
         return "Reads the words of each reply (fitted without a base)."
     kept = {name: scorer.get(name) or "words" for name in ("total", "won")}
-    total = (
-        "scores a reply's total by its won-probability (no picks yet)"
-        if kept["total"] == "won"
-        else f"kept {kept['total']} for the total"
-    )
+    total = {
+        "won": "scores a reply's total by its won-probability (no picks yet)",
+        "rubric": "scores a reply's total by the rubric (no picks yet, and its won head did not "
+        "beat chance on held-out calls)",
+    }.get(kept["total"], f"kept {kept['total']} for the total")
     return (
         f"Reads each reply with {base}; {total} and kept {kept['won']} for won, whichever "
         f"cross-validated best on its training part. {_answers_text(scorer.get('answers'))}"

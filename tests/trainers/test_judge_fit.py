@@ -147,3 +147,54 @@ def test_a_judge_below_chance_is_no_better_than_chance():
     worse = pair_agreement(np.zeros(100), np.ones(100), seed=0)
     assert worse["accuracy"] == 0.0
     assert worse["at_chance"] is True
+
+
+def _outcome_calls(count: int, *, words_tell: bool) -> list[dict]:
+    """Calls whose agent says GOOD in won calls and POOR in lost ones (words_tell), or a word
+    drawn apart from the outcome."""
+    from arena.judge.fitted import outcome_rows
+
+    rng = np.random.default_rng(4)
+    calls = []
+    for index in range(count):
+        won = bool(rng.integers(2))
+        said = won if words_tell else bool(rng.integers(2))
+        word = GOOD if said else POOR
+        turns = []
+        for step in range(2):
+            turns.append({"speaker": "customer", "text": f"Question {step} about the flat?"})
+            turns.append({"speaker": "agent", "text": f"Step {step}: {word} for the flat."})
+        outcome = "won" if won else "lost"
+        calls.append({"id": f"call-{index}", "outcome": outcome, "turns": turns})
+    return outcome_rows(calls)
+
+
+def _outcome_spec(rows) -> JudgeFitSpec:
+    return JudgeFitSpec(dimensions=list(DIMENSIONS), pairs=[], overrides=[], outcomes=rows, seed=1)
+
+
+def _totals_and_won(model, rows):
+    scored = model.score(
+        [r["context"] for r in rows], [r["reply"] for r in rows], [r["rubric"] for r in rows]
+    )
+    return [s["total"] for s in scored], [s["won_probability"] for s in scored]
+
+
+def test_without_picks_the_won_head_scores_the_total_only_once_it_beat_chance_held_out(tmp_path):
+    rows = _outcome_calls(240, words_tell=True)
+    model, report = fit(_outcome_spec(rows))
+    assert report["outcomes"]["fitted"]["calls"] >= 30
+    assert report["outcomes"]["fitted"]["at_chance"] is False
+    assert report["scorer"]["total"] == "won"
+    totals, won = _totals_and_won(model, rows[:6])
+    assert totals == won
+
+    for noise in (_outcome_calls(240, words_tell=False), _outcome_calls(40, words_tell=True)):
+        model, report = fit(_outcome_spec(noise))
+        # At chance, or too few held-out calls to tell: the rubric's total ranks replies.
+        assert report["scorer"]["total"] == "rubric"
+        totals, won = _totals_and_won(model, noise[:6])
+        assert totals == [round(r["rubric"][-1], 4) for r in noise[:6]]
+        assert totals != won
+        model.save(tmp_path / "judge")
+        assert FittedJudgeModel.load(tmp_path / "judge").won_is_total is False

@@ -47,6 +47,10 @@ from trainers.judge.head_fit import (  # noqa: F401 (the grid is read from here 
 from trainers.judge.learned import WORDS, LearnedPart, fit_total, fit_won, sigmoid
 from trainers.runtime import Progress, trainer_main
 
+# The fewest held-out items (picks, or calls for an outcome AUC) a measure needs before it
+# counts (arena.judge.standing shows and judges by the same number).
+MIN_HELD_OUT_ITEMS = 30
+
 # --- the features -------------------------------------------------------------------------
 
 # Far more words than a world's picks can teach would only add noise to a linear fit.
@@ -412,6 +416,9 @@ class FittedJudgeModel:
     meta: dict[str, Any] = field(default_factory=dict)
     # The base's heads (trainers.judge.learned); None for a judge of words alone.
     learned: LearnedPart | None = None
+    # A world with outcomes and no picks: whether its won head scores the total (it beat
+    # chance on held-out calls: `won_scores_total`), else the rubric's total does.
+    won_is_total: bool = True
 
     def base_needed(self) -> str | None:
         """The base scoring reads with: for the scorer the fit chose, or for the world's check
@@ -452,10 +459,10 @@ class FittedJudgeModel:
             totals = sigmoid(learned.total.logits(self.total.logits(features), base_features))
         if learned is not None and learned.won is not None and self.won is not None:
             won = sigmoid(learned.won.logits(self.won.logits(features), base_features))
-        if self.total is None and won is not None:
-            # A world that has outcomes and no picks yet: what it learned is which replies win
-            # calls, so that is its total (a verdict then rests on the head whose AUC the
-            # world's standing shows, not on the rubric's words).
+        if self.total is None and won is not None and self.won_is_total:
+            # A world that has outcomes and no picks yet, whose won head beat chance on held-out
+            # calls: which replies win calls is what it learned, so that is its total (a
+            # verdict then rests on the head whose AUC the world's standing shows).
             totals = won
         return [
             {
@@ -491,6 +498,7 @@ class FittedJudgeModel:
                     "biases": biases,
                     "meta": self.meta,
                     "learned": self.learned.described() if self.learned else None,
+                    "won_is_total": self.won_is_total,
                 }
             )
         )
@@ -517,6 +525,8 @@ class FittedJudgeModel:
             won=head("won"),
             meta=described.get("meta", {}),
             learned=LearnedPart.from_saved(described.get("learned"), loaded),
+            # Versions fitted before the rule scored the total by their won head.
+            won_is_total=bool(described.get("won_is_total", True)),
         )
 
 
@@ -674,6 +684,7 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
     model = FittedJudgeModel(spec.dimensions, featurizer, total, by_dimension, won_head)
     model.learned = learned
     report = measure(model, held_pairs, held_outcomes, seed=spec.seed, reader=reader)
+    model.won_is_total = won_scores_total(report)
     report["trained_on"] = {
         "pairs": len(train_pairs),
         "overrides": len(overrides),
@@ -681,7 +692,7 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
         "outcome_calls": len({str(row["group"]) for row in train_outcomes}),
         "dimension_heads": sorted(name for name, head in by_dimension.items() if head),
     }
-    report["scorer"] = _scorer_report(learned, picks=total is not None)
+    report["scorer"] = _scorer_report(learned, picks=total is not None, won=model.won_is_total)
     if unread:
         report["scorer"]["base_missing"] = unread
     report["fit_seconds"] = round(time.monotonic() - started, 2)
@@ -863,13 +874,24 @@ def _learned_fit(
     return LearnedPart(spec.base, learned_total, learned_won)
 
 
-def _scorer_report(learned: LearnedPart | None, *, picks: bool) -> dict[str, Any]:
+def won_scores_total(report: Mapping[str, Any]) -> bool:
+    """Whether a world's won head may score its total where it has no picks: only once it beat
+    chance on at least MIN_HELD_OUT_ITEMS held-out calls. A head at chance (or unmeasured)
+    ranks replies by noise; the rubric's total then ranks them, and the world's verdicts say
+    "no verdict" either way (arena.judge.standing)."""
+    measured = (report.get("outcomes") or {}).get("fitted") or {}
+    enough = int(measured.get("calls") or 0) >= MIN_HELD_OUT_ITEMS
+    return enough and measured.get("at_chance") is False
+
+
+def _scorer_report(learned: LearnedPart | None, *, picks: bool, won: bool) -> dict[str, Any]:
     """Which scorer the fit kept for the total and for won, and why (trainers.judge.learned);
-    "total" is "won" where the world has no picks and its won head scores the total."""
+    where the world has no picks, "total" is "won" when its won head scores the total and
+    "rubric" when that head did not beat chance on held-out calls."""
     kinds = learned.kinds() if learned is not None else {"total": None, "won": None}
     kept = {name: kind or WORDS for name, kind in kinds.items()}
     if not picks:
-        kept["total"] = "won"
+        kept["total"] = "won" if won else "rubric"
     if learned is None:
         return {"base": None, **kept}
     described = learned.described()
