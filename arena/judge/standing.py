@@ -286,10 +286,12 @@ def _answers_text(answers: Mapping[str, Any] | None) -> str:
     if answers.get("floor") is None:
         return (
             f"It does not check that a reply answers its call: {answers.get('sample') or 0} of "
-            "the world's own agent turns were read, too few to place a floor."
+            "the world's own agent turns after something said were read, too few to place a "
+            "floor."
         )
     return (
         "A reply the base finds less likely after the call so far than after a bare opening, "
         f"below the world's own floor ({answers['floor']:.2f}, the 2nd percentile of "
-        f"{answers['sample']} of its own agent turns), is capped as off-topic."
+        f"{answers['sample']} of its own agent turns after something said), is capped as "
+        "off-topic."
     )

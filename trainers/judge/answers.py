@@ -13,7 +13,8 @@ The on-topic guard's words (trainers.judge.topic) cannot see that: a generic lin
 foreign word.
 
 The floor is the world's own: the `FLAG_PERCENTILE`th percentile of the score over its own agent
-turns (the guard's floor sample, calls Evaluate holds out never among them). The base never
+turns that follow something said (the guard's floor sample, calls Evaluate holds out never among
+them; a call's opening line answers nothing, and its score is 0 by construction). The base never
 learned from those calls, so their scores are already out-of-sample. A reply below the floor and
 below zero (the call made it no likelier at all) does not answer the call; fewer than
 `MIN_SAMPLE` own turns and there is no floor (nothing is flagged, and the fit says so).

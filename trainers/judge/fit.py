@@ -711,7 +711,9 @@ def _read_every_reply(
     from trainers.judge.base_features import ReadStats
 
     stats = ReadStats()
-    own = [(row["context"], row["reply"]) for row in spec.also_read]
+    # A turn with nothing before it answers nothing (its score is 0 by construction): the
+    # floor is placed on the turns that follow something said.
+    own = [(row["context"], row["reply"]) for row in spec.also_read if row["context"]]
     step(15, stage="reading the world's own turns with the base", of=len(own))
     answers = reader.answers(own, stats=stats) if own else np.zeros(0)
     items = [(row["context"], row[side]) for row in spec.pairs for side in ("chosen", "rejected")]

@@ -87,7 +87,8 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     assert (stats.read, stats.cached) == (0, len(sample))
     # The same sample placed the world's floor of "does the reply answer the call", and the
     # guard around the world's judge applies it.
-    assert scorer["answers"]["sample"] == len(sample) >= 20
+    following = [unit for unit in sample if unit.context]  # an opening line answers nothing
+    assert scorer["answers"]["sample"] == len(following) >= 20
     from arena.judge.resolve import judge_for_world
 
     check = judge_for_world(persuasion)._unguarded.answer_check
@@ -102,7 +103,7 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     page = owner_client.get("/environment/").content.decode()
     assert f"Reads each reply with {TINY_BASE}; scores a reply" in page
     floor = scorer["answers"]["floor"]
-    assert f"own floor ({floor:.2f}, the 2nd percentile of {len(sample)} of its own" in page
+    assert f"own floor ({floor:.2f}, the 2nd percentile of {len(following)} of its own" in page
     assert "total by the rubric (no picks yet, and its won head did not beat chance" in page
     assert 'data-row="outcome-auc-words"' in page
     assert 'data-row="outcome-auc-base"' in page
