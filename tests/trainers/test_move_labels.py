@@ -89,3 +89,24 @@ def test_it_lists_its_rules_for_the_admin():
     assert len(rows) == len(MOVE_RULES)
     assert {row["move"] for row in rows} == set(MOVES)
     assert all(row["reason"] and row["pattern"] for row in rows)
+
+
+def test_agreement_holds_out_each_call_alone_when_a_hash_would_put_two_together():
+    """'call-1' and 'call-4' hash to one fold of five: each is still labelled by a labeller
+    that learned from the other's correction, not by one that learned from nothing."""
+    from arena.moves import generic_moves
+    from trainers.moves.labels import Correction, _fold_of, labeller_agreement
+
+    assert _fold_of("call-1", 5) == _fold_of("call-4", 5)
+    lines = {
+        "call-1": "Our volunteers plant oak trees in the city park every weekend.",
+        "call-4": "Volunteers plant new trees in the park each weekend.",
+    }
+    corrections = [
+        Correction(call, ({"speaker": "customer", "text": "Tell me more."},), text, "reassure")
+        for call, text in lines.items()
+    ]
+    agreement = labeller_agreement(generic_moves(), corrections)
+    assert agreement["calls"] == 2
+    assert agreement["accuracy_without_corrections"] == 0.0  # the words alone say otherwise
+    assert agreement["accuracy"] == 1.0

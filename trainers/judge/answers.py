@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from trainers.conversation import conversation_messages
+from trainers.judge.rendering import trimmed
 from trainers.judge.topic import FLAG_PERCENTILE, MIN_UNITS
 
 # Bump when what a stored log-probability means changes.
@@ -58,8 +60,6 @@ class ReplyRow:
 def reply_row(tokenizer: Any, context: Sequence[Mapping[str, str]], reply: str) -> ReplyRow:
     """The item as the base reads it (oldest turns dropped to fit, as its features are read),
     with the position of the reply's first token."""
-    from trainers.conversation import conversation_messages
-    from trainers.judge.base_features import trimmed
     from trainers.wording.bases import conversation_ids
 
     ids, turns = trimmed(tokenizer, context, reply)

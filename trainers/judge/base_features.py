@@ -24,38 +24,16 @@ from typing import Any
 
 import numpy as np
 
-from trainers.conversation import conversation_messages
+from trainers.judge.answers import reply_pass, reply_row
+from trainers.judge.rendering import trimmed
 
 # Bump when what a feature means changes (the rendering, the layer read): old files stop
 # matching instead of being read as the new kind.
 FEATURES_VERSION = 1
-# The longest conversation read, in tokens; older turns are dropped first.
-MAX_TOKENS = 512
 # Texts the base reads between two writes to the cache (and two progress reports).
 BLOCK = 256
 
 Item = tuple[Sequence[Mapping[str, str]], str]
-
-
-def item_messages(context: Sequence[Mapping[str, str]], reply: str) -> list[dict[str, str]]:
-    """The call so far and the reply as chat messages, the reply the last (agent's) message."""
-    return [*conversation_messages(context), {"role": "assistant", "content": reply}]
-
-
-def trimmed(
-    tokenizer: Any, context: Sequence[Mapping[str, str]], reply: str
-) -> tuple[list[int], list[Mapping[str, str]]]:
-    """Token ids of the item, its oldest turns dropped until it fits MAX_TOKENS, and the turns
-    kept; a reply too long alone keeps its last MAX_TOKENS tokens (the state read is at the
-    end)."""
-    from trainers.wording.bases import conversation_ids
-
-    turns = list(context)
-    while True:
-        ids = conversation_ids(tokenizer, item_messages(turns, reply))
-        if len(ids) <= MAX_TOKENS or not turns:
-            return ids[-MAX_TOKENS:], turns
-        turns = turns[1:]
 
 
 def _key(ids: Sequence[int]) -> str:
@@ -195,8 +173,6 @@ class BaseReader:
         """How much likelier the base finds each reply after its call so far than after a bare
         opening (trainers.judge.answers), from the cache where it has them; a pass over an item
         stores its features too."""
-        from trainers.judge.answers import reply_row
-
         tokenizer = self.tokenizer()
         called = [reply_row(tokenizer, context, reply) for context, reply in items]
         bare = [reply_row(tokenizer, [], reply) for _context, reply in items]
@@ -204,8 +180,6 @@ class BaseReader:
         return values[: len(items)] - values[len(items) :]
 
     def _log_probs(self, rows: Sequence[Any], stats: ReadStats) -> np.ndarray:
-        from trainers.judge.answers import reply_pass
-
         started = time.monotonic()
         store = self.store
         keys = [row.key() for row in rows]

@@ -714,8 +714,10 @@ def _read_every_reply(
     # A turn with nothing before it answers nothing (its score is 0 by construction): the
     # floor is placed on the turns that follow something said.
     own = [(row["context"], row["reply"]) for row in spec.also_read if row["context"]]
-    step(15, stage="reading the world's own turns with the base", of=len(own))
-    answers = reader.answers(own, stats=stats) if own else np.zeros(0)
+    answers = np.zeros(0)
+    if own:
+        step(15, stage="reading the world's own turns with the base", of=len(own))
+        answers = reader.answers(own, stats=stats)
     items = [(row["context"], row[side]) for row in spec.pairs for side in ("chosen", "rejected")]
     items += [(row["context"], row["reply"]) for row in [*spec.outcomes, *spec.also_read]]
 

@@ -506,6 +506,15 @@ def _fold_of(call: str, folds: int) -> int:
     return int(hashlib.sha256(call.encode()).hexdigest(), 16) % folds
 
 
+def _folds_by_call(calls: set[str], folds: int) -> dict[str, int]:
+    """Each call's fold: by a hash of the call, or each call its own fold where there are no
+    more calls than folds (a hash would put some together, and a fold holding every call
+    would be labelled by a labeller that learned from nothing)."""
+    if len(calls) <= folds:
+        return {call: index for index, call in enumerate(sorted(calls))}
+    return {call: _fold_of(call, folds) for call in calls}
+
+
 def labeller_agreement(
     moves: Sequence[Mapping[str, str]],
     corrections: Sequence[Correction],
@@ -521,11 +530,10 @@ def labeller_agreement(
     usable = [c for c in corrections if c.move in names]
     plain = fit_world_labeller(moves, (), config=config)
     agree = agree_plain = 0
-    for fold in range(folds):
-        test = [c for c in usable if _fold_of(c.call, folds) == fold]
-        if not test:
-            continue
-        train = [c for c in usable if _fold_of(c.call, folds) != fold]
+    fold_of = _folds_by_call({c.call for c in usable}, folds)
+    for fold in sorted(set(fold_of.values())):
+        test = [c for c in usable if fold_of[c.call] == fold]
+        train = [c for c in usable if fold_of[c.call] != fold]
         fitted = fit_world_labeller(moves, train, config=config)
         for correction in test:
             agree += fitted.label(correction.context, correction.text)[0] == correction.move
