@@ -87,12 +87,14 @@ def judge_fit_start(
     background work: it yields to jobs a person started and no job limit refuses it."""
     pool, device, base = judge_fit_place()
     spec, finish_needs = _judge_fit_pack(world, seed=seed, device=device, base=base)
+    # Work nobody clicked: a refit of a judge the world has, or its first fit after an import.
+    unasked = " (refit)" if JudgeVersion.objects.filter(world=world).exists() else " (background)"
     return job_start(
         kind=JUDGE_FIT_KIND,
         trainer=JUDGE_FIT_TRAINER,
         spec=spec,
         pool=pool,
-        title=f"Fit the judge of {world.name}" + ("" if on_request else " (refit)"),
+        title=f"Fit the judge of {world.name}" + ("" if on_request else unasked),
         started_by=started_by,
         # The job's world is in what its finish needs: the platform's job names no world.
         finish_needs=finish_needs,

@@ -266,6 +266,7 @@ def test_calls_with_outcomes_refit_the_judge_in_the_background_and_unlabelled_on
         calls_import(world=world, text=_jsonl(_call("w1"), _call("l1", "lost")))
     (fit,) = fits()
     assert fit.background  # work nobody clicked: it yields to jobs a person started
+    assert fit.title == "Fit the judge of Car dealer (background)"  # its first: not a refit
     with django_capture_on_commit_callbacks(execute=True):
         calls_import(world=world, text=_jsonl(_call("w2"), _call("l2", "lost")))
     assert fits() == [fit]  # a second import while it waits folds into it
