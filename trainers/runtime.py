@@ -32,18 +32,22 @@ def silent_progress(step: int, total: int, **metrics: float | int | str) -> None
 
 
 class LineProgress:
-    """Writes progress lines to a stream, at most every `min_interval` seconds (and the last)."""
+    """Writes progress lines to a stream, at most every `min_interval` seconds (and the last,
+    and each change of stage: a stage that starts right after another may last minutes, and
+    the page would name the one before all that time)."""
 
     def __init__(self, stream=None, min_interval: float = 0.25):
         self.stream = stream or sys.stdout
         self.min_interval = min_interval
         self._last = 0.0
+        self._stage: object = None
 
     def __call__(self, step: int, total: int, **metrics: float | int | str) -> None:
         now = time.monotonic()
-        if step < total and now - self._last < self.min_interval:
+        stage = metrics.get("stage")
+        if step < total and now - self._last < self.min_interval and stage == self._stage:
             return
-        self._last = now
+        self._last, self._stage = now, stage
         line = {"levers9": "progress", "step": int(step), "total": int(total), "metrics": metrics}
         self.stream.write(json.dumps(line) + "\n")
         self.stream.flush()
