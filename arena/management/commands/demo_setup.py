@@ -63,7 +63,8 @@ class Command(BaseCommand):
                 )
                 self.stdout.write(f"Duel queue of {each.name}: {waiting + made} pairs ready.")
             # Each world's judge learns from what it has (the real calls' outcomes here): a fit
-            # job the worker runs once the demo serves. Started once; a freeze refits it.
+            # job the worker runs once the demo serves. Importing the calls started it (as
+            # background work); a world with calls and no fit gets one here. A freeze refits.
             for each in World.objects.filter(calls__isnull=False).distinct():
                 if (
                     JudgeVersion.objects.filter(world=each).exists()
