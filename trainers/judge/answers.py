@@ -28,6 +28,7 @@ text, shared by every moment it is scored at).
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,7 @@ import numpy as np
 
 from trainers.conversation import conversation_messages
 from trainers.judge.rendering import trimmed
-from trainers.judge.topic import FLAG_PERCENTILE, MIN_UNITS
+from trainers.judge.topic import FLAG_PERCENTILE, MIN_UNITS, below_floor
 
 # Bump when what a stored log-probability means changes.
 ANSWERS_VERSION = 1
@@ -64,19 +65,10 @@ def reply_row(tokenizer: Any, context: Sequence[Mapping[str, str]], reply: str) 
 
     ids, turns = trimmed(tokenizer, context, reply)
     prefix = conversation_ids(tokenizer, conversation_messages(turns), add_generation_prompt=True)
-    start = _common_prefix(prefix, ids)
+    start = len(os.path.commonprefix([prefix, ids]))
     # A reply too long alone (cut to its end) or a template that renders the prefix otherwise:
     # every token but the first counts.
     return ReplyRow(tuple(ids), min(max(start, 1), len(ids) - 1))
-
-
-def _common_prefix(first: Sequence[int], second: Sequence[int]) -> int:
-    length = 0
-    for a, b in zip(first, second, strict=False):
-        if a != b:
-            break
-        length += 1
-    return length
 
 
 @dataclass(frozen=True)
@@ -144,7 +136,7 @@ class AnswerCheck:
         return self.reader.answers(items)
 
     def flags(self, score: float) -> bool:
-        return score < min(self.floor, 0.0)
+        return below_floor(score, self.floor)
 
 
 def answers_floor(scores: Sequence[float]) -> float | None:

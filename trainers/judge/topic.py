@@ -76,6 +76,12 @@ _STOPWORD_TEXT = """
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
+def below_floor(score: float, floor: float) -> bool:
+    """The guard's one rule, for the words' evidence and the answer score alike: below the
+    world's own floor and below zero (a score that leans to this world never flags)."""
+    return score < min(floor, 0.0)
+
+
 def words(text: str) -> list[tuple[str, str]]:
     """The reply's topic-bearing words as (stem, word), in order."""
     found = []
@@ -162,12 +168,12 @@ class TopicVerdict:
 
     @property
     def words_off(self) -> bool:
-        return self.threshold is not None and self.evidence < min(self.threshold, 0.0)
+        return self.threshold is not None and below_floor(self.evidence, self.threshold)
 
     @property
     def answers_off(self) -> bool:
         floor = self.answers_floor
-        return self.answers is not None and floor is not None and self.answers < min(floor, 0.0)
+        return self.answers is not None and floor is not None and below_floor(self.answers, floor)
 
     def with_answers(self, score: float, floor: float) -> TopicVerdict:
         """This verdict with the answer check's: off-topic when either is."""
@@ -239,7 +245,7 @@ class TopicModel:
         evidence, foreign = self.evidence(context, reply)
         if self.threshold is None:
             return TopicVerdict(True, evidence, None, foreign)
-        off = evidence < min(self.threshold, 0.0)
+        off = below_floor(evidence, self.threshold)
         return TopicVerdict(not off, evidence, self.threshold, foreign)
 
 
