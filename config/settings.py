@@ -11,6 +11,9 @@ Variables (all optional for local use):
   LEVERS9_MODELS_DIR    the models volume (default var/models)
   LEVERS9_JUDGE_BASE    the base a world's fitted judge reads replies with: "default" (the
                         pool's default base), a Hugging Face repo id, or "none" for words alone
+  LEVERS9_JUDGE_FEATURES_MAX_MB
+                        what a workspace's cache of the base's reads may hold (default 4096);
+                        each judge fit, and manage.py sweep_features, removes the least used
   LEVERS9_Q_CLUSTER     the task-queue cluster this process serves (default "local-cpu")
   LEVERS9_THROTTLE_WRITES_PER_USER / _PER_WORKSPACE
                         API write rates (default 600/minute and 2000/minute)
@@ -64,6 +67,9 @@ CSRF_TRUSTED_ORIGINS = [
 DATASETS_DIR = Path(os.environ.get("LEVERS9_DATASETS_DIR", VAR_DIR / "datasets"))
 MODELS_DIR = Path(os.environ.get("LEVERS9_MODELS_DIR", VAR_DIR / "models"))
 JUDGE_BASE = os.environ.get("LEVERS9_JUDGE_BASE", "default").strip()
+JUDGE_FEATURES_MAX_BYTES = int(
+    float(os.environ.get("LEVERS9_JUDGE_FEATURES_MAX_MB", "4096")) * 1024 * 1024
+)
 REDIS_URL = os.environ.get("REDIS_URL", "")
 # An attached four-card GPU node whose workers serve the "gpu-rtx-pro-6000" cluster.
 LEVERS9_GPU_POOL_ATTACHED = _flag("LEVERS9_GPU_POOL")

@@ -23,7 +23,7 @@ from django.db.models import Max
 
 from arena.errors import JudgeFitError
 from arena.judge.agreement import judge_measure_soon
-from arena.judge.reading import features_dir, judge_fit_place
+from arena.judge.reading import features_dir, features_sweep, judge_fit_place
 from arena.judge.rows import frozen_picks, judge_fit_rows
 from arena.judge.rubric import DIMENSIONS
 from arena.models import JudgeOverride, JudgeVersion, World
@@ -179,3 +179,6 @@ def judge_fit_finish(job: Job, result: dict[str, Any]) -> None:
     JudgeVersion.objects.create(
         world=world, number=last + 1, job_id=job.pk, model_dir=model_dir, report=report
     )
+    # The fit added what its base read to the workspace's cache: keep it within its budget
+    # (nothing else removes a cached read; a removed one is read again when next needed).
+    features_sweep()

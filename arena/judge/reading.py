@@ -29,6 +29,16 @@ def features_dir() -> Path:
     return Path(settings.DATASETS_DIR) / connection.schema_name / "features"
 
 
+def features_sweep(max_bytes: int | None = None) -> Any:
+    """Keep the workspace's feature cache within its budget (LEVERS9_JUDGE_FEATURES_MAX_MB),
+    the least used reads first (trainers.judge.base_features.cache_sweep); each judge fit's
+    finish runs it, and so does `manage.py sweep_features`."""
+    from trainers.judge.base_features import cache_sweep
+
+    budget = settings.JUDGE_FEATURES_MAX_BYTES if max_bytes is None else max_bytes
+    return cache_sweep(features_dir(), budget)
+
+
 def judge_fit_place() -> tuple[Any, str, str]:
     """(pool, device, base) for a fit: a GPU pool when the fit reads with a base and one is
     enabled, else the CPU pool; the base "" for the words alone."""

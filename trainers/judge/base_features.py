@@ -13,6 +13,7 @@ write the same bytes), and a changed rendering changes every key, never a stale 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -52,10 +53,15 @@ class FeatureStore:
         return self.folder / key[:2] / f"{key}.npy"
 
     def get(self, key: str) -> np.ndarray | None:
+        path = self._path(key)
         try:
-            return np.load(self._path(key), allow_pickle=False)
+            vector = np.load(path, allow_pickle=False)
         except (FileNotFoundError, ValueError, OSError):
             return None  # absent, or a half-written file from a crash: read it again
+        with contextlib.suppress(OSError):  # a sweep may have taken it since: still read
+            # A hit is a use: the sweep (cache_sweep) removes what was used longest ago.
+            os.utime(path)
+        return vector
 
     def put(self, key: str, vector: np.ndarray) -> None:
         path = self._path(key)
@@ -68,6 +74,58 @@ class FeatureStore:
 
 def store_folder(features_dir: Path | str, base: str) -> Path:
     return Path(features_dir) / base.replace("/", "--")
+
+
+# A temporary file this old is a write a crash left behind, never one still being written.
+STALE_TEMPORARY_S = 3600
+
+
+@dataclass(frozen=True)
+class Swept:
+    """What a sweep of a feature cache did."""
+
+    removed: int
+    freed_bytes: int
+    kept: int
+    kept_bytes: int
+
+
+def cache_sweep(folder: Path | str, max_bytes: int, *, now: float | None = None) -> Swept:
+    """Keep a feature cache (every base's folder under `folder`) within `max_bytes`: the files
+    used longest ago go first (a hit refreshes a file's time, FeatureStore.get), and a crash's
+    half-written leftovers go always. A file removed is read again by the base when next
+    needed, so a sweep costs time, never a wrong score. Each cached text is a few KB
+    (2.3 KB at SmolLM2's width, 20 KB at 5,120) and nothing else ever removes one."""
+    now = time.time() if now is None else now
+    files: list[tuple[float, int, Path]] = []
+    removed = freed = 0
+    for path in Path(folder).rglob("*"):
+        try:
+            stat = path.stat()
+        except OSError:  # gone meanwhile (another sweep, a rename into place)
+            continue
+        if path.suffix == ".tmp" and now - stat.st_mtime > STALE_TEMPORARY_S:
+            gone = _removed(path)
+            removed, freed = removed + gone, freed + gone * stat.st_size
+        elif path.suffix == ".npy":
+            files.append((stat.st_mtime, stat.st_size, path))
+    total = sum(size for _used, size, _path in files)
+    files.sort(key=lambda entry: (entry[0], str(entry[2])))
+    kept = len(files)
+    for _used, size, path in files:
+        if total <= max_bytes:
+            break
+        if _removed(path):
+            removed, freed, total, kept = removed + 1, freed + size, total - size, kept - 1
+    return Swept(removed, freed, kept, total)
+
+
+def _removed(path: Path) -> int:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return 0
+    return 1
 
 
 @dataclass
