@@ -18,8 +18,9 @@ agent's own replies at those moments that the guard calls off-topic (the false o
 
 With --base, the fitted judge reads every reply with that base and its fit places the world's
 answer floor on the guard's floor sample (as the product's fit does), so "fitted judge + guard"
-also caps a reply that does not answer its call (trainers.judge.answers); beside it, the same
-judge with the guard's words only, and the rubric with the fitted version's answer check.
+also caps a reply whose words and answer to its call (trainers.judge.answers) are together rarer
+than the world's own rarest 2% (trainers.judge.topic.joint_statistic); beside it, the same judge
+with the guard's words only, and the rubric with the fitted version's answer check.
 
 With --folds K (default 5), the same figures over every call, each scored by a guard and a
 fitted judge built on the other folds (by call), at each call's first four agent turns

@@ -157,7 +157,10 @@ class FittedJudge:
         learned = self.model.learned
         if self.reader is None or learned is None or learned.answers_floor is None:
             return None
-        return AnswerCheck(self.reader, learned.answers_floor)
+        own = learned.answers_own
+        return AnswerCheck(
+            self.reader, learned.answers_floor, tuple(own.tolist()) if own is not None else ()
+        )
 
     @property
     def scorer(self) -> str:

@@ -289,6 +289,14 @@ def _answers_text(answers: Mapping[str, Any] | None) -> str:
             "the world's own agent turns after something said were read, too few to place a "
             "floor."
         )
+    if answers.get("joint"):
+        return (
+            "A reply whose words and whose answer to the call (how much likelier the base finds "
+            "it after the call so far than after a bare opening) are together rarer than the "
+            f"world's own rarest 2% (Fisher's test, ranked against {answers['sample']} of its "
+            "own agent turns after something said) is capped as off-topic; so is one whose "
+            "words alone are."
+        )
     return (
         "A reply the base finds less likely after the call so far than after a bare opening, "
         f"below the world's own floor ({answers['floor']:.2f}, the 2nd percentile of "

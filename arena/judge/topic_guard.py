@@ -2,8 +2,10 @@
 (trainers.judge.topic) finds off-topic has its total capped below the world's on-topic floor.
 
 Off-topic is what the world's topic model says (the reply's words), or, for a judge that reads
-replies with a base and whose fit placed the world's floor of it, a reply that does not answer
-its call (trainers.judge.answers).
+replies with a base and whose fit placed the world's floor of it, a reply whose words and answer
+to its call (trainers.judge.answers) are together rarer than the world's own rarest 2 %
+(Fisher's test: trainers.judge.topic.joint_statistic); a version fitted before it kept its own
+answer scores flags a reply below the answer floor instead.
 
 The rule: an off-topic reply's total becomes floor x total x 0.99, where the floor is the lowest
 total the judge gives a sample of the world's own on-topic agent turns — below every one of them,
@@ -58,8 +60,10 @@ class TopicGuard:
         if check is None or not asked:
             return found
         scores = check.scores([(_plain(items[i][0]), items[i][1]) for i in asked])
+        own_words = self.model.held_out_scores
         for index, score in zip(asked, scores, strict=True):
-            found[index] = found[index].with_answers(score, check.floor)
+            joint = check.joint(own_words, found[index].evidence, float(score))
+            found[index] = found[index].with_answers(score, check.floor, joint)
         return found
 
     def floor(self, judge: Judge) -> float:

@@ -165,14 +165,19 @@ def test_a_fit_places_the_floor_on_the_worlds_own_turns_and_the_version_keeps_it
     model, report = fit(spec)
     reader = _reader(models_dir, tmp_path / "features")
     expected = answers_floor(reader.answers([(row["context"], row["reply"]) for row in own]))
-    assert report["scorer"]["answers"] == {"floor": pytest.approx(expected), "sample": 25}
+    answers = report["scorer"]["answers"]
+    assert answers == {"floor": pytest.approx(expected), "sample": 25, "joint": True}
     model.save(tmp_path / "judge")
     loaded = FittedJudgeModel.load(tmp_path / "judge")
     assert loaded.learned.answers_floor == pytest.approx(expected)
+    # The own turns' scores, ascending, kept for the guard's joint test with the words.
+    own_scores = np.sort(reader.answers([(row["context"], row["reply"]) for row in own]))
+    assert loaded.learned.answers_own == pytest.approx(own_scores)
     # The check needs the base even where the heads kept the words alone.
     assert loaded.base_needed() == TINY_BASE
     judge = FittedJudge(loaded, model_name="v1", reader=reader)
     assert judge.answer_check.floor == pytest.approx(expected)
+    assert judge.answer_check.own == pytest.approx(tuple(own_scores))
     assert FittedJudge(loaded, model_name="v1", reader=None).answer_check is None
 
 
@@ -208,3 +213,55 @@ def test_smollm2_finds_the_real_agents_replies_answer_their_calls_and_other_line
     for line in others:
         scored = reader.answers([(context, line) for context, _reply in moments])
         assert np.mean(real > scored) >= 0.7, line
+
+
+def test_the_joint_test_is_fishers_at_the_guards_one_share():
+    from scipy.stats import chi2
+
+    from trainers.judge.topic import JOINT_LIMIT, joint_statistic, own_share_below
+
+    assert pytest.approx(chi2.ppf(0.98, 4), abs=1e-6) == JOINT_LIMIT
+    own = [0.0, 1.0, 2.0, 3.0]
+    assert own_share_below(own, -5.0) == pytest.approx(1 / 5)  # below all: never zero
+    assert own_share_below(own, 1.0) == pytest.approx(3 / 5)
+    assert joint_statistic(0.1, 0.1) == pytest.approx(-4 * np.log(0.1))
+    # Somewhat unusual on both is as rare as very unusual on one.
+    assert joint_statistic(0.05, 0.05) > JOINT_LIMIT > joint_statistic(0.1, 0.1)
+
+
+def _ranked_guard(own_evidence: list[float]) -> TopicGuard:
+    """A guard whose words flag nothing alone (a floor below every score here) and whose own
+    turns' evidence is `own_evidence` (what a reply's words are ranked against)."""
+    model = TopicModel({"flat": 1.0}, 1.0, background_load(), threshold=-1e9)
+    model.held_out_scores = sorted(own_evidence)
+    units = [TopicUnit(f"c{n}", tuple(CONTEXT), f"Own reply {n} about the flat.") for n in range(5)]
+    return TopicGuard(model, units)
+
+
+def test_the_guard_caps_a_reply_rare_on_words_and_answer_together_that_neither_test_flags(
+    models_dir, tmp_path
+):
+    reader = _reader(models_dir, tmp_path)
+    replies = ["Yes.", "No", "the flat", "deposit deposit", "xyz qq", "Is it?", "12 34", "Thanks!"]
+    items = [(CONTEXT, reply) for reply in replies]
+    scores = reader.answers(items)
+    floor = float(scores.min()) - 1.0  # the answer floor alone flags none of them
+    evidence = np.asarray([v.evidence for v in _ranked_guard([]).verdicts(items)])
+    guard = _ranked_guard([float(evidence.max()) + 1.0] * 50)
+    # Every reply's words rank below all 50 own turns (1/51) and its answer below all own
+    # answers: together far rarer than the world's own rarest 2%, where the words lean away.
+    rare = AnswerCheck(reader, floor, own=tuple(np.linspace(scores.max() + 1, 9.0, 50)))
+    verdicts = guard.verdicts(items, rare)
+    for verdict, words, score in zip(verdicts, evidence, scores, strict=True):
+        assert not verdict.words_off
+        assert not verdict.answers_off
+        assert verdict.joint == pytest.approx(-4 * np.log(1 / 51))
+        assert verdict.on_topic == (min(words, score) >= 0)  # leaning to both never flags
+        if not verdict.on_topic:
+            assert "fits neither this world's words nor the call" in verdict.note()
+    assert not all(verdict.on_topic for verdict in verdicts)
+    # Ranked against own answers below every one of theirs, the same replies are common.
+    common = AnswerCheck(reader, floor, own=tuple(np.linspace(-9.0, scores.min() - 1, 50)))
+    assert all(verdict.on_topic for verdict in guard.verdicts(items, common))
+    # A version that kept no own scores: the answer floor alone, as before.
+    assert all(verdict.joint is None for verdict in guard.verdicts(items, AnswerCheck(reader, 0)))

@@ -37,7 +37,13 @@ import numpy as np
 
 from trainers.conversation import conversation_messages
 from trainers.judge.rendering import trimmed
-from trainers.judge.topic import FLAG_PERCENTILE, MIN_UNITS, below_floor
+from trainers.judge.topic import (
+    FLAG_PERCENTILE,
+    MIN_UNITS,
+    below_floor,
+    joint_statistic,
+    own_share_below,
+)
 
 # Bump when what a stored log-probability means changes.
 ANSWERS_VERSION = 1
@@ -131,12 +137,25 @@ class AnswerCheck:
 
     reader: Any
     floor: float
+    # The world's own turns' scores, ascending, that a reply's is ranked against for the
+    # guard's joint test with the words (trainers.judge.topic.joint_statistic); empty for a
+    # version fitted before it kept them (the floor alone applies then).
+    own: tuple[float, ...] = ()
 
     def scores(self, items: Sequence[tuple[Sequence[Mapping[str, str]], str]]) -> np.ndarray:
         return self.reader.answers(items)
 
     def flags(self, score: float) -> bool:
         return below_floor(score, self.floor)
+
+    def joint(self, words_own: Sequence[float], evidence: float, score: float) -> float | None:
+        """Fisher's statistic of the reply's words (against the world's own turns' evidence,
+        ascending) and its answer score together; None without both own rankings."""
+        if not self.own or not words_own:
+            return None
+        return joint_statistic(
+            own_share_below(words_own, evidence), own_share_below(self.own, score)
+        )
 
 
 def answers_floor(scores: Sequence[float]) -> float | None:

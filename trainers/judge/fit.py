@@ -679,6 +679,8 @@ def fit(spec: JudgeFitSpec, progress: Progress | None = None) -> tuple[FittedJud
         learned = _learned_fit(spec, reader, words, total, won_head, train_outcomes)
         learned.features = read  # what reading them cost, for the report
         learned.answers_floor, learned.answers_sample = answers_floor(answers), len(answers)
+        if learned.answers_floor is not None:
+            learned.answers_own = np.sort(np.asarray(answers, dtype=np.float64))
     step(90, stage="base heads", base=spec.base or None)
 
     model = FittedJudgeModel(spec.dimensions, featurizer, total, by_dimension, won_head)

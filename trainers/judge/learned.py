@@ -311,6 +311,9 @@ class LearnedPart:
     # on its own agent turns with this base; None where there were too few to place it.
     answers_floor: float | None = None
     answers_sample: int = 0
+    # Those own turns' scores, ascending: what the guard ranks a reply's answer score against
+    # (its joint test with the words); empty where there is no floor.
+    answers_own: np.ndarray | None = None
 
     def kinds(self) -> dict[str, str | None]:
         return {
@@ -324,11 +327,14 @@ class LearnedPart:
 
     def arrays(self) -> dict[str, np.ndarray]:
         heads = {"total": self.total, "won": self.won}
-        return {
+        arrays = {
             f"learned:{name}": head.weights
             for name, head in heads.items()
             if head is not None and head.weights is not None
         }
+        if self.answers_own is not None and len(self.answers_own):
+            arrays["learned:answers_own"] = np.asarray(self.answers_own, dtype=np.float64)
+        return arrays
 
     def described(self) -> dict[str, Any]:
         def head(part: MixedHead | None) -> dict[str, Any] | None:
@@ -341,7 +347,12 @@ class LearnedPart:
             "total": head(self.total),
             "won": head(self.won),
             "features": self.features,
-            "answers": {"floor": self.answers_floor, "sample": self.answers_sample},
+            "answers": {
+                "floor": self.answers_floor,
+                "sample": self.answers_sample,
+                # The guard's joint test with the words (it ranks against answers_own).
+                "joint": self.answers_own is not None and len(self.answers_own) > 0,
+            },
         }
 
     @classmethod
@@ -370,4 +381,5 @@ class LearnedPart:
             described.get("features") or {},
             answers.get("floor"),
             int(answers.get("sample") or 0),
+            arrays.get("learned:answers_own"),
         )

@@ -82,6 +82,41 @@ def below_floor(score: float, floor: float) -> bool:
     return score < min(floor, 0.0)
 
 
+def own_share_below(own_sorted: Sequence[float], score: float) -> float:
+    """The share of the world's own scores at or below `score`, counting the score itself
+    ((k + 1) / (n + 1): never 0, so a reply below every own turn is as rare as one in n + 1)."""
+    below = int(np.searchsorted(np.asarray(own_sorted, dtype=np.float64), score, side="right"))
+    return (below + 1) / (len(own_sorted) + 1)
+
+
+def _chi_square_4_above(share: float) -> float:
+    """The value a chi-square of 4 degrees of freedom exceeds with probability `share`: its
+    tail is exp(-x/2) (1 + x/2), solved by bisection (no table, no fitted constant)."""
+    low, high = 0.0, 200.0
+    for _ in range(100):
+        middle = (low + high) / 2
+        if math.exp(-middle / 2) * (1 + middle / 2) > share:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+# Fisher's test of the two (words, answer) at the guard's one share: the world's own replies
+# it flags are about FLAG_PERCENTILE %, as either test alone flags (12.0 at 2 %).
+JOINT_LIMIT = _chi_square_4_above(FLAG_PERCENTILE / 100)
+
+
+def joint_statistic(words_share: float, answers_share: float) -> float:
+    """Fisher's combination of how rare a reply's words and its answer score are among the
+    world's own turns (own_share_below of each): -2 (ln p_words + ln p_answers). A reply only
+    somewhat unusual on both (another business's line in general words that the call makes
+    little likelier) is as rare as a world's own worst 2 % on one, where neither test alone
+    flags it; under the two tests' independence it exceeds JOINT_LIMIT for FLAG_PERCENTILE %
+    of the world's own replies (their scores are mildly anti-correlated: fewer)."""
+    return -2.0 * (math.log(words_share) + math.log(answers_share))
+
+
 def words(text: str) -> list[tuple[str, str]]:
     """The reply's topic-bearing words as (stem, word), in order."""
     found = []
@@ -165,6 +200,9 @@ class TopicVerdict:
     # None where the world's judge has no such check.
     answers: float | None = None
     answers_floor: float | None = None
+    # Fisher's statistic of the words and the answer score together (joint_statistic); None
+    # where the check has no own scores to rank against (a version fitted before it kept them).
+    joint: float | None = None
 
     @property
     def words_off(self) -> bool:
@@ -175,10 +213,26 @@ class TopicVerdict:
         floor = self.answers_floor
         return self.answers is not None and floor is not None and below_floor(self.answers, floor)
 
-    def with_answers(self, score: float, floor: float) -> TopicVerdict:
-        """This verdict with the answer check's: off-topic when either is."""
-        checked = dataclasses.replace(self, answers=float(score), answers_floor=float(floor))
-        return dataclasses.replace(checked, on_topic=self.on_topic and not checked.answers_off)
+    @property
+    def joint_off(self) -> bool:
+        """Rare on the words and the answer together, and leaning away from this world or
+        its call on at least one (a reply that leans to both never flags)."""
+        return (
+            self.joint is not None
+            and self.answers is not None
+            and self.joint > JOINT_LIMIT
+            and min(self.evidence, self.answers) < 0
+        )
+
+    def with_answers(self, score: float, floor: float, joint: float | None = None) -> TopicVerdict:
+        """This verdict with the answer check's: off-topic when the words are, or, given the
+        `joint` statistic, when the two together are (joint_off), else when the answer is
+        below its floor."""
+        checked = dataclasses.replace(
+            self, answers=float(score), answers_floor=float(floor), joint=joint
+        )
+        off = checked.joint_off if joint is not None else checked.answers_off
+        return dataclasses.replace(checked, on_topic=self.on_topic and not off)
 
     def note(self) -> str:
         """One sentence a page can show beside the capped total."""
@@ -193,7 +247,14 @@ class TopicVerdict:
                 f" (evidence {self.evidence:.1f} against the world's own floor "
                 f"{self.threshold:.1f})"
             )
-        if self.answers_off:
+        if self.joint is not None and self.joint_off:
+            said.append(
+                "the reply fits neither this world's words nor the call: its words (evidence "
+                f"{self.evidence:.1f}) and how much likelier the call makes it (answer score "
+                f"{self.answers:.2f}) are together rarer than the world's own rarest "
+                f"{FLAG_PERCENTILE:g}% (combined {self.joint:.1f} over {JOINT_LIMIT:.1f})"
+            )
+        elif self.joint is None and self.answers_off:
             said.append(
                 "the reply does not answer the call: the base finds it less likely after the "
                 f"call so far than after a bare opening (answer score {self.answers:.2f} against"
@@ -286,7 +347,7 @@ def topic_model_fit(
             if _fold(unit.group, folds) == fold:
                 scores.append(part.evidence(unit.context, unit.reply)[0])
     model.threshold = float(np.percentile(scores, percentile))
-    model.held_out_scores = scores
+    model.held_out_scores = sorted(scores)  # what a reply's words are ranked against
     return model
 
 

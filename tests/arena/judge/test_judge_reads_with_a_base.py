@@ -93,6 +93,10 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
 
     check = judge_for_world(persuasion)._unguarded.answer_check
     assert check.floor == pytest.approx(scorer["answers"]["floor"])
+    # ... and ranks a reply's answer score against those turns' own, for the joint test.
+    assert scorer["answers"]["joint"] is True
+    assert len(check.own) == len(following)
+    assert list(check.own) == sorted(check.own)
 
     scored = owner_client.post(
         "/api/rl/packs/persuasion/judge/score/", ITEMS, content_type="application/json"
@@ -103,7 +107,8 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     page = owner_client.get("/environment/").content.decode()
     assert f"Reads each reply with {TINY_BASE}; scores a reply" in page
     floor = scorer["answers"]["floor"]
-    assert f"own floor ({floor:.2f}, the 2nd percentile of {len(following)} of its own" in page
+    assert "are together rarer than the world" in page
+    assert f"ranked against {len(following)} of its own agent turns after something" in page
     assert "total by the rubric (no picks yet, and its won head did not beat chance" in page
     assert 'data-row="outcome-auc-words"' in page
     assert 'data-row="outcome-auc-base"' in page
