@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from arena.judge.model import ModelJudge
 from arena.judge.rubric import Judge, Judgement, Turn
 from trainers.judge.answers import AnswerCheck
@@ -60,7 +62,7 @@ class TopicGuard:
         if check is None or not asked:
             return found
         scores = check.scores([(_plain(items[i][0]), items[i][1]) for i in asked])
-        own_words = self.model.held_out_scores
+        own_words = np.asarray(self.model.held_out_scores)  # once, not once a reply
         for index, score in zip(asked, scores, strict=True):
             joint = check.joint(own_words, found[index].evidence, float(score))
             found[index] = found[index].with_answers(score, check.floor, joint)

@@ -151,7 +151,7 @@ class AnswerCheck:
     def joint(self, words_own: Sequence[float], evidence: float, score: float) -> float | None:
         """Fisher's statistic of the reply's words (against the world's own turns' evidence,
         ascending) and its answer score together; None without both own rankings."""
-        if not self.own or not words_own:
+        if not len(self.own) or not len(words_own):
             return None
         return joint_statistic(
             own_share_below(words_own, evidence), own_share_below(self.own, score)

@@ -103,7 +103,7 @@ def _chi_square_4_above(share: float) -> float:
 
 
 # Fisher's test of the two (words, answer) at the guard's one share: the world's own replies
-# it flags are about FLAG_PERCENTILE %, as either test alone flags (12.0 at 2 %).
+# it flags are about FLAG_PERCENTILE %, as either test alone flags (11.7 at 2 %).
 JOINT_LIMIT = _chi_square_4_above(FLAG_PERCENTILE / 100)
 
 
