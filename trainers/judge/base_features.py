@@ -123,7 +123,7 @@ def cache_sweep(folder: Path | str, max_bytes: int, *, now: float | None = None)
 def _removed(path: Path) -> int:
     try:
         path.unlink()
-    except FileNotFoundError:
+    except OSError:  # gone meanwhile, or not ours to remove: the sweep goes on without it
         return 0
     return 1
 
