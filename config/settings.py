@@ -12,8 +12,9 @@ Variables (all optional for local use):
   LEVERS9_JUDGE_BASE    the base a world's fitted judge reads replies with: "default" (the
                         pool's default base), a Hugging Face repo id, or "none" for words alone
   LEVERS9_JUDGE_FEATURES_MAX_MB
-                        what a workspace's cache of the base's reads may hold (default 4096);
-                        each judge fit, and manage.py sweep_features, removes the least used
+                        what a workspace's cache of the base's reads may take on disk
+                        (default 4096); each judge fit, and manage.py sweep_features, removes
+                        the least used
   LEVERS9_Q_CLUSTER     the task-queue cluster this process serves (default "local-cpu")
   LEVERS9_THROTTLE_WRITES_PER_USER / _PER_WORKSPACE
                         API write rates (default 600/minute and 2000/minute)

@@ -8,17 +8,22 @@ import time
 
 import numpy as np
 
-from trainers.judge.base_features import STALE_TEMPORARY_S, FeatureStore, cache_sweep
+from trainers.judge.base_features import (
+    STALE_TEMPORARY_S,
+    FeatureStore,
+    cache_sweep,
+    disk_bytes,
+)
 
 NOW = time.time()
 
 
 def _cached(store: FeatureStore, key: str, used: float) -> int:
-    """A read of 64 floats cached under `key`, last used at `used`; its size on disk."""
+    """A read of 64 floats cached under `key`, last used at `used`; what it takes on disk."""
     store.put(key, np.arange(64, dtype=np.float32))
     path = store.folder / key[:2] / f"{key}.npy"
     os.utime(path, (used, used))
-    return path.stat().st_size
+    return disk_bytes(path.stat())
 
 
 def _keys(store: FeatureStore) -> set[str]:
@@ -51,11 +56,20 @@ def test_within_budget_nothing_goes_but_a_crashed_write_does(tmp_path):
     for path, age in ((stale, STALE_TEMPORARY_S + 1), (fresh, 5)):
         path.write_bytes(b"half")
         os.utime(path, (NOW - age, NOW - age))
+    stale_bytes = disk_bytes(stale.stat())
     swept = cache_sweep(tmp_path, 10**9, now=NOW)
     assert _keys(store) == {"aakey"}
     assert not stale.exists()
     assert fresh.exists()  # a write in progress is left alone
-    assert (swept.removed, swept.freed_bytes, swept.kept) == (1, 4, 1)
+    assert (swept.removed, swept.freed_bytes, swept.kept) == (1, stale_bytes, 1)
+
+
+def test_a_budget_counts_what_the_files_take_on_the_disk(tmp_path):
+    store = FeatureStore(tmp_path / "smollm2")
+    _cached(store, "aakey", NOW - 10)
+    path = next(store.folder.rglob("*.npy"))
+    assert disk_bytes(path.stat()) >= path.stat().st_size  # whole blocks, not the length
+    assert cache_sweep(tmp_path, disk_bytes(path.stat())).kept_bytes == disk_bytes(path.stat())
 
 
 def test_every_base_shares_the_budget_and_a_missing_cache_is_no_error(tmp_path):

@@ -93,8 +93,9 @@ class Swept:
 def cache_sweep(folder: Path | str, max_bytes: int, *, now: float | None = None) -> Swept:
     """Keep a feature cache (every base's folder under `folder`) within `max_bytes`: the files
     used longest ago go first (a hit refreshes a file's time, FeatureStore.get), and a crash's
-    half-written leftovers go always. A file removed is read again by the base when next
-    needed, so a sweep costs time, never a wrong score. Each cached text is a few KB
+    half-written leftovers go always; sizes are what the files take on the disk. A file
+    removed is read again by the base when next needed, so a sweep costs time, never a wrong
+    score. Each cached text is a few KB
     (2.3 KB at SmolLM2's width, 20 KB at 5,120) and nothing else ever removes one."""
     now = time.time() if now is None else now
     files: list[tuple[float, int, Path]] = []
@@ -106,9 +107,9 @@ def cache_sweep(folder: Path | str, max_bytes: int, *, now: float | None = None)
             continue
         if path.suffix == ".tmp" and now - stat.st_mtime > STALE_TEMPORARY_S:
             gone = _removed(path)
-            removed, freed = removed + gone, freed + gone * stat.st_size
+            removed, freed = removed + gone, freed + gone * disk_bytes(stat)
         elif path.suffix == ".npy":
-            files.append((stat.st_mtime, stat.st_size, path))
+            files.append((stat.st_mtime, disk_bytes(stat), path))
     total = sum(size for _used, size, _path in files)
     files.sort(key=lambda entry: (entry[0], str(entry[2])))
     kept = len(files)
@@ -118,6 +119,13 @@ def cache_sweep(folder: Path | str, max_bytes: int, *, now: float | None = None)
         if _removed(path):
             removed, freed, total, kept = removed + 1, freed + size, total - size, kept - 1
     return Swept(removed, freed, kept, total)
+
+
+def disk_bytes(stat: os.stat_result) -> int:
+    """What a file takes on the disk (whole blocks: a 2.3 KB read takes 4 KB), which is what a
+    budget of the datasets volume means; its length where the system does not say."""
+    blocks = getattr(stat, "st_blocks", None)
+    return int(blocks) * 512 if blocks is not None else int(stat.st_size)
 
 
 def _removed(path: Path) -> int:

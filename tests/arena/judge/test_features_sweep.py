@@ -20,7 +20,7 @@ from arena.judge.fitting import judge_fit_finish, judge_fit_start
 from arena.models import JudgeVersion
 from arena.services import calls_import, world_create
 from trainers.judge import fit as judge_fit
-from trainers.judge.base_features import FeatureStore
+from trainers.judge.base_features import FeatureStore, disk_bytes
 
 REAL_CALLS = (
     Path(django_settings.BASE_DIR).parent / "shared/data/real-calls/persuasionforgood/calls.jsonl"
@@ -51,7 +51,7 @@ def test_a_fit_finish_keeps_the_workspace_cache_within_its_budget(
 ):
     own = _cache(settings, workspace.schema_name, 6)
     other = _cache(settings, other_workspace.schema_name, 6)
-    settings.JUDGE_FEATURES_MAX_BYTES = 2 * own[0].stat().st_size
+    settings.JUDGE_FEATURES_MAX_BYTES = 2 * disk_bytes(own[0].stat())
     with schema_context(workspace.schema_name):
         world = world_create(slug="persuasion", name="Persuasion for good")
         lines = REAL_CALLS.read_text().splitlines()[: 2 * HELD_OUT_CALLS + 40]
