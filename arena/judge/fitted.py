@@ -158,9 +158,7 @@ class FittedJudge:
         if self.reader is None or learned is None or learned.answers_floor is None:
             return None
         own = learned.answers_own
-        return AnswerCheck(
-            self.reader, learned.answers_floor, tuple(own.tolist()) if own is not None else ()
-        )
+        return AnswerCheck(self.reader, learned.answers_floor, own if own is not None else ())
 
     @property
     def scorer(self) -> str:

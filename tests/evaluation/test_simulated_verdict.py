@@ -349,22 +349,9 @@ def test_it_measures_the_judge_that_scored_and_says_when_it_is_at_chance(real_wo
 @pytest.fixture
 def fitted_world(in_workspace, datasets, django_capture_on_commit_callbacks):
     """A world of real calls whose judge was fitted (as the worker would) on what it has."""
-    import json
-    from pathlib import Path
+    from tests.recorded_calls import real_calls_world_fitted
 
-    from arena.held_out import HELD_OUT_CALLS
-    from arena.judge.fitting import judge_fit_finish, judge_fit_start
-    from arena.services import calls_import, world_create
-    from tests.evaluation.conftest import REAL_CALLS
-    from trainers.judge import fit as judge_fit
-
-    world = world_create(slug="persuasion", name="Persuasion for good")
-    lines = REAL_CALLS.read_text().splitlines()[: 2 * HELD_OUT_CALLS + 40]
-    calls_import(world=world, text="\n".join(lines), source="test")
-    with django_capture_on_commit_callbacks(execute=False):
-        job = judge_fit_start(world=world)
-    judge_fit_finish(job, judge_fit.run(json.loads(Path(job.spec_path).read_text())))
-    return world
+    return real_calls_world_fitted(django_capture_on_commit_callbacks)
 
 
 def test_it_shows_the_fitted_judges_measured_agreement_beside_a_real_call_verdict(

@@ -140,7 +140,7 @@ class AnswerCheck:
     # The world's own turns' scores, ascending, that a reply's is ranked against for the
     # guard's joint test with the words (trainers.judge.topic.joint_statistic); empty for a
     # version fitted before it kept them (the floor alone applies then).
-    own: tuple[float, ...] = ()
+    own: Sequence[float] = ()
 
     def scores(self, items: Sequence[tuple[Sequence[Mapping[str, str]], str]]) -> np.ndarray:
         return self.reader.answers(items)

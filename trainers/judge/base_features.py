@@ -95,8 +95,8 @@ def cache_sweep(folder: Path | str, max_bytes: int, *, now: float | None = None)
     used longest ago go first (a hit refreshes a file's time, FeatureStore.get), and a crash's
     half-written leftovers go always; sizes are what the files take on the disk. A file
     removed is read again by the base when next needed, so a sweep costs time, never a wrong
-    score. Each cached text is a few KB
-    (2.3 KB at SmolLM2's width, 20 KB at 5,120) and nothing else ever removes one."""
+    score. Each cached text is a few KB (2.3 KB at SmolLM2's width, 20 KB at 5,120) and
+    nothing else ever removes one."""
     now = time.time() if now is None else now
     files: list[tuple[float, int, Path]] = []
     removed = freed = 0

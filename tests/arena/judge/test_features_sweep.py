@@ -4,27 +4,18 @@ time: another workspace's cache is never touched."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 from django_tenants.utils import schema_context
 
-from arena.held_out import HELD_OUT_CALLS
-from arena.judge.fitting import judge_fit_finish, judge_fit_start
 from arena.models import JudgeVersion
-from arena.services import calls_import, world_create
-from trainers.judge import fit as judge_fit
+from tests.recorded_calls import real_calls_world_fitted
 from trainers.judge.base_features import FeatureStore, disk_bytes
-
-REAL_CALLS = (
-    Path(django_settings.BASE_DIR).parent / "shared/data/real-calls/persuasionforgood/calls.jsonl"
-)
 
 
 def _cache(settings, schema: str, count: int) -> list[Path]:
@@ -53,12 +44,7 @@ def test_a_fit_finish_keeps_the_workspace_cache_within_its_budget(
     other = _cache(settings, other_workspace.schema_name, 6)
     settings.JUDGE_FEATURES_MAX_BYTES = 2 * disk_bytes(own[0].stat())
     with schema_context(workspace.schema_name):
-        world = world_create(slug="persuasion", name="Persuasion for good")
-        lines = REAL_CALLS.read_text().splitlines()[: 2 * HELD_OUT_CALLS + 40]
-        calls_import(world=world, text="\n".join(lines), source="test")
-        with django_capture_on_commit_callbacks(execute=False):
-            job = judge_fit_start(world=world)
-        judge_fit_finish(job, judge_fit.run(json.loads(Path(job.spec_path).read_text())))
+        world = real_calls_world_fitted(django_capture_on_commit_callbacks)
         assert JudgeVersion.objects.filter(world=world).count() == 1
     assert [path.exists() for path in own] == [False] * 4 + [True] * 2  # the least used went
     assert all(path.exists() for path in other)
