@@ -176,6 +176,18 @@ class FittedJudge:
             return "words"
         return f"{kind} ({learned.base})"
 
+    def read_ahead(self, items: Sequence[tuple[Sequence[Any], str]]) -> None:
+        """Read `items` with the base together, so the call so far they share is read once
+        (trainers.judge.passes) and scoring them one at a time afterwards finds each read in
+        the cache: the candidates of a pair, which the pair's maker scores one by one."""
+        if self.reader is None or not items:
+            return
+        plain = [(_plain(context), reply) for context, reply in items]
+        if self.answer_check is not None:
+            self.reader.answers(plain)  # its pass keeps each item's features too
+        elif self.model.learned.heads_read_base():
+            self.reader.features(plain)
+
     def score_many(
         self, items: Sequence[tuple[Sequence[Any], str]], *, digits: int | None = 4
     ) -> list[dict[str, Any]]:

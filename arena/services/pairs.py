@@ -127,12 +127,17 @@ def _draft(
     if len(candidates) < 2:
         return None
     context = [JudgeTurn(turn["speaker"], turn["text"]) for turn in dialogue]
-    for candidate in candidates:
-        try:
+    # A judge that reads with a base reads the candidates together first: the call so far
+    # they share is then read once, and each score below finds its read in the cache.
+    read_ahead = getattr(judge, "read_ahead", None)
+    try:
+        if read_ahead is not None:
+            read_ahead([(context, candidate.text) for candidate in candidates])
+        for candidate in candidates:
             candidate.judgement = judge.score(context, candidate.text)
-        except Exception as error:  # noqa: BLE001 - a model judge's failure, whatever its kind
-            # Best against worst needs every candidate scored: no pair without the judge.
-            raise JudgeFailed(f"The judge ({judge.model_name}) could not score: {error}") from error
+    except Exception as error:  # noqa: BLE001 - a model judge's failure, whatever its kind
+        # Best against worst needs every candidate scored: no pair without the judge.
+        raise JudgeFailed(f"The judge ({judge.model_name}) could not score: {error}") from error
     # Stable sort: on equal totals the earlier candidate counts as the better one.
     ranked = sorted(candidates, key=lambda candidate: -candidate.judgement.total)
     return _PairDraft(moment, scenario, dialogue, previous_move, candidates, ranked[0], ranked[-1])

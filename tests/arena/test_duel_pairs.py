@@ -144,6 +144,36 @@ def test_it_makes_no_pair_when_the_judge_cannot_score(in_workspace, monkeypatch)
     assert not Moment.objects.filter(world=world).exists()
 
 
+def test_a_judge_that_reads_with_a_base_reads_a_moments_candidates_together_first(
+    in_workspace, monkeypatch
+):
+    """So the call so far they share is read once (trainers.judge.passes); each score then
+    finds its read in the cache."""
+    from arena.judge.rubric import RubricJudge
+    from arena.services import pairs
+
+    calls: list[tuple[str, int]] = []
+
+    class ReadingJudge(RubricJudge):
+        def read_ahead(self, items):
+            calls.append(("read_ahead", len({tuple(map(str, c)) for c, _reply in items})))
+            calls.append(("candidates", len(items)))
+
+        def score(self, context, reply):
+            calls.append(("score", 1))
+            return super().score(context, reply)
+
+    monkeypatch.setattr(pairs, "judge_for_world", lambda world: ReadingJudge())
+    assert duel_pairs_generate(world=real_world(), count=2) == 2
+    ahead = [index for index, (what, _n) in enumerate(calls) if what == "read_ahead"]
+    assert len(ahead) == 2  # once a pair
+    for index in ahead:
+        assert calls[index][1] == 1  # the candidates of one moment: one call so far
+        count = calls[index + 1][1]
+        assert count >= 2
+        assert calls[index + 2 : index + 2 + count] == [("score", 1)] * count
+
+
 def test_it_offers_only_the_worlds_own_versions_in_the_duel(lettings):
     """Each world has its own versions: a version made in one world never answers in
     another's Duel, and a number names the world's own version."""

@@ -20,9 +20,9 @@ below zero (the call made it no likelier at all) does not answer the call; fewer
 `MIN_SAMPLE` own turns and there is no floor (nothing is flagged, and the fit says so).
 
 Both log-probabilities come from the pass that reads the base's features of the same item
-(trainers.judge.base_features): the call-so-far pass stores the item's features too, so a
-judge that scores and checks a reply reads it once, plus the short bare pass (one per reply
-text, shared by every moment it is scored at).
+(trainers.judge.passes, through trainers.judge.base_features, which caches both): a judge that
+scores and checks a reply reads it once, plus the short bare pass (one per reply text, shared
+by every moment it is scored at).
 """
 
 from __future__ import annotations
@@ -75,59 +75,6 @@ def reply_row(tokenizer: Any, context: Sequence[Mapping[str, str]], reply: str) 
     # A reply too long alone (cut to its end) or a template that renders the prefix otherwise:
     # every token but the first counts.
     return ReplyRow(tuple(ids), min(max(start, 1), len(ids) - 1))
-
-
-@dataclass(frozen=True)
-class ReplyPass:
-    """What one pass over rows gives: the mean log-probability of each row's reply tokens, and
-    the last-token state (the item's features, trainers.judge.base_features)."""
-
-    log_probs: np.ndarray
-    features: np.ndarray
-    tokens: int
-
-
-def reply_pass(
-    model: Any, rows: Sequence[ReplyRow], *, pad_token_id: int, batch_size: int = 16
-) -> ReplyPass:
-    """One forward pass of the base (a causal language model) over `rows`, shortest first;
-    the language-model head runs on the reply's positions only (a 49k-word vocabulary at
-    every position of a batch would not fit in memory)."""
-    import torch
-
-    from trainers.wording.bases import inference_precision
-
-    backbone, head = model.base_model, model.get_output_embeddings()
-    device = next(model.parameters()).device
-    log_probs = np.zeros(len(rows), dtype=np.float64)
-    features = np.zeros((len(rows), int(model.config.hidden_size)), dtype=np.float32)
-    order = sorted(range(len(rows)), key=lambda index: len(rows[index].ids))
-    tokens = 0
-    was_training = model.training
-    model.eval()
-    with torch.no_grad(), inference_precision(model):
-        for begin in range(0, len(order), batch_size):
-            batch = order[begin : begin + batch_size]
-            width = max(len(rows[index].ids) for index in batch)
-            input_ids = torch.full((len(batch), width), pad_token_id, dtype=torch.long)
-            for line, index in enumerate(batch):
-                input_ids[line, : len(rows[index].ids)] = torch.tensor(rows[index].ids)
-            # No attention mask: pads follow each row's end and a causal model never looks
-            # ahead (trainers.wording.reward_probe.last_token_features reads the same way).
-            states = backbone(input_ids=input_ids.to(device)).last_hidden_state
-            for line, index in enumerate(batch):
-                row = rows[index]
-                end = len(row.ids)
-                features[index] = states[line, end - 1].float().cpu().numpy()
-                # The state at position p predicts the token at p + 1.
-                logits = head(states[line, row.start - 1 : end - 1]).float()
-                targets = input_ids[line, row.start : end].to(logits.device)
-                chosen = torch.log_softmax(logits, dim=-1).gather(1, targets[:, None])
-                log_probs[index] = float(chosen.mean())
-                tokens += end
-    if was_training:
-        model.train()
-    return ReplyPass(log_probs, features, tokens)
 
 
 @dataclass(frozen=True)

@@ -25,16 +25,22 @@ from typing import Any
 
 import numpy as np
 
-from trainers.judge.answers import reply_pass, reply_row
-from trainers.judge.rendering import trimmed
+from trainers.judge.answers import ReplyRow, reply_row
+from trainers.judge.passes import reply_pass
 
 # Bump when what a feature means changes (the rendering, the layer read): old files stop
 # matching instead of being read as the new kind.
 FEATURES_VERSION = 1
 # Texts the base reads between two writes to the cache (and two progress reports).
 BLOCK = 256
+# What a cache entry holds: an item's features, or its reply's mean log-probability.
+FEATURES, LOG_PROBS = "features", "log_probs"
 
 Item = tuple[Sequence[Mapping[str, str]], str]
+
+
+def _kind_key(row: ReplyRow, kind: str) -> str:
+    return _key(row.ids) if kind == FEATURES else row.key()
 
 
 def _key(ids: Sequence[int]) -> str:
@@ -143,6 +149,9 @@ class ReadStats:
     read: int = 0
     cached: int = 0
     tokens: int = 0
+    # Tokens of the texts read that the base did not read again: a beginning they share, a
+    # text that begins another (trainers.judge.passes).
+    spared: int = 0
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -151,6 +160,7 @@ class ReadStats:
             "read": self.read,
             "cached": self.cached,
             "tokens": self.tokens,
+            "tokens_spared": self.spared,
             "seconds": round(self.seconds, 2),
             "tokens_per_second": round(speed, 1) if speed else None,
         }
@@ -197,79 +207,73 @@ class BaseReader:
         stats: ReadStats | None = None,
     ) -> np.ndarray:
         """One row of features for each item, in order."""
-        from trainers.wording.reward_probe import last_token_features
-
         stats = stats if stats is not None else ReadStats()
-        started = time.monotonic()
         tokenizer = self.tokenizer()
-        ids = [trimmed(tokenizer, context, reply)[0] for context, reply in items]
-        keys = [_key(row) for row in ids]
-        store = self.store
-        found = {key: store.get(key) for key in dict.fromkeys(keys)}
-        missing = [key for key, vector in found.items() if vector is None]
-        stats.cached += len(keys) - len(missing)
-        if missing:
-            first = {key: index for index, key in reversed(list(enumerate(keys)))}
-            # Shortest first: a batch then pads little (the probe sorts only within chunks).
-            missing.sort(key=lambda key: len(ids[first[key]]))
-            model = self.model()
-            # Stored a block at a time: a fit stopped halfway keeps what it read, and the
-            # progress moves while the base reads.
-            for start in range(0, len(missing), BLOCK):
-                block = missing[start : start + BLOCK]
-                read = last_token_features(
-                    model,
-                    [ids[first[key]] for key in block],
-                    pad_token_id=self.tokenizer().pad_token_id,
-                    batch_size=self.batch_size,
-                )
-                for key, vector in zip(block, read.features, strict=True):
-                    store.put(key, vector)
-                    found[key] = vector
-                stats.read += len(block)
-                stats.tokens += read.tokens
-                if on_progress is not None:
-                    on_progress(start + len(block), len(missing))
-        stats.seconds += time.monotonic() - started
-        if not keys:
+        rows = [reply_row(tokenizer, context, reply) for context, reply in items]
+        found = self._cached(rows, FEATURES, stats, on_progress)
+        if not rows:
             return np.zeros((0, 0), dtype=np.float32)
-        return np.vstack([found[key] for key in keys]).astype(np.float32)
+        return np.vstack([found[_key(row.ids)] for row in rows]).astype(np.float32)
 
     def answers(self, items: Sequence[Item], *, stats: ReadStats | None = None) -> np.ndarray:
         """How much likelier the base finds each reply after its call so far than after a bare
-        opening (trainers.judge.answers), from the cache where it has them; a pass over an item
-        stores its features too."""
+        opening (trainers.judge.answers), from the cache where it has them."""
         tokenizer = self.tokenizer()
         called = [reply_row(tokenizer, context, reply) for context, reply in items]
         bare = [reply_row(tokenizer, [], reply) for _context, reply in items]
-        values = self._log_probs([*called, *bare], stats if stats is not None else ReadStats())
+        rows = [*called, *bare]
+        found = self._cached(rows, LOG_PROBS, stats if stats is not None else ReadStats())
+        values = np.asarray([float(found[row.key()][0]) for row in rows], dtype=np.float64)
         return values[: len(items)] - values[len(items) :]
 
-    def _log_probs(self, rows: Sequence[Any], stats: ReadStats) -> np.ndarray:
+    def _cached(
+        self,
+        rows: Sequence[ReplyRow],
+        kind: str,
+        stats: ReadStats,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """`kind` (FEATURES or LOG_PROBS) of every row by its key, from the cache where it has
+        it and else read by the base."""
         started = time.monotonic()
         store = self.store
-        keys = [row.key() for row in rows]
-        found = {key: store.get(key) for key in dict.fromkeys(keys)}
+        by_key = {_kind_key(row, kind): row for row in rows}
+        found = {key: store.get(key) for key in by_key}
         missing = [key for key, value in found.items() if value is None]
-        stats.cached += len(keys) - len(missing)
-        if missing:
-            row_of = dict(zip(keys, rows, strict=True))
-            missing.sort(key=lambda key: len(row_of[key].ids))
-            model = self.model()
-            for start in range(0, len(missing), BLOCK):
-                block = missing[start : start + BLOCK]
-                passed = reply_pass(
-                    model,
-                    [row_of[key] for key in block],
-                    pad_token_id=self.tokenizer().pad_token_id,
-                    batch_size=self.batch_size,
-                )
-                for index, key in enumerate(block):
-                    found[key] = np.asarray([passed.log_probs[index]], dtype=np.float32)
-                    store.put(key, found[key])
-                    # The same pass read the item's features: kept, so scoring it is free.
-                    store.put(_key(row_of[key].ids), passed.features[index])
-                stats.read += len(block)
-                stats.tokens += passed.tokens
+        stats.cached += len(rows) - len(missing)
+        # Families side by side (the replies at one moment, a call's turns in order), so a
+        # block reads each shared beginning once (trainers.judge.passes).
+        missing.sort(key=lambda key: by_key[key].ids)
+        # Stored a block at a time: a fit stopped halfway keeps what it read, and the progress
+        # moves while the base reads.
+        for start in range(0, len(missing), BLOCK):
+            block = [by_key[key] for key in missing[start : start + BLOCK]]
+            passed = reply_pass(
+                self.model(),
+                block,
+                pad_token_id=self.tokenizer().pad_token_id,
+                batch_size=self.batch_size,
+                log_probs=kind == LOG_PROBS,
+            )
+            for index, row in enumerate(block):
+                # The features of what was read are kept whatever was asked: the guard checks a
+                # reply before the judge scores it, which then finds them here.
+                store.put(_key(row.ids), passed.features[index])
+                found[_kind_key(row, kind)] = store_value(passed, index, kind)
+                if kind == LOG_PROBS:
+                    store.put(row.key(), found[_kind_key(row, kind)])
+            stats.read += len(block)
+            stats.tokens += passed.tokens
+            stats.spared += passed.spared
+            if on_progress is not None:
+                on_progress(start + len(block), len(missing))
         stats.seconds += time.monotonic() - started
-        return np.asarray([float(found[key][0]) for key in keys], dtype=np.float64)
+        return found
+
+
+def store_value(passed: Any, index: int, kind: str) -> np.ndarray:
+    """What the cache holds of row `index` of a pass: its features, or its reply's mean
+    log-probability as a one-element array."""
+    if kind == FEATURES:
+        return passed.features[index]
+    return np.asarray([passed.log_probs[index]], dtype=np.float32)

@@ -98,6 +98,16 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     assert len(check.own) == len(following)
     assert list(check.own) == sorted(check.own)
 
+    # A pair's candidates read ahead together: scoring each afterwards reads nothing more.
+    judge = judge_for_world(persuasion)
+    moment = [{"speaker": "customer", "text": "Hi, what is this about?"}]
+    candidates = [(moment, f"Would you give {share} to Save the Children?") for share in "ABC"]
+    judge.read_ahead(candidates)
+    after = ReadStats()
+    reader.features(candidates, stats=after)
+    reader.answers(candidates, stats=after)
+    assert (after.read, after.cached) == (0, 3 + 6)
+
     scored = owner_client.post(
         "/api/rl/packs/persuasion/judge/score/", ITEMS, content_type="application/json"
     )
