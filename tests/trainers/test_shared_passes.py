@@ -112,3 +112,38 @@ def test_the_reader_reports_what_sharing_spared_and_caches_what_reading_alone_wo
     np.testing.assert_allclose(
         shared_answers, np.concatenate([one_by_one.answers([item]) for item in items]), atol=1e-4
     )
+
+
+def test_replies_scored_in_turn_at_one_moment_read_their_call_once(models_dir, tmp_path):
+    """A reader keeps the calls so far it read lately: the pair maker's candidates, Evaluate's
+    versions and every answer check's bare opening, each scored in a pass of its own."""
+    reader = BaseReader(TINY_BASE, models_dir=models_dir, features_dir=tmp_path / "a")
+    tokenizer = reader.tokenizer()
+    first, second = ReadStats(), ReadStats()
+    features = [reader.features([(CALL, REPLIES[0])], stats=first)]
+    features.append(reader.features([(CALL, REPLIES[1])], stats=second))
+    row = reply_row(tokenizer, CALL, REPLIES[1])
+    assert first.spared == 0
+    assert (second.tokens, second.spared) == (len(row.ids) - row.start, row.start)
+    fresh = BaseReader(TINY_BASE, models_dir=models_dir, features_dir=tmp_path / "b")
+    alone = fresh.features([(CALL, REPLIES[1])])
+    np.testing.assert_allclose(features[1], alone, atol=1e-4)
+    # The answer check's bare opening is the same for every reply: read once.
+    reader.answers([(CALL, REPLIES[2])])
+    bare, stats = reply_row(tokenizer, [], "Another reply."), ReadStats()
+    reader.answers([(CALL, "Another reply.")], stats=stats)
+    assert stats.spared == bare.start + reply_row(tokenizer, CALL, "Another reply.").start
+
+
+def test_the_memo_keeps_the_calls_used_last():
+    from trainers.judge.passes import CallMemo
+
+    memo = CallMemo(size=2)
+    memo.put((1,), "a")
+    memo.put((2,), "b")
+    assert memo.get((1,)) == "a"  # now used last
+    memo.put((3,), "c")
+    assert memo.get((2,)) is None
+    assert memo.get((1,)) == "a"
+    assert memo.get((3,)) == "c"
+    assert len(memo) == 2

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from trainers.judge.answers import ReplyRow, reply_row
-from trainers.judge.passes import reply_pass
+from trainers.judge.passes import CallMemo, reply_pass
 
 # Bump when what a feature means changes (the rendering, the layer read): old files stop
 # matching instead of being read as the new kind.
@@ -178,6 +178,8 @@ class BaseReader:
     batch_size: int = 16
     _model: Any = field(default=None, repr=False)
     _tokenizer: Any = field(default=None, repr=False)
+    # The calls so far read lately: a few replies scored in turn at one moment read it once.
+    _memo: CallMemo = field(default_factory=CallMemo, repr=False)
 
     @property
     def store(self) -> FeatureStore:
@@ -254,6 +256,7 @@ class BaseReader:
                 pad_token_id=self.tokenizer().pad_token_id,
                 batch_size=self.batch_size,
                 log_probs=kind == LOG_PROBS,
+                memo=self._memo,
             )
             for index, row in enumerate(block):
                 # The features of what was read are kept whatever was asked: the guard checks a

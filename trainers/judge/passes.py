@@ -12,7 +12,9 @@ A causal model's state at a position depends on the tokens up to it and on nothi
 - a row that begins another row is read in that row's pass: its states are the longer row's
   first positions;
 - rows that share the call so far read it once: the keys and values it leaves are kept, and
-  each row's reply is read after them.
+  each row's reply is read after them;
+- a reader keeps the last few calls so far it read (CallMemo), so replies scored one at a time
+  at one moment (each pass a row or two) read their call once too.
 Each row then gets what a pass over it alone gives (up to the rounding of other matrix shapes):
 its last token's state (its features, trainers.judge.base_features) and the mean
 log-probability of its reply's tokens (trainers.judge.answers).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,27 +87,34 @@ def reply_pass(
     pad_token_id: int,
     batch_size: int = 16,
     log_probs: bool = True,
+    memo: CallMemo | None = None,
 ) -> ReplyPass:
     """The base (a causal language model) over `rows` as `read_plan` says; the language-model
     head runs on the reply's positions only (a 49k-word vocabulary at every position of a batch
-    would not fit in memory), and not at all without `log_probs` (those stay 0)."""
+    would not fit in memory), and not at all without `log_probs` (those stay 0). With a `memo`,
+    a few rows (no more than a batch: nothing to gain from batching them whole) each read
+    their call so far apart, found in the memo where a recent pass read it and kept there."""
     import torch
 
     from trainers.wording.bases import inference_precision
 
     plan = read_plan(rows)
+    by_call = list(plan.shared)
+    alone = sorted(plan.alone, key=lambda host: len(rows[host].ids))  # little padding
+    if memo is not None and len(plan.hosted) <= batch_size:
+        by_call += [(rows[host].start, [host]) for host in alone]
+        alone = []
     reading = _Reading(model, rows, pad_token_id, log_probs=log_probs)
     was_training = model.training
     model.eval()
     with torch.no_grad(), inference_precision(model):
-        alone = sorted(plan.alone, key=lambda host: len(rows[host].ids))  # little padding
         for begin in range(0, len(alone), batch_size):
             batch = alone[begin : begin + batch_size]
             states = reading.forward([rows[host].ids for host in batch])
             for line, host in enumerate(batch):
                 reading.take(plan.hosted[host], states[line])
-        for length, hosts in plan.shared:
-            call = reading.forward([rows[hosts[0]].ids[:length]], keep=True)
+        for length, hosts in by_call:
+            call = reading.call(rows[hosts[0]].ids[:length], memo)
             hosts = sorted(hosts, key=lambda host: len(rows[host].ids))
             for begin in range(0, len(hosts), batch_size):
                 batch = hosts[begin : begin + batch_size]
@@ -115,6 +125,35 @@ def reply_pass(
         model.train()
     held = sum(len(row.ids) for row in rows)
     return ReplyPass(reading.log_probs, reading.features, reading.tokens, held - reading.tokens)
+
+
+# How many calls so far a reader keeps read (their keys and values, a few MB each at SmolLM2's
+# size, tens of MB at 8B): the moments a few replies in turn are scored at (a pair's
+# candidates, Evaluate's versions, the bare opening every answer check reads).
+MEMO_CALLS = 8
+
+
+class CallMemo:
+    """The calls so far read lately, the one used longest ago dropped first."""
+
+    def __init__(self, size: int = MEMO_CALLS):
+        self.size = size
+        self._calls: OrderedDict[tuple[int, ...], _Call] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def get(self, ids: tuple[int, ...]) -> _Call | None:
+        call = self._calls.get(ids)
+        if call is not None:
+            self._calls.move_to_end(ids)
+        return call
+
+    def put(self, ids: tuple[int, ...], call: _Call) -> None:
+        self._calls[ids] = call
+        self._calls.move_to_end(ids)
+        while len(self._calls) > self.size:
+            self._calls.popitem(last=False)
 
 
 @dataclass
@@ -140,6 +179,16 @@ class _Reading:
         self.log_probs = np.zeros(len(rows), dtype=np.float64)
         self.features = np.zeros((len(rows), int(model.config.hidden_size)), dtype=np.float32)
         self.tokens = 0
+
+    def call(self, ids: tuple[int, ...], memo: CallMemo | None) -> _Call:
+        """The call so far `ids` read (its states, its keys and values), from `memo` where a
+        recent pass read it, and kept there."""
+        call = memo.get(ids) if memo is not None else None
+        if call is None:
+            call = self.forward([ids], keep=True)
+            if memo is not None:
+                memo.put(ids, call)
+        return call
 
     def forward(self, id_rows: Sequence[Sequence[int]], *, after: _Call | None = None, keep=False):
         """The states of each row of ids (a batch padded after each row's end), read after the
