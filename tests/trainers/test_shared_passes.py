@@ -4,6 +4,8 @@ and every row still gets what a pass over it alone gives."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -147,3 +149,22 @@ def test_the_memo_keeps_the_calls_used_last():
     assert memo.get((1,)) == "a"
     assert memo.get((3,)) == "c"
     assert len(memo) == 2
+
+
+def test_rows_of_unknown_reply_start_share_what_a_pair_shares(models_dir, tmp_path):
+    """A reward model's rows are whole conversations: a pair's two sides start where they
+    part, read their conversation so far once, and the deadline plans for what is read."""
+    from trainers.judge.passes import shared_rows, tokens_read
+
+    reader = BaseReader(TINY_BASE, models_dir=models_dir, features_dir=tmp_path)
+    model, tokenizer = reader.model(), reader.tokenizer()
+    chosen, rejected = (reply_row(tokenizer, CALL, reply).ids for reply in REPLIES[:2])
+    other = reply_row(tokenizer, [], "Hi.").ids
+    rows = shared_rows([chosen, rejected, other])
+    parted = len(os.path.commonprefix([chosen, rejected]))
+    assert rows[0].start == rows[1].start == parted
+    passed = reply_pass(model, rows, pad_token_id=tokenizer.pad_token_id, log_probs=False)
+    assert passed.tokens == tokens_read(rows)
+    assert passed.spared == parted
+    for index, row in enumerate(rows):
+        np.testing.assert_allclose(passed.features[index], _alone(model, row)[0], atol=1e-4)

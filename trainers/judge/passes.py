@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,6 +67,33 @@ def read_plan(rows: Sequence[ReplyRow]) -> ReadPlan:
     shared = [(len(call), hosts) for call, hosts in by_call.items() if len(hosts) > 1]
     alone = [hosts[0] for hosts in by_call.values() if len(hosts) == 1]
     return ReadPlan(hosted, shared, alone)
+
+
+def shared_rows(token_rows: Sequence[Sequence[int]]) -> list[ReplyRow]:
+    """Rows of token ids whose reply's start is not known (a reward model's conversations),
+    each taken to start where it parts from the row sorted beside it that it shares more with:
+    a pair's two sides then read their conversation so far once. Where a row starts changes
+    only what is shared, never the features read."""
+    rows = [tuple(ids) for ids in token_rows]
+    order = sorted(range(len(rows)), key=rows.__getitem__)
+    shared = [0] * len(rows)
+    for first, second in zip(order, order[1:], strict=False):
+        common = len(os.path.commonprefix([rows[first], rows[second]]))
+        shared[first], shared[second] = max(shared[first], common), max(shared[second], common)
+    return [
+        ReplyRow(ids, min(max(start, 1), len(ids) - 1))
+        for ids, start in zip(rows, shared, strict=True)
+    ]
+
+
+def tokens_read(rows: Sequence[ReplyRow]) -> int:
+    """The tokens reply_pass reads for `rows` (with no memo): what a deadline plans for."""
+    plan = read_plan(rows)
+    alone = sum(len(rows[host].ids) for host in plan.alone)
+    return alone + sum(
+        length + sum(len(rows[host].ids) - length for host in hosts)
+        for length, hosts in plan.shared
+    )
 
 
 @dataclass(frozen=True)

@@ -661,6 +661,7 @@ def probe_head(
     seeded order; never the held-out rows), write it into the model, and measure it on the
     held-out rows from the same features: (the probe's record, its held-out scores), or
     (None, None) when too few rows were read to fit it."""
+    from trainers.judge.passes import shared_rows, tokens_read
     from trainers.wording.reward_probe import last_token_features, set_head
 
     order = _seeded_order(data.train, config.seed)
@@ -674,7 +675,7 @@ def probe_head(
     deadline = _probe_deadline(
         config, budget_seconds, fine_tunes=fine_tunes, stage_started=stage_started
     )
-    held_tokens = sum(map(len, held_rows))
+    held_tokens = tokens_read(shared_rows(held_rows))  # what the held-out pass reads
     read = last_token_features(
         model,
         rows,

@@ -27,8 +27,8 @@ import numpy as np
 
 from trainers.judge.head_fit import feature_spread as _scale  # the probes' name for it
 
-# Rows are read in chunks of the seeded order, each chunk sorted by length so a batch pads
-# little; a deadline is checked between chunks.
+# Rows are read in chunks of the seeded order (trainers.judge.passes sorts a chunk's rows by
+# length so a batch pads little); a deadline is checked between chunks.
 CHUNK = 64
 
 
@@ -65,51 +65,37 @@ def last_token_features(
     the time the next chunk and `reserve_tokens` more tokens will take at the speed measured so
     far (what measuring the held-out rows afterwards costs) and `reserve_seconds` (what the
     head's fit takes), so the whole stage ends by the deadline."""
-    import torch
+    from trainers.judge.passes import reply_pass, shared_rows
 
-    backbone = model.base_model
     device = next(model.parameters()).device
     hidden = int(model.config.hidden_size)
     features = np.zeros((len(token_rows), hidden), dtype=np.float32)
     started, tokens, done = time.monotonic(), 0, 0
-    from trainers.wording.bases import inference_precision
-
-    was_training = model.training
-    model.eval()
-    with torch.no_grad(), inference_precision(model):
-        for chunk_start in range(0, len(token_rows), CHUNK):
-            if deadline is not None and done:
-                seconds_a_token = (time.monotonic() - started) / max(tokens, 1)
-                # The next chunk must end in time too, not only start (the outcome stage on
-                # the shared calls read its last chunk past the deadline: 618 s of 600).
-                next_chunk = tokens * CHUNK / done
-                still_needed = (reserve_tokens + next_chunk) * seconds_a_token + reserve_seconds
-                if time.monotonic() + still_needed > deadline:
-                    break
-            chunk = list(range(chunk_start, min(chunk_start + CHUNK, len(token_rows))))
-            chunk.sort(key=lambda index: len(token_rows[index]))
-            for start in range(0, len(chunk), batch_size):
-                batch = chunk[start : start + batch_size]
-                width = max(len(token_rows[index]) for index in batch)
-                input_ids = torch.full((len(batch), width), pad_token_id, dtype=torch.long)
-                for row, index in enumerate(batch):
-                    length = len(token_rows[index])
-                    input_ids[row, :length] = torch.tensor(list(token_rows[index]))
-                # No attention mask: the pads come after each row's last token, and a causal
-                # model's states there never look ahead, so they are the same without one;
-                # without a mask the attention takes its causal fast path (+10% on the CPU,
-                # bench.learned_scorer's rows; tests/trainers/test_learned_scorer.py checks).
-                states = backbone(input_ids=input_ids.to(device)).last_hidden_state
-                for row, index in enumerate(batch):
-                    last = len(token_rows[index]) - 1
-                    features[index] = states[row, last].float().cpu().numpy()
-                    tokens += len(token_rows[index])
-            done = min(chunk_start + CHUNK, len(token_rows))
-            if on_chunk is not None:
-                on_chunk(done, len(token_rows))
+    for chunk_start in range(0, len(token_rows), CHUNK):
+        if deadline is not None and done:
+            seconds_a_token = (time.monotonic() - started) / max(tokens, 1)
+            # The next chunk must end in time too, not only start (the outcome stage on the
+            # shared calls read its last chunk past the deadline: 618 s of 600).
+            next_chunk = tokens * CHUNK / done
+            still_needed = (reserve_tokens + next_chunk) * seconds_a_token + reserve_seconds
+            if time.monotonic() + still_needed > deadline:
+                break
+        done = min(chunk_start + CHUNK, len(token_rows))
+        # A pair's two sides share their conversation so far: read once (trainers.judge.passes,
+        # which pads after each row's end and passes no attention mask: a causal model's states
+        # never look ahead, and the attention takes its causal fast path, +10% on the CPU).
+        read = reply_pass(
+            model,
+            shared_rows(token_rows[chunk_start:done]),
+            pad_token_id=pad_token_id,
+            batch_size=batch_size,
+            log_probs=False,
+        )
+        features[chunk_start:done] = read.features
+        tokens += read.tokens
+        if on_chunk is not None:
+            on_chunk(done, len(token_rows))
     ended = time.monotonic()
-    if was_training:
-        model.train()
     return ProbeFeatures(
         features=features[:done],
         rows_read=done,
