@@ -182,6 +182,24 @@ def test_the_won_head_keeps_the_base_when_only_the_base_knows_the_outcome():
     assert scores[BASE] > 0.9 > 0.7 > scores[WORDS]
 
 
+def test_the_won_heads_choice_ranks_calls_within_a_fold_only():
+    """Out-of-fold scores carry each fold's own lean (a head fitted with fewer won calls
+    outside the fold leans lower): ranking calls across folds measures that lean, not the
+    head. A head that ranks nothing within its folds is at chance, however its folds lean."""
+    from trainers.judge.learned import _auc_by_call
+
+    folds = np.repeat(np.arange(4), 10)
+    won = np.zeros(40, dtype=bool)
+    for fold, share in enumerate((2, 4, 6, 8)):  # more won calls in the later folds
+        won[fold * 10 : fold * 10 + share] = True
+    leaning = -folds.astype(float)  # the later folds' heads lean lower: no ranking inside
+    groups = [f"c{index}" for index in range(40)]
+    assert _auc_by_call(leaning, won, groups, folds) == pytest.approx(0.5)
+    assert _auc_by_call(leaning, won, groups, np.zeros(40)) < 0.3  # pooled: far below chance
+    ranking = leaning + 0.5 * won  # and one that does rank inside each fold
+    assert _auc_by_call(ranking, won, groups, folds) == pytest.approx(1.0)
+
+
 def test_the_features_read_without_a_mask_are_the_ones_a_masked_pass_gives(models_dir):
     """last_token_features pads after each row's end and passes no mask: a causal model's
     states at real tokens never see the pads."""
