@@ -200,6 +200,28 @@ def test_the_won_heads_choice_ranks_calls_within_a_fold_only():
     assert _auc_by_call(ranking, won, groups, folds) == pytest.approx(1.0)
 
 
+def test_the_mix_learns_from_ranking_within_folds_not_from_their_lean():
+    """Each fold's out-of-fold logits lean against its share of won calls; a mix fitted
+    across folds on them learned weights that rank turns backwards."""
+    from trainers.judge.learned import _mix_fit, _without_fold_lean
+
+    rng = np.random.default_rng(0)
+    folds = np.repeat(np.arange(5), 80)
+    won = rng.random(400) < np.repeat([0.2, 0.35, 0.5, 0.65, 0.8], 80)
+    signal = 0.3 * won + rng.normal(scale=0.3, size=400)  # ranks turns within a fold
+    lean = -3.0 * np.repeat([0.2, 0.35, 0.5, 0.65, 0.8], 80)  # and leans against the labels
+    columns = np.column_stack([signal + lean, rng.normal(size=400)])
+    assert _mix_fit(columns, won.astype(float), intercept=True)[0] < 0  # learned backwards
+    steady = _without_fold_lean(columns, folds)
+    for fold in range(5):
+        inside = folds == fold
+        np.testing.assert_allclose(steady[inside].mean(axis=0), columns.mean(axis=0))
+        np.testing.assert_allclose(
+            np.diff(steady[inside], axis=0), np.diff(columns[inside], axis=0)
+        )
+    assert _mix_fit(steady, won.astype(float), intercept=True)[0] > 0
+
+
 def test_the_features_read_without_a_mask_are_the_ones_a_masked_pass_gives(models_dir):
     """last_token_features pads after each row's end and passes no mask: a causal model's
     states at real tokens never see the pads."""

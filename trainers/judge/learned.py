@@ -248,6 +248,19 @@ def _auc_by_call(
     return float(above / pairs) if pairs else None
 
 
+def _without_fold_lean(columns: np.ndarray, folds: np.ndarray) -> np.ndarray:
+    """Out-of-fold logits with each fold's lean taken out (its mean moved to the overall
+    mean): the mix of the words and the base learns from how they rank turns, not from how
+    each fold's heads lean against its share of won calls (_auc_by_call), which across folds
+    runs against the labels and taught the demo's mix weights that ranked below chance."""
+    level = columns.mean(axis=0)
+    steady = columns.copy()
+    for fold in np.unique(folds):
+        inside = folds == fold
+        steady[inside] += level - columns[inside].mean(axis=0)
+    return steady
+
+
 def fit_won(
     features: np.ndarray,
     won: np.ndarray,
@@ -280,7 +293,7 @@ def fit_won(
             grid=grid,
         )
         base_oof[held] = features[held].astype(np.float64) @ part.weights + part.bias
-    columns = np.column_stack([words_oof, base_oof])
+    columns = _without_fold_lean(np.column_stack([words_oof, base_oof]), folds)
     mixed_oof = _cross_fitted_mix(columns, won.astype(float), folds, intercept=True)
     scores = {
         BASE: _auc_by_call(base_oof, won, groups, folds),
