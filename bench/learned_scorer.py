@@ -29,7 +29,7 @@ from pathlib import Path
 from arena.judge.fitted import FittedJudge, outcome_rows, preference_rows
 from arena.judge.rubric import DIMENSIONS
 from bench.judge_agreement import CALLS, PAIRS, _fmt, _lines
-from trainers.judge.base_features import BaseReader
+from trainers.judge.base_features import BaseReader, ReadStats
 from trainers.judge.fit import JudgeFitSpec, fit
 from trainers.wording.bases import SMOLLM2_BASE
 
@@ -78,11 +78,13 @@ def _scoring(model, spec: JudgeFitSpec, calls: list[dict]) -> None:
     judge = FittedJudge(model, model_name="bench", reader=reader)
     items = _later_turns(calls, NEW_REPLIES)
     for label in ("first (the base reads what the cache lacks)", "again (from the cache)"):
-        started = time.monotonic()
+        started, stats = time.monotonic(), ReadStats()
+        reader.features(items, stats=stats)  # what score_many reads, counted
         judge.score_many(items)
         print(
             f"scoring {len(items)} replies the fit never read, {label}: "
-            f"{time.monotonic() - started:.1f} s"
+            f"{time.monotonic() - started:.1f} s (the base read {stats.tokens} tokens, "
+            f"{stats.spared} more spared by beginnings the replies share)"
         )
 
 
