@@ -137,6 +137,28 @@ def test_replies_scored_in_turn_at_one_moment_read_their_call_once(models_dir, t
     assert stats.spared == bare.start + reply_row(tokenizer, CALL, "Another reply.").start
 
 
+def test_a_calls_later_moment_reads_only_the_turns_since_its_earlier_one(models_dir, tmp_path):
+    """Evaluate scores a call's moments in order: each moment's call so far goes on from the
+    one a moment earlier, kept in the memo."""
+    reader = BaseReader(TINY_BASE, models_dir=models_dir, features_dir=tmp_path / "a")
+    tokenizer = reader.tokenizer()
+    later = [
+        *CALL,
+        {"speaker": "agent", "text": REPLIES[1]},
+        {"speaker": "customer", "text": "Ok."},
+    ]
+    reader.features([(CALL, "Would you like a viewing?")])
+    stats = ReadStats()
+    features = reader.features([(later, "Shall I book it?")], stats=stats)
+    earlier = reply_row(tokenizer, CALL, "Would you like a viewing?")
+    row = reply_row(tokenizer, later, "Shall I book it?")
+    assert row.ids[: earlier.start] == earlier.ids[: earlier.start]
+    assert stats.spared == earlier.start
+    assert stats.tokens == len(row.ids) - earlier.start
+    fresh = BaseReader(TINY_BASE, models_dir=models_dir, features_dir=tmp_path / "b")
+    np.testing.assert_allclose(features, fresh.features([(later, "Shall I book it?")]), atol=1e-4)
+
+
 def test_the_memo_keeps_the_calls_used_last():
     from trainers.judge.passes import CallMemo
 
@@ -149,6 +171,9 @@ def test_the_memo_keeps_the_calls_used_last():
     assert memo.get((1,)) == "a"
     assert memo.get((3,)) == "c"
     assert len(memo) == 2
+    assert memo.beginning((1, 5, 6)) == (1, "a")  # the longest kept call it begins with
+    assert memo.beginning((1,)) == (0, None)  # itself is no beginning
+    assert memo.beginning((4, 1)) == (0, None)
 
 
 def test_rows_of_unknown_reply_start_share_what_a_pair_shares(models_dir, tmp_path):

@@ -177,6 +177,15 @@ class CallMemo:
             self._calls.move_to_end(ids)
         return call
 
+    def beginning(self, ids: tuple[int, ...]) -> tuple[int, _Call | None]:
+        """The longest call kept that `ids` begins with, and its length (0, None: none): the
+        same call a moment earlier, when a call's moments are scored in order (Evaluate)."""
+        found: tuple[int, _Call | None] = (0, None)
+        for kept, call in self._calls.items():
+            if found[0] < len(kept) < len(ids) and ids[: len(kept)] == kept:
+                found = (len(kept), call)
+        return found
+
     def put(self, ids: tuple[int, ...], call: _Call) -> None:
         self._calls[ids] = call
         self._calls.move_to_end(ids)
@@ -211,16 +220,20 @@ class _Reading:
     def call(self, ids: tuple[int, ...], memo: CallMemo | None) -> _Call:
         """The call so far `ids` read (its states, its keys and values), from `memo` where a
         recent pass read it, and kept there."""
-        call = memo.get(ids) if memo is not None else None
+        if memo is None:
+            return self.forward([ids], keep=True)
+        call = memo.get(ids)
         if call is None:
-            call = self.forward([ids], keep=True)
-            if memo is not None:
-                memo.put(ids, call)
+            # A call goes on from its earlier moment: only the turns since are read.
+            length, earlier = memo.beginning(ids)
+            call = self.forward([ids[length:]], after=earlier, keep=True)
+            memo.put(ids, call)
         return call
 
     def forward(self, id_rows: Sequence[Sequence[int]], *, after: _Call | None = None, keep=False):
         """The states of each row of ids (a batch padded after each row's end), read after the
-        call `after` where given; `keep` returns a _Call of a single row instead."""
+        call `after` where given; `keep` returns a _Call of a single row instead (the call
+        `after` and this row together)."""
         import torch
 
         width = max(len(ids) for ids in id_rows)
@@ -241,7 +254,10 @@ class _Reading:
             **{self.cache_name: cache},
         )
         if keep:
-            return _Call(out.last_hidden_state, getattr(out, self.cache_name))
+            states = out.last_hidden_state
+            if after is not None:
+                states = torch.cat([after.states, states], dim=1)
+            return _Call(states, getattr(out, self.cache_name))
         return out.last_hidden_state
 
     def take(self, indices: Sequence[int], states: Any) -> None:
