@@ -27,6 +27,7 @@ import numpy as np
 
 from trainers.judge.answers import ReplyRow, reply_row
 from trainers.judge.passes import CallMemo, reply_pass
+from trainers.judge.rendering import trimmed
 
 # Bump when what a feature means changes (the rendering, the layer read): old files stop
 # matching instead of being read as the new kind.
@@ -37,10 +38,6 @@ BLOCK = 256
 FEATURES, LOG_PROBS = "features", "log_probs"
 
 Item = tuple[Sequence[Mapping[str, str]], str]
-
-
-def _kind_key(row: ReplyRow, kind: str) -> str:
-    return _key(row.ids) if kind == FEATURES else row.key()
 
 
 def _key(ids: Sequence[int]) -> str:
@@ -211,11 +208,15 @@ class BaseReader:
         """One row of features for each item, in order."""
         stats = stats if stats is not None else ReadStats()
         tokenizer = self.tokenizer()
-        rows = [reply_row(tokenizer, context, reply) for context, reply in items]
-        found = self._cached(rows, FEATURES, stats, on_progress)
-        if not rows:
+        # The key needs only the item's ids; where the reply starts is worked out for the
+        # items the cache lacks (a score from the cache tokenizes each item once).
+        keys = [_key(trimmed(tokenizer, context, reply)[0]) for context, reply in items]
+        found = self._cached(
+            keys, lambda index: reply_row(tokenizer, *items[index]), FEATURES, stats, on_progress
+        )
+        if not keys:
             return np.zeros((0, 0), dtype=np.float32)
-        return np.vstack([found[_key(row.ids)] for row in rows]).astype(np.float32)
+        return np.vstack([found[key] for key in keys]).astype(np.float32)
 
     def answers(self, items: Sequence[Item], *, stats: ReadStats | None = None) -> np.ndarray:
         """How much likelier the base finds each reply after its call so far than after a bare
@@ -224,47 +225,54 @@ class BaseReader:
         called = [reply_row(tokenizer, context, reply) for context, reply in items]
         bare = [reply_row(tokenizer, [], reply) for _context, reply in items]
         rows = [*called, *bare]
-        found = self._cached(rows, LOG_PROBS, stats if stats is not None else ReadStats())
-        values = np.asarray([float(found[row.key()][0]) for row in rows], dtype=np.float64)
+        keys = [row.key() for row in rows]
+        found = self._cached(
+            keys, rows.__getitem__, LOG_PROBS, stats if stats is not None else ReadStats()
+        )
+        values = np.asarray([float(found[key][0]) for key in keys], dtype=np.float64)
         return values[: len(items)] - values[len(items) :]
 
     def _cached(
         self,
-        rows: Sequence[ReplyRow],
+        keys: Sequence[str],
+        row_of: Callable[[int], ReplyRow],
         kind: str,
         stats: ReadStats,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, np.ndarray]:
-        """`kind` (FEATURES or LOG_PROBS) of every row by its key, from the cache where it has
-        it and else read by the base."""
+        """`kind` (FEATURES or LOG_PROBS) of every key, from the cache where it has it and else
+        read by the base (`row_of(i)`: what the i-th key's item is, asked only on a miss)."""
         started = time.monotonic()
         store = self.store
-        by_key = {_kind_key(row, kind): row for row in rows}
-        found = {key: store.get(key) for key in by_key}
+        first: dict[str, int] = {}
+        for index, key in enumerate(keys):
+            first.setdefault(key, index)
+        found = {key: store.get(key) for key in first}
         missing = [key for key, value in found.items() if value is None]
-        stats.cached += len(rows) - len(missing)
+        stats.cached += len(keys) - len(missing)
+        rows = {key: row_of(first[key]) for key in missing}
         # Families side by side (the replies at one moment, a call's turns in order), so a
         # block reads each shared beginning once (trainers.judge.passes).
-        missing.sort(key=lambda key: by_key[key].ids)
+        missing.sort(key=lambda key: rows[key].ids)
         # Stored a block at a time: a fit stopped halfway keeps what it read, and the progress
         # moves while the base reads.
         for start in range(0, len(missing), BLOCK):
-            block = [by_key[key] for key in missing[start : start + BLOCK]]
+            block = missing[start : start + BLOCK]
             passed = reply_pass(
                 self.model(),
-                block,
+                [rows[key] for key in block],
                 pad_token_id=self.tokenizer().pad_token_id,
                 batch_size=self.batch_size,
                 log_probs=kind == LOG_PROBS,
                 memo=self._memo,
             )
-            for index, row in enumerate(block):
+            for index, key in enumerate(block):
                 # The features of what was read are kept whatever was asked: the guard checks a
                 # reply before the judge scores it, which then finds them here.
-                store.put(_key(row.ids), passed.features[index])
-                found[_kind_key(row, kind)] = store_value(passed, index, kind)
+                store.put(_key(rows[key].ids), passed.features[index])
+                found[key] = store_value(passed, index, kind)
                 if kind == LOG_PROBS:
-                    store.put(row.key(), found[_kind_key(row, kind)])
+                    store.put(key, found[key])
             stats.read += len(block)
             stats.tokens += passed.tokens
             stats.spared += passed.spared
