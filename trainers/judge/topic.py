@@ -4,16 +4,20 @@ the call it answers, or another business's (pure Python, no Django).
 A reply's words are weighed as evidence between two stories. In both, about half the words are
 general English (the background, `topic_background.tsv`); the rest come either from this world
 (its description, system prompt, move descriptions and its own agent turns, or from the call so
-far) or from some other topic, about which nothing is known (every word alike: 1 / the
-background's vocabulary). Each word of the reply adds
+far) or from some other topic, about which nothing is known. Knowing nothing admits two readings:
+the other topic uses each word as general English does, or every word alike (1 / the
+background's vocabulary). A word counts for this world only as far as it does against both, so
+the other topic's share of a word is the larger of the two:
 
-    log [ (G p_general + (1 - G) p_here) / (G p_general + (1 - G) / V) ]
+    log [ (G p_general + (1 - G) p_here) / (G p_general + (1 - G) max(p_general, 1 / V)) ]
 
 where p_here is the larger of the word's share in the world's text and in the call so far: a
-word the customer used is never evidence of another business. Common words (p_general high) add
-about nothing; a world's own words add a lot; a rare word the world and the call never use
-("viewing" and "flat" in a charity's chats) counts against. The reply's evidence is the sum:
-the log-likelihood ratio of "this world" against "another topic".
+word the customer used is never evidence of another business. Common words add about nothing,
+and a common word the world happens to use a lot ("month", "free") adds little, for any business
+may say it as often; a world's own words (used more than general English does) add a lot; a rare
+word the world and the call never use ("viewing" and "flat" in a charity's chats) counts against.
+The reply's evidence is the sum: the log-likelihood ratio of "this world" against "another
+topic", where each word is weighed by the reading less favourable to this world.
 
 The threshold is the world's own, never a constant tuned on any data set: the world's agent turns
 are scored by a model built without their call (`FOLDS` folds by call), and a reply is off-topic
@@ -288,13 +292,17 @@ class TopicModel:
         the words that count against it, most foreign first."""
         call = stem_counts(turn["text"] for turn in context)
         call_total = sum(call.values())
-        other = 1.0 / self.background.vocabulary
+        uniform = 1.0 / self.background.vocabulary
         total = 0.0
         against: list[tuple[float, str]] = []
         for stem, word in words(reply):
-            general = GENERAL_SHARE * self.background.probability(stem)
+            common = self.background.probability(stem)
+            general = GENERAL_SHARE * common
             here = (1 - GENERAL_SHARE) * self._here(stem, call, call_total)
-            weight = math.log((general + here) / (general + (1 - GENERAL_SHARE) * other))
+            # Another topic uses the word as general English does or as any word: whichever
+            # is likelier (the weight is the lesser of the two stories' evidence for here).
+            other = (1 - GENERAL_SHARE) * max(common, uniform)
+            weight = math.log((general + here) / (general + other))
             total += weight
             if weight < 0:
                 against.append((weight, word))

@@ -1,0 +1,59 @@
+"""How the on-topic guard weighs a reply's words (trainers.judge.topic): a word counts for this
+world only as far as it does against both readings of "another topic" (general English's use of
+the word, and every word alike), so a common word the world happens to use a lot is no evidence
+that a reply belongs here."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from trainers.judge.topic import GENERAL_SHARE, Background, TopicModel
+
+# General conversation: "month" and "lovely" are common in it; "donate" is rare; "viewing" unseen.
+BACKGROUND = Background({"month": 400, "lovel": 200, "donat": 2, "weath": 300, "cake": 98}, 1000)
+# A charity's language: "donate" a lot, "month" often (a donation a month), "lovely" now and then.
+WORLD = {"donat": 50.0, "month": 30.0, "lovel": 1.0, "child": 19.0}
+
+
+@pytest.fixture
+def model() -> TopicModel:
+    return TopicModel(WORLD, sum(WORLD.values()), BACKGROUND)
+
+
+def _stories(model: TopicModel, stem: str) -> tuple[float, float]:
+    """A word's weight against each reading of the other topic: general English's use of it,
+    and every word alike."""
+    common = BACKGROUND.probability(stem)
+    general = GENERAL_SHARE * common
+    here = general + (1 - GENERAL_SHARE) * WORLD.get(stem, 0.0) / model.total
+    uniform = 1.0 / BACKGROUND.vocabulary
+    return (
+        math.log(here / (general + (1 - GENERAL_SHARE) * common)),
+        math.log(here / (general + (1 - GENERAL_SHARE) * uniform)),
+    )
+
+
+def test_a_word_weighs_the_lesser_of_the_two_readings(model):
+    for word in ("donate", "month", "lovely", "viewing", "weather"):
+        evidence, _foreign = model.evidence([], word)
+        assert evidence == pytest.approx(min(_stories(model, word[:5])))
+
+
+def test_a_common_word_the_world_uses_a_lot_is_no_evidence_for_it(model):
+    # The world says "month" more often than chance would, so against "every word alike" it
+    # would count for the world; general English says it more often still.
+    against_general, against_uniform = _stories(model, "month")
+    assert against_uniform > 0 > against_general
+    evidence, foreign = model.evidence([], "month")
+    assert evidence < 0
+    assert foreign == ("month",)
+
+
+def test_the_worlds_own_word_counts_for_it_and_a_foreign_rare_word_against(model):
+    assert model.evidence([], "donate")[0] > 1.0
+    assert model.evidence([], "viewing")[0] < -1.0
+    # A word the customer used is never evidence of another business.
+    said = [{"speaker": "customer", "text": "Is there a viewing?"}]
+    assert model.evidence(said, "viewing")[0] > 0
