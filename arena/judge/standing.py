@@ -291,11 +291,12 @@ def _answers_text(answers: Mapping[str, Any] | None) -> str:
         )
     if answers.get("joint"):
         return (
-            "A reply whose words and whose answer to the call (how much likelier the base finds "
-            "it after the call so far than after a bare opening) are together rarer than the "
-            f"world's own rarest 2% (Fisher's test, ranked against {answers['sample']} of its "
-            "own agent turns after something said) is capped as off-topic; so is one whose "
-            "words alone are."
+            "A reply after something said whose words and whose answer to the call (how much "
+            "likelier the base finds it after the call so far than after a bare opening) are "
+            "together rarer than the world's own rarest 2% (Fisher's test, ranked against "
+            f"{answers['sample']} of its own agent turns after something said) is capped as "
+            "off-topic; so is one whose words alone are. A call's opening line answers nothing: "
+            "its words alone judge it, against the world's own openings."
         )
     return (
         "A reply the base finds less likely after the call so far than after a bare opening, "

@@ -2,8 +2,9 @@
 (trainers.judge.topic) finds off-topic has its total capped below the world's on-topic floor.
 
 Off-topic is what the world's topic model says (the reply's words), or, for a judge that reads
-replies with a base and whose fit placed the world's floor of it, a reply whose words and answer
-to its call (trainers.judge.answers) are together rarer than the world's own rarest 2 %
+replies with a base and whose fit placed the world's floor of it, a reply after something was
+said whose words and answer to its call (trainers.judge.answers) are together rarer than the
+world's own rarest 2 %
 (Fisher's test: trainers.judge.topic.joint_statistic); a version fitted before it kept its own
 answer scores flags a reply below the answer floor instead.
 
@@ -28,7 +29,7 @@ import numpy as np
 from arena.judge.model import ModelJudge
 from arena.judge.rubric import Judge, Judgement, Turn
 from trainers.judge.answers import AnswerCheck
-from trainers.judge.topic import TopicModel, TopicUnit, TopicVerdict
+from trainers.judge.topic import TopicModel, TopicUnit, TopicVerdict, opening_line
 
 # The key of the note an off-topic verdict adds to its reasons.
 ON_TOPIC = "on_topic"
@@ -56,9 +57,15 @@ class TopicGuard:
         self, items: Sequence[tuple[Sequence[Any], str]], check: AnswerCheck | None = None
     ) -> list[TopicVerdict]:
         """Each item's verdict; with the judge's answer check (trainers.judge.answers), a
-        reply the words let through must also answer its call (one batch for all of them)."""
+        reply the words let through must also answer its call (one batch for all of them). A
+        call's opening line answers nothing (its score is 0 whatever it says): its words
+        alone judge it, against the world's own openings."""
         found = [self.verdict(context, reply) for context, reply in items]
-        asked = [index for index, verdict in enumerate(found) if verdict.on_topic]
+        asked = [
+            index
+            for index, verdict in enumerate(found)
+            if verdict.on_topic and not opening_line(items[index][0])
+        ]
         if check is None or not asked:
             return found
         scores = check.scores([(_plain(items[i][0]), items[i][1]) for i in asked])

@@ -267,3 +267,18 @@ def test_the_guard_caps_a_reply_rare_on_words_and_answer_together_that_neither_t
     assert all(verdict.on_topic for verdict in guard.verdicts(items, common))
     # A version that kept no own scores: the answer floor alone, as before.
     assert all(verdict.joint is None for verdict in guard.verdicts(items, AnswerCheck(reader, 0)))
+
+
+def test_the_guard_never_asks_an_opening_line_whether_it_answers_the_call(models_dir, tmp_path):
+    # An opening line answers nothing (its score is 0 whatever it says): ranked against own
+    # turns that answered something, every greeting would look rare. Its words alone judge it.
+    reader = _reader(models_dir, tmp_path)
+    replies = ["Hello there!", "Hi, my name is Robert.", "Good afternoon"]
+    guard = _ranked_guard([1e6] * 50)  # every reply's words rank below all own turns
+    rare = AnswerCheck(reader, -1e6, own=tuple(np.linspace(1.0, 9.0, 50)))
+    after = guard.verdicts([(CONTEXT, reply) for reply in replies], rare)
+    assert all(verdict.joint is not None for verdict in after)
+    assert not any(verdict.on_topic for verdict in after)
+    opening = guard.verdicts([([], reply) for reply in replies], rare)
+    assert all(verdict.answers is None and verdict.joint is None for verdict in opening)
+    assert all(verdict.on_topic for verdict in opening)

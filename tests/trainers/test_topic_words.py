@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from trainers.judge.topic import GENERAL_SHARE, Background, TopicModel
+from trainers.judge.topic import GENERAL_SHARE, Background, TopicModel, TopicUnit, topic_model_fit
 
 # General conversation: "month" and "lovely" are common in it; "donate" is rare; "viewing" unseen.
 BACKGROUND = Background({"month": 400, "lovel": 200, "donat": 2, "weath": 300, "cake": 98}, 1000)
@@ -57,3 +57,36 @@ def test_the_worlds_own_word_counts_for_it_and_a_foreign_rare_word_against(model
     # A word the customer used is never evidence of another business.
     said = [{"speaker": "customer", "text": "Is there a viewing?"}]
     assert model.evidence(said, "viewing")[0] > 0
+
+
+def _call(number: int) -> list[TopicUnit]:
+    """A call's agent turns: a short greeting, then two turns about the charity that use a
+    word of the world's own a different number of times each call (so their scores spread)."""
+    said = ({"speaker": "customer", "text": "Hello, who is this?"},)
+    return [
+        TopicUnit(f"call-{number}", (), "Hello there, lovely weather!"),
+        TopicUnit(f"call-{number}", said, "donate " * (1 + number % 7) + "to the children"),
+        TopicUnit(f"call-{number}", said * 2, "weather cake " + "children " * (number % 3)),
+    ]
+
+
+def test_an_opening_line_is_ranked_against_the_worlds_own_openings():
+    units = [unit for number in range(40) for unit in _call(number)]
+    model = topic_model_fit(["A charity for children: donate."], units, background=BACKGROUND)
+    assert len(model.held_out_scores) == 80  # the turns after something was said, only
+    assert model.opening_threshold is not None
+    assert model.threshold is not None
+    assert model.opening_threshold != model.threshold
+    assert model.verdict([], "Hello there").threshold == model.opening_threshold
+    said = [{"speaker": "customer", "text": "Hi"}]
+    assert model.verdict(said, "Hello there").threshold == model.threshold
+
+
+def test_a_world_of_openings_alone_ranks_every_reply_against_them():
+    # A simulated world's own lines have no call before them: too few later turns to rank
+    # against, so every reply is ranked against all of its own lines.
+    units = [TopicUnit(f"line-{n}", (), "donate " * (1 + n % 5) + "cake") for n in range(30)]
+    model = topic_model_fit(["A charity: donate."], units, background=BACKGROUND)
+    assert model.threshold is not None
+    assert model.opening_threshold == model.threshold
+    assert len(model.held_out_scores) == 30

@@ -24,7 +24,11 @@ are scored by a model built without their call (`FOLDS` folds by call), and a re
 when its evidence is below the `FLAG_PERCENTILE`th percentile of those scores and below zero
 (evidence that leans to this world never flags). So about FLAG_PERCENTILE % of the world's own
 replies on unseen calls would be flagged, by construction; a world with fewer than `MIN_UNITS`
-agent turns cannot estimate that, and its guard flags nothing (and says so).
+agent turns cannot estimate that, and its guard flags nothing (and says so). A reply is ranked
+against the world's own at the same kind of moment: a call's opening line (nothing said before
+it: greetings, short and general) against the world's own openings, any other reply against its
+own turns after something was said; a kind with fewer than `MIN_UNITS` own turns is ranked
+against all of them.
 
 Words are cut to their first `STEM_LENGTH` letters (donate, donation, donating: one word) and
 numbers carry no topic.
@@ -276,9 +280,19 @@ class TopicModel:
     counts: Mapping[str, float]
     total: float
     background: Background
+    # The floor for a reply after something was said, and for a call's opening line.
     threshold: float | None = None
     units: int = 0
+    # The own turns after something was said, scored on calls held out (ascending): what the
+    # guard's joint test ranks a reply's words against (it never tests an opening line).
     held_out_scores: list[float] = field(default_factory=list)
+    opening_threshold: float | None = None
+
+    def floor_at(self, context: Sequence[Mapping[str, str]]) -> float | None:
+        """The world's own floor for a reply at this kind of moment (opening_line)."""
+        if opening_line(context) and self.opening_threshold is not None:
+            return self.opening_threshold
+        return self.threshold
 
     def _here(self, stem: str, call: Mapping[str, int], call_total: int) -> float:
         world = self.counts.get(stem, 0.0) / self.total if self.total else 0.0
@@ -312,10 +326,17 @@ class TopicModel:
 
     def verdict(self, context: Sequence[Mapping[str, str]], reply: str) -> TopicVerdict:
         evidence, foreign = self.evidence(context, reply)
-        if self.threshold is None:
+        floor = self.floor_at(context)
+        if floor is None:
             return TopicVerdict(True, evidence, None, foreign)
-        off = below_floor(evidence, self.threshold)
-        return TopicVerdict(not off, evidence, self.threshold, foreign)
+        return TopicVerdict(not below_floor(evidence, floor), evidence, floor, foreign)
+
+
+def opening_line(context: Sequence[Any]) -> bool:
+    """A call's opening line: nothing was said before it. It answers nothing (its answer score
+    is 0 by construction: trainers.judge.answers), and openings are greetings, so it is ranked
+    against the world's own openings."""
+    return not context
 
 
 def _language(texts: Iterable[str], units: Iterable[TopicUnit]) -> Counter[str]:
@@ -346,16 +367,21 @@ def topic_model_fit(
     groups = {unit.group for unit in units}
     if len(units) < MIN_UNITS or len(groups) < folds:
         return model
-    scores = []
+    scores: dict[bool, list[float]] = {True: [], False: []}  # by opening_line
     for fold in range(folds):
         kept = [unit for unit in units if _fold(unit.group, folds) != fold]
         part_counts = _language(texts, kept)
         part = TopicModel(part_counts, float(sum(part_counts.values())), background)
         for unit in units:
             if _fold(unit.group, folds) == fold:
-                scores.append(part.evidence(unit.context, unit.reply)[0])
-    model.threshold = float(np.percentile(scores, percentile))
-    model.held_out_scores = sorted(scores)  # what a reply's words are ranked against
+                score = part.evidence(unit.context, unit.reply)[0]
+                scores[opening_line(unit.context)].append(score)
+    every = [*scores[True], *scores[False]]
+    # Each kind of moment its own floor; a kind with too few own turns, every turn's.
+    own = {kind: found if len(found) >= MIN_UNITS else every for kind, found in scores.items()}
+    model.threshold = float(np.percentile(own[False], percentile))
+    model.opening_threshold = float(np.percentile(own[True], percentile))
+    model.held_out_scores = sorted(own[False])  # what a reply's words are ranked against
     return model
 
 
