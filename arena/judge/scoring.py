@@ -38,6 +38,7 @@ def judgement_record(*, reply: Reply, judge: Judge) -> Judgement:
 
 MAX_SCORE_ITEMS = 1000
 MAX_TEXT = 20_000
+ITEM_FIELDS = frozenset({"dialogue", "reply"})
 
 
 def judge_score_items_clean(items: Any) -> list[tuple[list[dict[str, str]], str]]:
@@ -51,6 +52,14 @@ def judge_score_items_clean(items: Any) -> list[tuple[list[dict[str, str]], str]
         where = f"items[{index}]"
         if not isinstance(item, dict):
             raise JudgeFitError(f"{where} must be an object with 'dialogue' and 'reply'.")
+        # A misnamed call ("context", "dialog") would otherwise score the reply as a call's
+        # opening line, silently.
+        unknown = sorted(set(item) - ITEM_FIELDS)
+        if unknown:
+            raise JudgeFitError(
+                f"{where}.{unknown[0]} is not a field: an item has 'dialogue' (the call so far, "
+                "a list of {speaker, text} turns; [] for a call's opening line) and 'reply'."
+            )
         reply, dialogue = item.get("reply"), item.get("dialogue", [])
         if not isinstance(reply, str) or not reply.strip() or len(reply) > MAX_TEXT:
             raise JudgeFitError(f"{where}.reply must be the agent's reply as text (1 to 20,000).")

@@ -154,6 +154,14 @@ def test_the_scoring_api_names_the_bad_field(persuasion, owner_client):
     )
     assert response.status_code == 400
     assert "at most 1000" in response.json()["detail"]
+    # A misnamed call is refused, not scored as a call's opening line.
+    misnamed = {"items": [{"context": [{"speaker": "customer", "text": "Hi"}], "reply": "Hello"}]}
+    response = owner_client.post(
+        "/api/rl/packs/persuasion/judge/score/", misnamed, content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert "items[0].context is not a field" in response.json()["detail"]
+    assert "'dialogue'" in response.json()["detail"]
 
 
 def test_the_rubric_answers_until_a_world_has_a_fitted_version(persuasion, owner_client):
