@@ -77,9 +77,15 @@ def test_an_opening_line_is_ranked_against_the_worlds_own_openings():
     assert model.opening_threshold is not None
     assert model.threshold is not None
     assert model.opening_threshold != model.threshold
-    assert model.verdict([], "Hello there").threshold == model.opening_threshold
+    opening = model.verdict([], "Hello there")
+    assert opening.threshold == model.opening_threshold
+    assert opening.opening
+    flagged = model.verdict([], "viewing viewing viewing")
+    assert not flagged.on_topic
+    assert "the world's own openings' floor" in flagged.note()
     said = [{"speaker": "customer", "text": "Hi"}]
     assert model.verdict(said, "Hello there").threshold == model.threshold
+    assert not model.verdict(said, "Hello there").opening
 
 
 def test_a_world_of_openings_alone_ranks_every_reply_against_them():

@@ -211,6 +211,8 @@ class TopicVerdict:
     # Fisher's statistic of the words and the answer score together (joint_statistic); None
     # where the check has no own scores to rank against (a version fitted before it kept them).
     joint: float | None = None
+    # Whether the reply is a call's opening line, ranked against the world's own openings.
+    opening: bool = False
 
     @property
     def words_off(self) -> bool:
@@ -250,9 +252,10 @@ class TopicVerdict:
         if self.words_off:
             named = ", ".join(f"'{word}'" for word in self.foreign[:NOTE_WORDS])
             which = f" ({named} belong to neither)" if named else ""
+            floor = "openings' floor" if self.opening else "floor"
             said.append(
                 f"the reply speaks neither this world's business nor the call's language{which}"
-                f" (evidence {self.evidence:.1f} against the world's own floor "
+                f" (evidence {self.evidence:.1f} against the world's own {floor} "
                 f"{self.threshold:.1f})"
             )
         if self.joint is not None and self.joint_off:
@@ -329,7 +332,9 @@ class TopicModel:
         floor = self.floor_at(context)
         if floor is None:
             return TopicVerdict(True, evidence, None, foreign)
-        return TopicVerdict(not below_floor(evidence, floor), evidence, floor, foreign)
+        opening = opening_line(context) and self.opening_threshold is not None
+        off = below_floor(evidence, floor)
+        return TopicVerdict(not off, evidence, floor, foreign, opening=opening)
 
 
 def opening_line(context: Sequence[Any]) -> bool:
