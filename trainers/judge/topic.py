@@ -283,12 +283,14 @@ class TopicModel:
     counts: Mapping[str, float]
     total: float
     background: Background
-    # The floor for a reply after something was said, and for a call's opening line.
+    # The floor for a reply after something was said (and for a call's opening line where
+    # there is no opening_threshold: a model built by hand).
     threshold: float | None = None
     units: int = 0
     # The own turns after something was said, scored on calls held out (ascending): what the
     # guard's joint test ranks a reply's words against (it never tests an opening line).
     held_out_scores: list[float] = field(default_factory=list)
+    # The floor for a call's opening line, placed on the world's own openings.
     opening_threshold: float | None = None
 
     def floor_at(self, context: Sequence[Mapping[str, str]]) -> float | None:
