@@ -13,7 +13,7 @@ the other topic's share of a word is the larger of the two:
 
 where p_here is the larger of the word's share in the world's text and in the call so far: a
 word the customer used is never evidence of another business. Common words add about nothing,
-and a common word the world happens to use a lot ("month", "free") adds little, for any business
+and a common word the world happens to use a lot ("start", "free") adds little, for any business
 may say it as often; a world's own words (used more than general English does) add a lot; a rare
 word the world and the call never use ("viewing" and "flat" in a charity's chats) counts against.
 The reply's evidence is the sum: the log-likelihood ratio of "this world" against "another
