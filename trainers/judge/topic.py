@@ -293,12 +293,6 @@ class TopicModel:
     # The floor for a call's opening line, placed on the world's own openings.
     opening_threshold: float | None = None
 
-    def floor_at(self, context: Sequence[Mapping[str, str]]) -> float | None:
-        """The world's own floor for a reply at this kind of moment (opening_line)."""
-        if opening_line(context) and self.opening_threshold is not None:
-            return self.opening_threshold
-        return self.threshold
-
     def _here(self, stem: str, call: Mapping[str, int], call_total: int) -> float:
         world = self.counts.get(stem, 0.0) / self.total if self.total else 0.0
         spoken = call.get(stem, 0) / call_total if call_total else 0.0
@@ -331,10 +325,11 @@ class TopicModel:
 
     def verdict(self, context: Sequence[Mapping[str, str]], reply: str) -> TopicVerdict:
         evidence, foreign = self.evidence(context, reply)
-        floor = self.floor_at(context)
+        # The world's own floor for this kind of moment (opening_line).
+        opening = opening_line(context) and self.opening_threshold is not None
+        floor = self.opening_threshold if opening else self.threshold
         if floor is None:
             return TopicVerdict(True, evidence, None, foreign)
-        opening = opening_line(context) and self.opening_threshold is not None
         off = below_floor(evidence, floor)
         return TopicVerdict(not off, evidence, floor, foreign, opening=opening)
 
