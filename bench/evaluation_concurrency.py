@@ -39,11 +39,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from bench.django_app import setup_django, workspaces_drop
+from levers9.shipped_data import PERSUASION_CALLS
 
 DIMENSIONS = ("dialect", "respect", "accuracy", "progress", "family", "timing", "compliance")
-REAL_CALLS = (
-    Path(__file__).resolve().parents[2] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
-)
 AGENT_LINES = {
     "stub-a": "I understand. Would you consider a small donation to Save the Children today?",
     "stub-b": "Thanks for chatting! Have you heard of Save the Children and what they do?",
@@ -192,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     from policies.models import PolicyVersion
     from policies.services import version_register
 
-    calls_text = "\n".join(REAL_CALLS.read_text().splitlines()[: args.calls])
+    calls_text = "\n".join(PERSUASION_CALLS.read_text().splitlines()[: args.calls])
     stub = OpenAIStub(delay=args.delay).start()
     slug = f"bench-eval-{secrets.token_hex(3)}"
     ok = True

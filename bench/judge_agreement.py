@@ -27,6 +27,7 @@ import numpy as np
 
 from arena.judge.fitted import FittedJudge, outcome_rows, preference_rows
 from arena.judge.rubric import DIMENSIONS
+from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 from trainers.judge.fit import (
     BOOTSTRAP,
     JudgeFitSpec,
@@ -37,10 +38,6 @@ from trainers.judge.fit import (
     per_call_scores,
     split_rows,
 )
-
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-CALLS = SHARED / "real-calls" / "persuasionforgood" / "calls.jsonl"
-PAIRS = SHARED / "preferences" / "hh-rlhf-harmless" / "pairs.jsonl"
 
 
 def _lines(path: Path) -> list[dict]:
@@ -171,8 +168,8 @@ def main() -> None:
     arguments = parser.parse_args()
 
     started = time.monotonic()
-    outcomes = outcome_rows(_lines(CALLS))
-    pairs = preference_rows(_lines(PAIRS))
+    outcomes = outcome_rows(_lines(PERSUASION_CALLS))
+    pairs = preference_rows(_lines(HH_RLHF_PAIRS))
     rows_seconds = time.monotonic() - started
     spec = JudgeFitSpec(
         dimensions=list(DIMENSIONS),

@@ -28,7 +28,8 @@ from pathlib import Path
 
 from arena.judge.fitted import FittedJudge, outcome_rows, preference_rows
 from arena.judge.rubric import DIMENSIONS
-from bench.judge_agreement import CALLS, PAIRS, _fmt, _lines
+from bench.judge_agreement import _fmt, _lines
+from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 from trainers.judge.base_features import BaseReader, ReadStats
 from trainers.judge.fit import JudgeFitSpec, fit
 from trainers.wording.bases import SMOLLM2_BASE
@@ -97,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     arguments = parser.parse_args(argv)
 
-    calls = _lines(CALLS)[: arguments.calls]
-    pairs = preference_rows(_lines(PAIRS)[: arguments.pairs])
+    calls = _lines(PERSUASION_CALLS)[: arguments.calls]
+    pairs = preference_rows(_lines(HH_RLHF_PAIRS)[: arguments.pairs])
     outcomes = outcome_rows(calls)
     with tempfile.TemporaryDirectory() as scratch:
         spec = JudgeFitSpec(

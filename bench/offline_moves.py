@@ -26,14 +26,13 @@ import json
 import sys
 from collections import Counter
 from itertools import islice
-from pathlib import Path
 
 from arena.moves import GENERIC_MOVES
+from levers9.shipped_data import PERSUASION_CALLS
 from trainers.moves.labels import fit_world_labeller
 from trainers.moves.offline_comparison import comparison_trust, outcome_policy_comparison
 from trainers.moves.offline_outcome import fit
 
-CALLS = Path("/work/shared/data/real-calls/persuasionforgood/calls.jsonl")
 HELD_OUT_CALLS = 40  # arena.held_out.HELD_OUT_CALLS
 TURNS_PER_CALL = 4  # arena.held_out.TURNS_PER_CALL
 
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=0, help="only the first N calls (0: all)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    with CALLS.open() as lines:
+    with PERSUASION_CALLS.open() as lines:
         raw = [json.loads(line) for line in islice(lines, args.calls or None)]
 
     # --- 1. labels with the world's moves ---

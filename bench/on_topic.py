@@ -3,7 +3,7 @@ the on-topic guard (arena.judge.topic_guard), and how often the guard flags the 
 
     python -m bench.on_topic [--seed 0] [--folds 5] [--base smollm2-135m-instruct]
 
-The world is the demo's Persuasion world (../shared/data/real-calls/persuasionforgood: a
+The world is the demo's Persuasion world (data/real-calls/persuasionforgood: a
 charity's real chats), built as a world is: its name, description, default system prompt and
 generic moves. Its guard and its fitted judge (trainers.judge.fit on the calls' outcomes, as a
 world's fit does) learn only from the calls Evaluate does not hold out, chosen as
@@ -47,10 +47,10 @@ from typing import Any
 
 import numpy as np
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+from levers9.shipped_data import PERSUASION_CALLS
+
 ROOT = Path(__file__).resolve().parent.parent
 FEATURES = ROOT / "var" / "features-bench"
-CALLS = SHARED / "real-calls" / "persuasionforgood" / "calls.jsonl"
 VIEWING = "Would you like to arrange a viewing of the flat on Saturday?"
 BOOTSTRAP = 1000
 
@@ -64,7 +64,7 @@ def _setup() -> None:
 
 
 def _calls() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in CALLS.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in PERSUASION_CALLS.read_text().splitlines() if line.strip()]
 
 
 def held_out_ids(calls: Sequence[dict[str, Any]]) -> set[str]:

@@ -13,13 +13,10 @@ from __future__ import annotations
 import secrets
 import statistics
 import time
-from pathlib import Path
 
 from bench.django_app import setup_django, workspaces_drop
+from levers9.shipped_data import DATA_DIR, PERSUASION_CALLS
 
-CALLS_FILE = (
-    Path(__file__).resolve().parents[2] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
-)
 WORKSPACES = 3
 ADMIN_EMAIL = "bench@x.test"
 
@@ -48,8 +45,8 @@ def _bench_import(workspace) -> bool:
 
     from arena.services import calls_import, world_create
 
-    text = CALLS_FILE.read_text()
-    source = str(CALLS_FILE.relative_to(CALLS_FILE.parents[4]))
+    text = PERSUASION_CALLS.read_text()
+    source = str(PERSUASION_CALLS.relative_to(DATA_DIR.parent))
     print()
     print(f"Real-call import: {source} into {workspace.slug}")
     with schema_context(workspace.schema_name):

@@ -2,7 +2,7 @@
 
     python -m bench.wording [--bases tiny,smollm2-135m-instruct] [--steps 4] [--padding]
                             [--preferences var/datasets/<ws>/preferences/v3.tsv | --hh]
-                            [--calls ../shared/data/real-calls/persuasionforgood/calls.jsonl]
+                            [--calls data/real-calls/persuasionforgood/calls.jsonl]
                             [--budget 600 --stages rlhf,dpo --rlhf-source outcomes]
 
 With --budget each stage runs as a user's CPU job does (no steps set: the CPU defaults, to
@@ -29,12 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 from trainers.wording.bases import TINY_BASE, base_dir, load_base, quiet_transformers, tiny_base
 from trainers.wording.spec import outcome_examples_from_calls, parse_wording_spec
 
-DEFAULT_CALLS = (
-    Path(__file__).resolve().parents[2] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
-)
 QUESTIONS = (
     "Is the flat on Mill Road still available?",
     "How much is the rent, and are bills included?",
@@ -144,9 +142,7 @@ def hh_pairs() -> list[dict[str, Any]]:
     """The shared hh-rlhf harmless pairs (real human preferences) in the spec's format."""
     from arena.judge.fitted import preference_rows
 
-    path = (
-        Path(__file__).resolve().parents[2] / "shared/data/preferences/hh-rlhf-harmless/pairs.jsonl"
-    )
+    path = HH_RLHF_PAIRS
     with open(path, encoding="utf-8") as handle:
         records = [json.loads(line) for line in handle if line.strip()]
     return [
@@ -568,7 +564,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--steps", type=int, default=4, help="optimizer steps per stage")
     parser.add_argument("--pairs", type=int, default=80, help="synthetic pairs (no --preferences)")
     parser.add_argument("--preferences", type=Path, help="a frozen preference version (TSV)")
-    parser.add_argument("--calls", type=Path, default=DEFAULT_CALLS, help="real calls (JSONL)")
+    parser.add_argument("--calls", type=Path, default=PERSUASION_CALLS, help="real calls (JSONL)")
     parser.add_argument("--outcome-calls", type=int, default=60, help="real calls to use")
     parser.add_argument(
         "--budget",

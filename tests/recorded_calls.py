@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+from levers9.shipped_data import PERSUASION_CALLS
+
 
 def recorded_call(call_id: str, *lines: str, outcome: str = "won") -> dict:
     """A call whose turns are `lines`, the agent's and the customer's in turn, agent first."""
@@ -20,11 +22,6 @@ def two_turn_call(call_id: str) -> dict:
     )
 
 
-SHARED_CALLS = (
-    Path(__file__).resolve().parents[2] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
-)
-
-
 def real_calls_world_fitted(capture_on_commit_callbacks):
     """Inside a workspace's schema: a world of the shared real calls (forty held out and forty
     to learn from besides), its judge fitted on them as the worker would fit it. Takes pytest's
@@ -37,7 +34,7 @@ def real_calls_world_fitted(capture_on_commit_callbacks):
     from trainers.judge import fit as judge_fit
 
     world = world_create(slug="persuasion", name="Persuasion for good")
-    lines = SHARED_CALLS.read_text().splitlines()[: 2 * HELD_OUT_CALLS + 40]
+    lines = PERSUASION_CALLS.read_text().splitlines()[: 2 * HELD_OUT_CALLS + 40]
     calls_import(world=world, text="\n".join(lines), source="test")
     with capture_on_commit_callbacks(execute=False):
         job = judge_fit_start(world=world)

@@ -5,7 +5,6 @@ of recorded calls takes them; a simulated world with none refuses them (nothing 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -15,11 +14,8 @@ from django_tenants.utils import schema_context
 from arena.models import Call, Turn, World
 from arena.services import CallImportError, calls_import, world_create
 from arena.services.calls import CallImportRefused
+from levers9.shipped_data import PERSUASION_CALLS
 from tests.recorded_calls import recorded_call
-
-SHARED_CALLS = (
-    Path(__file__).resolve().parents[3] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
-)
 
 
 def _call(call_id: str, outcome: str = "won") -> dict:
@@ -98,9 +94,8 @@ def test_it_keeps_what_was_there_when_a_later_file_is_bad(world):
     assert list(Call.objects.values_list("external_id", flat=True)) == ["kept"]
 
 
-@pytest.mark.skipif(not SHARED_CALLS.exists(), reason="shared real calls not present")
 def test_it_imports_the_shared_real_calls(world):
-    report = calls_import(world=world, text=SHARED_CALLS.read_text(), source="calls.jsonl")
+    report = calls_import(world=world, text=PERSUASION_CALLS.read_text(), source="calls.jsonl")
     assert report.created == 1017
     assert Call.objects.filter(outcome="won").count() == 545
     assert Turn.objects.count() == report.turns_created > 10_000

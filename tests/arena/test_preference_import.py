@@ -8,17 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from django.conf import settings
 from django_tenants.utils import schema_context
 
 from arena.judge.fitting import judge_fit_finish
 from arena.models import JudgeVersion, Pick, World
 from levers9.jobs.models import Job
+from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 from trainers.judge import fit as judge_fit
-
-SHARED = Path(settings.BASE_DIR).parent / "shared" / "data"
-PAIRS = SHARED / "preferences" / "hh-rlhf-harmless" / "pairs.jsonl"
-CALLS = SHARED / "real-calls" / "persuasionforgood" / "calls.jsonl"
 
 
 def _lines(path: Path, count: int) -> str:
@@ -52,13 +48,18 @@ def test_a_world_made_over_the_api_imports_pairs_and_calls_and_fits_its_judge(
     assert created.json()["system_prompt"].startswith("You ask politely")
     assert created.json()["scenarios"] == []
     calls = owner_client.post(
-        "/api/rl/packs/charity/calls/import/", _lines(CALLS, 120), content_type="application/jsonl"
+        "/api/rl/packs/charity/calls/import/",
+        _lines(PERSUASION_CALLS, 120),
+        content_type="application/jsonl",
     )
     assert calls.status_code == 200, calls.content
-    imported = _import(owner_client, _lines(PAIRS, 300))
+    imported = _import(owner_client, _lines(HH_RLHF_PAIRS, 300))
     assert imported.status_code == 200, imported.content
     assert imported.json() == {"created": 300, "unchanged": 0}
-    assert _import(owner_client, _lines(PAIRS, 300)).json() == {"created": 0, "unchanged": 300}
+    assert _import(owner_client, _lines(HH_RLHF_PAIRS, 300)).json() == {
+        "created": 0,
+        "unchanged": 300,
+    }
 
     with django_capture_on_commit_callbacks(execute=False):
         frozen = owner_client.post("/api/rl/preferences/freeze/")
@@ -97,7 +98,7 @@ def test_a_world_made_over_the_api_imports_pairs_and_calls_and_fits_its_judge(
 
 def test_a_file_with_one_bad_line_imports_nothing_and_names_the_line(owner_client, workspace):
     assert _create(owner_client).status_code == 201
-    lines = _lines(PAIRS, 5).splitlines()
+    lines = _lines(HH_RLHF_PAIRS, 5).splitlines()
     bad = json.loads(lines[2])
     bad["rejected"] = [{"role": "user", "content": "not the agent"}]
     lines[2] = json.dumps(bad)
@@ -137,7 +138,7 @@ def test_another_workspace_cannot_create_import_or_download(
 ):
     assert _create(owner_client).status_code == 201
     assert _create(outsider_client, slug="stolen").status_code in {401, 403}
-    assert _import(outsider_client, _lines(PAIRS, 3)).status_code in {401, 403}
+    assert _import(outsider_client, _lines(HH_RLHF_PAIRS, 3)).status_code in {401, 403}
     with schema_context(workspace.schema_name):
         assert not World.objects.filter(slug="stolen").exists()
         assert not Pick.objects.filter(world__slug="charity").exists()
@@ -150,10 +151,10 @@ def test_the_admin_upload_imports_through_the_same_service(owner_client, workspa
         world_id = World.objects.get(slug="lettings").pk
     url = f"/admin/arena/world/{world_id}/import-preferences/"
     assert owner_client.get(url).status_code == 200
-    bad = SimpleUploadedFile("bad.jsonl", (_lines(PAIRS, 2) + "\n{}").encode())
+    bad = SimpleUploadedFile("bad.jsonl", (_lines(HH_RLHF_PAIRS, 2) + "\n{}").encode())
     response = owner_client.post(url, {"file": bad}, follow=True)
     assert b"line 3" in response.content
-    good = SimpleUploadedFile("hh.jsonl", _lines(PAIRS, 2).encode())
+    good = SimpleUploadedFile("hh.jsonl", _lines(HH_RLHF_PAIRS, 2).encode())
     response = owner_client.post(url, {"file": good}, follow=True)
     assert b"2 preference pairs imported" in response.content
     with schema_context(workspace.schema_name):
@@ -168,7 +169,7 @@ def test_imported_pairs_keep_their_ids_through_freeze_and_export(
     """The TRL export named every pair by its pick's id, so an imported file did not join
     back to its source and importing the export again made every pair twice."""
     assert _create(owner_client).status_code == 201
-    lines = _lines(PAIRS, 4).splitlines()
+    lines = _lines(HH_RLHF_PAIRS, 4).splitlines()
     ids = [json.loads(line)["id"] for line in lines]
     assert _import(owner_client, "\n".join(lines)).json()["created"] == 4
     with django_capture_on_commit_callbacks(execute=False):

@@ -7,22 +7,20 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from unittest import mock
 
 import pytest
-from django.conf import settings
 from django_tenants.utils import schema_context
 
 from arena import recorded_replies
 from arena.models import Call, DuelPair, Moment, Reply, Turn, World
 from arena.recorded_replies import recorded_reply
 from arena.services import calls_import, duel_pairs_generate, world_create
+from levers9.shipped_data import PERSUASION_CALLS
 from policies.agents import VersionCannotAnswer, version_reply
 from policies.models import PolicyVersion
 from trainers.moves.simulator_wording import AGENT_LINES, OBJECTION_ANSWERS
 
-CALLS = Path(settings.BASE_DIR).parent / "shared" / "data" / "real-calls" / "persuasionforgood"
 LETTINGS_WORDS = re.compile(r"\b(viewing|property|landlord|tenancy|flat|rent)\b", re.IGNORECASE)
 SCRIPTED = set(AGENT_LINES.values()) | set(OBJECTION_ANSWERS.values())
 DONATION_MOVES = [
@@ -51,7 +49,7 @@ def test_a_world_made_over_the_api_duels_with_an_on_topic_baseline(owner_client,
         content_type="application/json",
     )
     assert created.status_code == 201, created.content
-    calls = "\n".join((CALLS / "calls.jsonl").read_text().splitlines()[:60])
+    calls = "\n".join(PERSUASION_CALLS.read_text().splitlines()[:60])
     imported = owner_client.post(
         "/api/rl/packs/charity/calls/import/", calls, content_type="application/jsonl"
     )

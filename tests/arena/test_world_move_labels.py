@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from itertools import islice
-from pathlib import Path
 
 import pytest
 
@@ -17,17 +16,17 @@ from arena.services import (
     move_labels_agreement,
     world_create,
 )
+from levers9.shipped_data import PERSUASION_CALLS
 from tests.recorded_calls import recorded_call
 from trainers.moves.simulator import MOVES
 
-CALLS = Path("/work/shared/data/real-calls/persuasionforgood/calls.jsonl")
 LETTINGS_ONLY = set(MOVES) - {"greet", "handle_objection", "reassure", "close"}
 
 pytestmark = pytest.mark.usefixtures("in_workspace")
 
 
 def _shared_calls(count: int) -> str:
-    with CALLS.open() as lines:
+    with PERSUASION_CALLS.open() as lines:
         return "".join(islice(lines, count))
 
 

@@ -5,18 +5,16 @@ the header badge and the pages of a business's world speak its words, never lett
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django_tenants.utils import schema_context
 
 from arena.models import World
 from arena.moves import GENERIC_MOVES
 from arena.services import calls_import, duel_pairs_generate, world_create
+from levers9.shipped_data import PERSUASION_CALLS
 from tests.conftest import client_for, make_user
 
-CALLS = Path(settings.BASE_DIR).parent / "shared" / "data" / "real-calls" / "persuasionforgood"
 LETTINGS_WORDS = re.compile(r"\b(viewing|property|landlord|tenancy|flat|rent|letting)\b", re.I)
 MOVES_TEXT = "greet: Say hello\ntell_the_story: What the charity does\nask: Would you give?"
 
@@ -29,7 +27,7 @@ def charity(workspace):
             name="Save the Children donations",
             description="A persuader asks for a donation to Save the Children.",
         )
-        text = "\n".join((CALLS / "calls.jsonl").read_text().splitlines()[:12])
+        text = "\n".join(PERSUASION_CALLS.read_text().splitlines()[:12])
         calls_import(world=world, text=text)
         duel_pairs_generate(world=world, count=6)
         return world

@@ -6,24 +6,14 @@ page wider than 390 px."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from django.conf import settings
 
+from levers9.shipped_data import PERSUASION_CALLS
 from tests.e2e.conftest import sign_in
 from tests.e2e.crawler import LONG_JOBS, Crawler
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-CALLS = (
-    Path(settings.BASE_DIR).parent
-    / "shared"
-    / "data"
-    / "real-calls"
-    / "persuasionforgood"
-    / "calls.jsonl"
-)
 # The pages a person reaches from the header, in each world: the crawl must have opened them.
 PAGES = ("/", "/duel/", "/train/", "/evaluate/", "/policies/", "/world/", "/environment/")
 PAGES_TOO = ("/engines/", "/endpoints/", "/release/", "/calls/")
@@ -40,13 +30,13 @@ def _demo_worlds(e2e_db, e2e_workspace) -> None:
             name="Persuasion for Good (real calls)",
             description="Real recorded persuasion chats with their real outcome.",
         )
-        lines = CALLS.read_text(encoding="utf-8").splitlines()[:60]
-        calls_import(world=world, text="\n".join(lines), source=CALLS.name)
+        lines = PERSUASION_CALLS.read_text(encoding="utf-8").splitlines()[:60]
+        calls_import(world=world, text="\n".join(lines), source=PERSUASION_CALLS.name)
         for each in World.objects.all():
             duel_pairs_generate(world=each, count=8)
 
 
-@pytest.mark.skipif(not CALLS.exists(), reason="the shared real-call data is not here")
+@pytest.mark.skipif(not PERSUASION_CALLS.exists(), reason="the shared real-call data is not here")
 def test_every_control_on_every_page_works(page, e2e_server, e2e_workspace, e2e_db):
     _demo_worlds(e2e_db, e2e_workspace)
     sign_in(page, e2e_server, e2e_workspace.slug, e2e_workspace.owner_email)

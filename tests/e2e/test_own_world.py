@@ -5,16 +5,14 @@ calls in the admin, duel three pairs, train the move strategy off-line, evaluate
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
+from levers9.shipped_data import PERSUASION_CALLS
 from tests.e2e.test_whole_game import _sign_in, _until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-CALLS = Path(settings.BASE_DIR).parent / "shared" / "data" / "real-calls" / "persuasionforgood"
 LETTINGS_WORDS = re.compile(r"\b(viewing|property|landlord|tenancy|flat|rent)\b", re.IGNORECASE)
 MOVES = """greet: say hello and ask how they are
 tell_the_story: what the charity does for children
@@ -28,7 +26,6 @@ def _no_lettings_words(page, where: str, allowed: set[str]) -> None:
     assert shown <= allowed, f"{where} shows lettings words {shown - allowed}"
 
 
-@pytest.mark.skipif(not CALLS.exists(), reason="the shared real-call data is not here")
 def test_a_business_runs_its_own_world_end_to_end(
     page, game_server, e2e_workspace, e2e_db, tmp_path
 ):
@@ -49,7 +46,7 @@ def test_a_business_runs_its_own_world_end_to_end(
 
     # Its recorded calls, uploaded in the workspace admin.
     calls = tmp_path / "calls.jsonl"
-    calls.write_text("\n".join((CALLS / "calls.jsonl").read_text().splitlines()[:80]) + "\n")
+    calls.write_text("\n".join(PERSUASION_CALLS.read_text().splitlines()[:80]) + "\n")
     with e2e_db(e2e_workspace):
         world_id = World.objects.get(slug="charity").pk
     page.goto(f"{base}/admin/arena/world/{world_id}/import-calls/")

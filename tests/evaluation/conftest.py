@@ -3,14 +3,10 @@ of the shared real calls."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from django.conf import settings
 
+from levers9.shipped_data import PERSUASION_CALLS
 from tests.e2e.workspaces import committed_db  # noqa: F401 - a fixture
-
-REAL_CALLS = Path(settings.BASE_DIR).parent / "shared/data/real-calls/persuasionforgood/calls.jsonl"
 
 
 def pushy_strategy() -> dict:
@@ -77,7 +73,7 @@ def real_world(in_workspace, datasets):
     from arena.services import calls_import, world_create
 
     world = world_create(slug="persuasion", name="Persuasion for good")
-    calls_import(world=world, text=REAL_CALLS.read_text(), source=str(REAL_CALLS))
+    calls_import(world=world, text=PERSUASION_CALLS.read_text(), source=str(PERSUASION_CALLS))
     return world
 
 

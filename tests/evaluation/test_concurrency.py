@@ -19,8 +19,8 @@ from django_tenants.utils import schema_context
 from arena.judge.rubric import RubricJudge
 from bench.evaluation_concurrency import OpenAIStub
 from evaluation.fanout import Ask, answers_gather
+from levers9.shipped_data import PERSUASION_CALLS
 from tests.e2e.workspaces import fresh_workspace
-from tests.evaluation.conftest import REAL_CALLS
 
 DELAY = 0.1
 
@@ -107,7 +107,7 @@ def test_it_evaluates_two_endpoint_versions_concurrently(committed_db, stub):
     from policies.models import PolicyVersion
     from policies.services import version_register
 
-    lines = REAL_CALLS.read_text().splitlines()[:6]
+    lines = PERSUASION_CALLS.read_text().splitlines()[:6]
     with fresh_workspace("evalconc") as created, schema_context(created.workspace.schema_name):
         world = world_create(slug="real", name="Real calls")
         calls_import(world=world, text="\n".join(lines))

@@ -9,7 +9,7 @@ from arena.models import Moment, Reply, Turn
 from arena.services import calls_import, world_create
 from evaluation.models import EvaluationCallSet, HeldOutCall, HeldOutMoment
 from evaluation.services import HELD_OUT_CALLS, TURNS_PER_CALL, call_set_ensure
-from tests.evaluation.conftest import REAL_CALLS
+from levers9.shipped_data import PERSUASION_CALLS
 
 
 def test_it_chooses_forty_real_calls_once_and_keeps_them(real_world):
@@ -57,7 +57,7 @@ def test_it_replays_each_real_call_at_its_first_four_agent_turns(real_world):
 def test_it_chooses_the_same_calls_from_the_same_data_in_another_world(real_world):
     """The choice is a function of the call ids, not of the import order or the world."""
     first = [h.call.external_id for h in call_set_ensure(world=real_world).calls.all()]
-    lines = REAL_CALLS.read_text().splitlines()
+    lines = PERSUASION_CALLS.read_text().splitlines()
     other = world_create(slug="persuasion-again", name="The same calls, reversed")
     calls_import(world=other, text="\n".join(reversed(lines)))
     assert [h.call.external_id for h in call_set_ensure(world=other).calls.all()] == first
@@ -126,7 +126,7 @@ def test_a_world_too_small_to_spare_forty_calls_keeps_none_back(in_workspace, da
     from evaluation.services import held_out_call_ids
 
     world = world_create(slug="few", name="Few calls")
-    lines = REAL_CALLS.read_text().splitlines()[: 2 * HELD_OUT_CALLS - 1]
+    lines = PERSUASION_CALLS.read_text().splitlines()[: 2 * HELD_OUT_CALLS - 1]
     calls_import(world=world, text="\n".join(lines))
     assert held_out_call_ids(world=world) == set()
     assert not EvaluationCallSet.objects.filter(world=world).exists()

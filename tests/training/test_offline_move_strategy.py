@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import uuid
 from itertools import islice
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -17,17 +16,16 @@ from arena.models import Call
 from arena.services import calls_import, world_create
 from levers9.jobs.models import Job
 from levers9.jobs.services import JOB_TASK, job_finish
+from levers9.shipped_data import PERSUASION_CALLS
 from policies.models import PolicyVersion
 from tests.conftest import client_for
 from trainers.moves.offline_outcome import run
 from training.cards import train_move_strategy
 
-CALLS = Path("/work/shared/data/real-calls/persuasionforgood/calls.jsonl")
-
 
 def _donation_world(count: int):
     world = world_create(slug="donations", name="Save the Children chats")
-    with CALLS.open() as lines:
+    with PERSUASION_CALLS.open() as lines:
         calls_import(world=world, text="".join(islice(lines, count)))
     return world
 

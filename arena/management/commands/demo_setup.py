@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django_tenants.utils import schema_context
 
 from arena.judge.fitting import JUDGE_FIT_KIND, judge_fit_start
@@ -14,18 +13,11 @@ from arena.models import DuelPair, JudgeVersion, World
 from arena.services import calls_import, duel_pairs_generate, world_create
 from levers9.jobs.models import Job
 from levers9.services import workspace_create
+from levers9.shipped_data import PERSUASION_CALLS
 
 DEMO_SLUG = "demo"
 DEMO_EMAIL = "admin@demo.localhost"
 DEMO_QUEUE = 40  # open Duel pairs per world after setup
-REAL_CALLS_FILE = (
-    settings.BASE_DIR.parent
-    / "shared"
-    / "data"
-    / "real-calls"
-    / "persuasionforgood"
-    / "calls.jsonl"
-)
 
 
 class Command(BaseCommand):
@@ -33,6 +25,15 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         password = os.environ.get("LEVERS9_DEMO_PASSWORD", "levers9-demo")
+        # Checked before anything is made: a demo without its real calls is a hollow one (no
+        # auto-pairs, no fitted judge, no replay, no lens), so it is refused, not made quietly.
+        calls_file = Path(os.environ.get("LEVERS9_DEMO_CALLS", PERSUASION_CALLS))
+        if not calls_file.is_file():
+            raise CommandError(
+                f"The demo's real calls are not at {calls_file}. They ship with the repository "
+                "(data/real-calls/persuasionforgood/calls.jsonl): restore that file with git, or "
+                "set LEVERS9_DEMO_CALLS to a calls file in the same format."
+            )
         result = workspace_create(
             slug=DEMO_SLUG, admin_email=DEMO_EMAIL, password=password, name="Demo lettings"
         )
@@ -43,16 +44,12 @@ class Command(BaseCommand):
                 description="1,017 real recorded persuasion chats with their real outcome "
                 "(won = the persuadee donated). Wang et al., ACL 2019, Apache-2.0.",
             )
-            calls_file = Path(os.environ.get("LEVERS9_DEMO_CALLS", REAL_CALLS_FILE))
-            if calls_file.is_file():
-                report = calls_import(
-                    world=world, text=calls_file.read_text(encoding="utf-8"), source=calls_file.name
-                )
-                self.stdout.write(
-                    f"Real calls: {report.created} imported, {report.unchanged} already there."
-                )
-            else:
-                self.stdout.write(f"No real-call file at {calls_file}; the world stays empty.")
+            report = calls_import(
+                world=world, text=calls_file.read_text(encoding="utf-8"), source=calls_file.name
+            )
+            self.stdout.write(
+                f"Real calls: {report.created} imported, {report.unchanged} already there."
+            )
             # A Duel queue ready to play on every world (simulated and real calls).
             for each in World.objects.order_by("name"):
                 waiting = DuelPair.objects.filter(world=each, is_open=True).count()

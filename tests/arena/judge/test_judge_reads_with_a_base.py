@@ -17,10 +17,10 @@ from arena.judge.fitting import judge_fit_finish, judge_fit_start
 from arena.judge.reading import _reader
 from arena.models import JudgeVersion
 from arena.services import calls_import, world_create
+from levers9.shipped_data import PERSUASION_CALLS
 from trainers.judge import fit as judge_fit
 from trainers.wording.bases import TINY_BASE, base_dir, tiny_base
 
-REAL_CALLS = Path(settings.BASE_DIR).parent / "shared/data/real-calls/persuasionforgood/calls.jsonl"
 CALLS = 80
 
 
@@ -38,7 +38,7 @@ def tiny_judge_base(settings):
 @pytest.fixture
 def persuasion(in_workspace):
     world = world_create(slug="persuasion", name="Persuasion for good")
-    lines = REAL_CALLS.read_text().splitlines()[:CALLS]
+    lines = PERSUASION_CALLS.read_text().splitlines()[:CALLS]
     calls_import(world=world, text="\n".join(lines), source="test")
     return world
 

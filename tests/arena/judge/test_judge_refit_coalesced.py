@@ -13,7 +13,8 @@ from django_tenants.utils import schema_context
 from arena.judge.fitting import judge_fit_ended, judge_refit_request
 from arena.services import preference_freeze, preferences_import, world_create
 from levers9.jobs.models import Job
-from tests.arena.judge.test_world_judge_fit import PAIRS, datasets, persuasion  # noqa: F401 - fixtures
+from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
+from tests.arena.judge.test_world_judge_fit import datasets, persuasion  # noqa: F401 - fixtures
 
 
 def _fits(world) -> list[Job]:
@@ -37,7 +38,9 @@ def test_a_request_folds_into_the_refit_already_waiting(
     assert first.background
     assert first.state == Job.State.PACKING
     assert not _spec(first)["pairs"]
-    preferences_import(world=persuasion, text="\n".join(PAIRS.read_text().splitlines()[:40]))
+    preferences_import(
+        world=persuasion, text="\n".join(HH_RLHF_PAIRS.read_text().splitlines()[:40])
+    )
     with django_capture_on_commit_callbacks(execute=False):
         preference_freeze(by=get_user_model().objects.get(username="owner@acme.test"))
     again = _request(persuasion, django_capture_on_commit_callbacks)
@@ -82,9 +85,9 @@ def test_another_workspaces_request_never_folds_into_ours(
     with schema_context(other_workspace.schema_name):
         theirs_world = world_create(slug="persuasion", name="Persuasion (rival)")
         from arena.services import calls_import
-        from tests.arena.judge.test_world_judge_fit import CALLS, REAL_CALLS
+        from tests.arena.judge.test_world_judge_fit import CALLS
 
-        lines = REAL_CALLS.read_text().splitlines()[:CALLS]
+        lines = PERSUASION_CALLS.read_text().splitlines()[:CALLS]
         calls_import(world=theirs_world, text="\n".join(lines), source="test")
         theirs = _request(theirs_world, django_capture_on_commit_callbacks)
         assert [job.pk for job in _fits(theirs_world)] == [theirs.pk]

@@ -4,10 +4,8 @@ model that prefers a position gets only ties and a position-consistency of zero.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django_tenants.utils import schema_context
 
@@ -20,8 +18,7 @@ from arena.judge.setting import world_judge_set
 from arena.models import World
 from arena.services import preference_freeze, preferences_import
 from levers9.jobs.models import Job
-
-PAIRS = Path(settings.BASE_DIR).parent / "shared/data/preferences/hh-rlhf-harmless/pairs.jsonl"
+from levers9.shipped_data import HH_RLHF_PAIRS
 
 
 class _AlwaysTheFirst:
@@ -34,7 +31,7 @@ def model_judged(in_workspace, monkeypatch):
     # The judge's host as an operator would allow it (it is never called: the model is a stub).
     monkeypatch.setenv("LEVERS9_ENDPOINT_ALLOWED_HOSTS", "judge")
     world = World.objects.get(slug="lettings")
-    preferences_import(world=world, text="\n".join(PAIRS.read_text().splitlines()[:80]))
+    preferences_import(world=world, text="\n".join(HH_RLHF_PAIRS.read_text().splitlines()[:80]))
     owner = get_user_model().objects.get(username="owner@acme.test")
     preference_freeze(by=owner)
     world = world_judge_set(

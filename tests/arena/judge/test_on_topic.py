@@ -6,10 +6,8 @@ a held-out call, and a change to the world rebuilds it."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django_tenants.utils import schema_context
 
 from arena.held_out import HELD_OUT_CALLS, held_out_call_ids
@@ -19,9 +17,9 @@ from arena.judge.topic import topic_guard_for_world, topic_texts
 from arena.judge.topic_guard import ON_TOPIC
 from arena.models import Call, World
 from arena.services import calls_import, world_create
+from levers9.shipped_data import PERSUASION_CALLS
 from trainers.judge.topic import stem_counts, words
 
-REAL_CALLS = Path(settings.BASE_DIR).parent / "shared/data/real-calls/persuasionforgood/calls.jsonl"
 CALLS = 2 * HELD_OUT_CALLS + 40
 VIEWING = "Would you like to arrange a viewing of the flat on Saturday?"
 CHARITY = "Save the Children helps children in need, and every donation counts."
@@ -38,7 +36,7 @@ def _import(world, lines: list[str]) -> None:
 @pytest.fixture
 def persuasion(in_workspace):
     world = world_create(slug="persuasion", name="Persuasion for good")
-    _import(world, REAL_CALLS.read_text().splitlines()[:CALLS])
+    _import(world, PERSUASION_CALLS.read_text().splitlines()[:CALLS])
     return world
 
 
@@ -143,7 +141,7 @@ def test_a_change_to_the_world_rebuilds_its_guard(persuasion):
     persuasion.save()
     second = topic_guard_for_world(persuasion)
     assert second is not first
-    _import(persuasion, REAL_CALLS.read_text().splitlines()[CALLS : CALLS + 2])
+    _import(persuasion, PERSUASION_CALLS.read_text().splitlines()[CALLS : CALLS + 2])
     assert topic_guard_for_world(persuasion) is not second
 
 

@@ -23,15 +23,7 @@ from arena.judge.rubric import (
     RubricJudge,
     Turn,
 )
-
-REAL_CALLS = (
-    Path(__file__).resolve().parents[4]
-    / "shared"
-    / "data"
-    / "real-calls"
-    / "persuasionforgood"
-    / "calls.jsonl"
-)
+from levers9.shipped_data import PERSUASION_CALLS
 
 # A formal lettings customer with a family, in a hurry; the agent has given the price.
 LETTINGS_CALL = (
@@ -411,9 +403,9 @@ def test_it_judges_at_least_two_thousand_replies_a_second(judge):
 
 
 def test_it_scores_every_agent_turn_of_fifty_real_calls(judge):
-    if not REAL_CALLS.exists():
-        pytest.skip(f"real calls not shipped here: {REAL_CALLS}")
-    with REAL_CALLS.open(encoding="utf-8") as lines:
+    if not PERSUASION_CALLS.exists():
+        pytest.skip(f"real calls not shipped here: {PERSUASION_CALLS}")
+    with PERSUASION_CALLS.open(encoding="utf-8") as lines:
         calls = [json.loads(line) for _, line in zip(range(50), lines, strict=False)]
 
     judgements = []

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django_tenants.utils import schema_context
 
 from arena.held_out import HELD_OUT_CALLS, held_out_call_ids
@@ -16,9 +15,9 @@ from arena.judge.rows import judge_fit_rows
 from arena.models import Call, JudgeVersion, World
 from arena.services import calls_import, world_create
 from levers9.jobs.models import Job
+from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 from trainers.judge import fit as judge_fit
 
-REAL_CALLS = Path(settings.BASE_DIR).parent / "shared/data/real-calls/persuasionforgood/calls.jsonl"
 # Enough calls to hold forty out and learn from the rest, few enough for a quick fit.
 CALLS = 2 * HELD_OUT_CALLS + 40
 
@@ -26,7 +25,7 @@ CALLS = 2 * HELD_OUT_CALLS + 40
 @pytest.fixture
 def persuasion(in_workspace, datasets):
     world = world_create(slug="persuasion", name="Persuasion for good")
-    lines = REAL_CALLS.read_text().splitlines()[:CALLS]
+    lines = PERSUASION_CALLS.read_text().splitlines()[:CALLS]
     calls_import(world=world, text="\n".join(lines), source="test")
     return world
 
@@ -90,9 +89,6 @@ def test_a_world_fits_with_one_call_and_the_scoring_api_answers_with_the_new_ver
         assert set(result["scores"]) == set(World.objects.get(pk=persuasion.pk).dimensions)
 
 
-PAIRS = Path(settings.BASE_DIR).parent / "shared/data/preferences/hh-rlhf-harmless/pairs.jsonl"
-
-
 def test_picks_frozen_while_a_fit_runs_are_fitted_once_it_ends(
     persuasion, django_capture_on_commit_callbacks
 ):
@@ -118,7 +114,9 @@ def test_picks_frozen_while_a_fit_runs_are_fitted_once_it_ends(
     Job.objects.filter(pk=first.pk).update(
         state=Job.State.RUNNING, submitted_at=first.created_at, task_id="task-first"
     )
-    preferences_import(world=persuasion, text="\n".join(PAIRS.read_text().splitlines()[:60]))
+    preferences_import(
+        world=persuasion, text="\n".join(HH_RLHF_PAIRS.read_text().splitlines()[:60])
+    )
     with django_capture_on_commit_callbacks(execute=False) as refits:
         preference_freeze(by=get_user_model().objects.get(username="owner@acme.test"))
     with django_capture_on_commit_callbacks(execute=False):  # the refit, not its placement
