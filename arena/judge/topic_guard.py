@@ -11,8 +11,10 @@ answer scores flags a reply below the answer floor instead.
 The rule: an off-topic reply's total becomes floor x total x 0.99, where the floor is the lowest
 total the judge gives a sample of the world's own on-topic agent turns — below every one of them,
 keeping the order among off-topic replies. Its dimension scores stay as the judge gave them; its
-reasons gain "on_topic", one sentence saying why. A reply the guard finds on-topic is returned
-exactly as the judge scored it. Which world's guard a judge gets is arena.judge.topic's.
+reasons gain "on_topic", one plain sentence saying why for the reviewer who sees the reply, and
+"on_topic_figures", the guard's own figures for operators (a judgement's reasons in the admin).
+A reply the guard finds on-topic is returned exactly as the judge scored it. Which world's guard
+a judge gets is arena.judge.topic's.
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ import numpy as np
 from arena.judge.model import ModelJudge
 from arena.judge.rubric import Judge, Judgement, Turn
 from trainers.judge.answers import AnswerCheck
-from trainers.judge.topic import TopicModel, TopicUnit, TopicVerdict, opening_line
+from trainers.judge.topic import NOTE_WORDS, TopicModel, TopicUnit, TopicVerdict, opening_line
 
-# The key of the note an off-topic verdict adds to its reasons.
+# The key of the sentence an off-topic verdict adds to its reasons: what the Duel shows.
 ON_TOPIC = "on_topic"
+# The key of the guard's figures beside it (evidence, floors, the joint statistic): an
+# operator's, seen with the judgement in the admin; a reviewer reads the sentence.
+ON_TOPIC_FIGURES = "on_topic_figures"
 # Below floor x total: strictly below the floor even for a perfect total.
 OFF_TOPIC_SCALE = 0.99
 # How many of the world's own agent turns the judge scores to find its floor.
@@ -111,6 +116,31 @@ class TopicGuard:
         return self.floor(judge) * float(total) * OFF_TOPIC_SCALE
 
 
+def reviewer_sentence(verdict: TopicVerdict) -> str:
+    """Why the guard capped a reply, in one plain sentence for the reviewer who sees it: whose
+    line it reads like (with the words that say so), or that it does not answer the call. The
+    figures behind it are the verdict's note() (ON_TOPIC_FIGURES). "" for an on-topic reply."""
+    if verdict.on_topic:
+        return ""
+    words = ", ".join(f"'{word}'" for word in verdict.foreign[:NOTE_WORDS])
+    foreign = "it reads like another business's line" + (
+        f" ({words} are words of neither this world nor this call)" if words else ""
+    )
+    unanswered = "it does not answer what the customer said"
+    if verdict.words_off:
+        said = [foreign]
+    elif verdict.joint is not None and verdict.joint_off:
+        # Rare on the words and the answer together: say the side(s) that lean away.
+        said = [foreign] if verdict.evidence < 0 else []
+        if verdict.answers is not None and verdict.answers < 0:
+            said.append(unanswered)
+        said = said or [foreign]
+    else:
+        said = [unanswered]
+    why = " and ".join(said)
+    return f"{why[0].upper()}{why[1:]}, so the judge ranks it below every reply that fits."
+
+
 def _plain(context: Sequence[Any]) -> list[dict[str, str]]:
     return [
         {"speaker": turn.speaker, "text": turn.text} if isinstance(turn, Turn) else turn
@@ -144,7 +174,11 @@ class _Guarded:
         return dataclasses.replace(
             judgement,
             total=self.topic_guard.capped(judgement.total, self._unguarded),
-            reasons={**judgement.reasons, ON_TOPIC: verdict.note()},
+            reasons={
+                **judgement.reasons,
+                ON_TOPIC: reviewer_sentence(verdict),
+                ON_TOPIC_FIGURES: verdict.note(),
+            },
         )
 
 
@@ -159,7 +193,7 @@ class _GuardedMany(_Guarded):
         for result, verdict in zip(results, verdicts, strict=True):
             if verdict.on_topic:
                 continue
-            result[ON_TOPIC] = verdict.note()
+            result[ON_TOPIC] = reviewer_sentence(verdict)
             total = self.topic_guard.capped(result["total"], self._unguarded)
             result["total"] = round(total, digits) if digits is not None else total
         return results

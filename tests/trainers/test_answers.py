@@ -12,7 +12,7 @@ import pytest
 
 from arena.judge.fitted import FittedJudge, outcome_rows
 from arena.judge.rubric import DIMENSIONS, RubricJudge, Turn
-from arena.judge.topic_guard import ON_TOPIC, TopicGuard, judge_guarded
+from arena.judge.topic_guard import ON_TOPIC, ON_TOPIC_FIGURES, TopicGuard, judge_guarded
 from levers9.shipped_data import PERSUASION_CALLS
 from trainers.judge.answers import AnswerCheck, answers_floor, reply_row
 from trainers.judge.base_features import BaseReader, ReadStats
@@ -128,8 +128,9 @@ def test_the_guard_caps_a_reply_that_does_not_answer_and_says_why(models_dir, tm
         assert (ON_TOPIC in judgement.reasons) == (score < 0)
         if score < 0:
             assert judgement.total < unguarded.total
-            assert "does not answer the call" in judgement.reasons[ON_TOPIC]
-            assert f"{score:.2f}" in judgement.reasons[ON_TOPIC]
+            assert "does not answer" in judgement.reasons[ON_TOPIC]
+            # The figures are the operator's, beside the reviewer's sentence.
+            assert f"{score:.2f}" in judgement.reasons[ON_TOPIC_FIGURES]
         else:
             assert judgement.total == unguarded.total
     # Without the check the same guard lets every one of them through.
