@@ -658,7 +658,9 @@ DuelStats = inline_serializer(
 _QUEUE_PARAMETERS = [
     OpenApiParameter("pack", str, description="The world; default: the one in view"),
     OpenApiParameter("scenario", str, description="Only this scenario's moments"),
-    OpenApiParameter("move", str, description="Only moments where a reply makes this move"),
+    OpenApiParameter(
+        "move", str, description="Only pairs under this move on the map (reply A's, else B's)"
+    ),
     OpenApiParameter("from", str, description="With move: the agent's previous move"),
     OpenApiParameter(
         "order",

@@ -73,9 +73,9 @@ QUEUE_ORDERS: dict[str, str] = {
 class QueueSelection:
     """What preloads the queue: a scenario, or a move / transition picked on the world's map.
 
-    `move` alone picks the pairs whose replies carry that move; with `previous_move` it
-    picks the transition: the agent's previous move was `previous_move` and a reply here
-    makes `move`.
+    `move` alone picks the pairs that stand under that move on the map (pair_move_is: their
+    reply A's move, or B's where A has none); with `previous_move` it picks the transition:
+    the agent's previous move was `previous_move` and the pair stands under `move`.
     """
 
     scenario: str = ""
@@ -115,7 +115,7 @@ class QueueSelection:
         if self.scenario:
             pairs = pairs.filter(scenario__slug=self.scenario)
         if self.move:
-            pairs = pairs.filter(Q(move_a=self.move) | Q(move_b=self.move))
+            pairs = pairs.filter(pair_move_is(self.move))
         if self.previous_move:
             pairs = pairs.filter(previous_move=self.previous_move)
         return pairs
@@ -299,10 +299,20 @@ def pair_reveal(pair: DuelPair) -> dict[str, Any]:
 # --- the world's map ---------------------------------------------------------------------
 
 
+def pair_move_is(move: str) -> Q:
+    """The pairs that stand under `move` on the world's map: each pair stands under one move,
+    its reply A's (A is drawn at random, so a pair of two moves stands under either as often),
+    or B's where A has none. One rule for the map's counts and the queue a click preloads, so
+    the counts add up to the open pairs and each is the queue its click gives."""
+    return Q(move_a=move) | Q(move_a="", move_b=move)
+
+
 def world_map(world: World, *, selection: QueueSelection | None = None) -> dict[str, Any]:
-    """The world's moves as a graph for an inline SVG: a node per move (open pairs whose
-    replies carry it) and an edge per transition seen (previous move → a reply's move).
-    The nodes are the world's own moves, with their descriptions as the hover text."""
+    """The world's moves as a graph for an inline SVG: a node per move (the open pairs that
+    stand under it, pair_move_is) and an edge per transition seen (previous move → the pair's
+    move). The nodes are the world's own moves, with their descriptions as the hover text;
+    `unplaced` counts the open pairs under no move of the world (none recorded, or a move the
+    world no longer has), so the nodes and it add up to the open pairs."""
     moves = world.move_names
     descriptions = {
         move["name"]: move.get("description", "") for move in world.moves if isinstance(move, dict)
@@ -310,12 +320,12 @@ def world_map(world: World, *, selection: QueueSelection | None = None) -> dict[
     open_pairs = DuelPair.objects.filter(world=world, is_open=True)
     per_move: Counter[str] = Counter()
     edges: Counter[tuple[str, str]] = Counter()
-    for field in ("move_a", "move_b"):
-        for row in open_pairs.values("previous_move", field).annotate(n=Count("id")):
-            if row[field]:
-                per_move[row[field]] += row["n"]
-                if row["previous_move"] and row["previous_move"] != row[field]:
-                    edges[(row["previous_move"], row[field])] += row["n"]
+    for row in open_pairs.values("previous_move", "move_a", "move_b").annotate(n=Count("id")):
+        move = row["move_a"] or row["move_b"]
+        per_move[move] += row["n"]
+        if move and row["previous_move"] and row["previous_move"] != move:
+            edges[(row["previous_move"], move)] += row["n"]
+    unplaced = sum(count for move, count in per_move.items() if move not in moves)
     size, radius = 460, 150
     nodes = []
     position = {}
@@ -363,7 +373,7 @@ def world_map(world: World, *, selection: QueueSelection | None = None) -> dict[
                 ),
             }
         )
-    return {"size": size, "nodes": nodes, "edges": edge_rows}
+    return {"size": size, "nodes": nodes, "edges": edge_rows, "unplaced": unplaced}
 
 
 # --- agreement -----------------------------------------------------------------------------
