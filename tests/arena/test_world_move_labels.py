@@ -113,3 +113,30 @@ def test_the_duels_pairs_and_map_carry_the_worlds_moves():
     assert seen
     assert seen <= set(world.move_names)
     assert not seen & LETTINGS_ONLY
+
+
+def test_an_imported_sellers_chat_gives_the_opening_move_to_its_hello_only():
+    """Issue 40: a second-hand seller's chat, imported into a world with the generic moves,
+    had "$160 even and you have a deal" labelled greet (no words of the lettings or charity
+    pitch, so the whole chat counted as small talk)."""
+    world = world_create(slug="bikes", name="Bikes")
+    call = recorded_call(
+        "bike-1",
+        "Hi, how are you? Yes, the bike is still for sale.",
+        "Would you take 140?",
+        "I could go to 170.",
+        "150 and I pick it up today.",
+        "$160 even and you have a deal",
+        "OK.",
+        "Great.",
+    )
+    calls_import(world=world, text=json.dumps(call))
+    labels = list(
+        Turn.objects.filter(call__world=world, speaker="agent")
+        .order_by("index")
+        .values_list("move_label", flat=True)
+    )
+    assert set(labels) <= set(world.move_names)
+    assert labels[0] == "greet"
+    assert "greet" not in labels[1:]
+    assert labels[2] == "propose_next_step"

@@ -8,10 +8,12 @@ from collections import Counter
 
 import pytest
 
+from arena.moves import GENERIC_MOVES
 from levers9.shipped_data import PERSUASION_CALLS
 from trainers.moves.labels import (
     MOVE_RULES,
     customer_objection,
+    fit_world_labeller,
     label_agent_turns,
     label_move,
     move_rules_table,
@@ -109,3 +111,93 @@ def test_agreement_holds_out_each_call_alone_when_a_hash_would_put_two_together(
     assert agreement["calls"] == 2
     assert agreement["accuracy_without_corrections"] == 0.0  # the words alone say otherwise
     assert agreement["accuracy"] == 1.0
+
+
+# --- Issue 40: an opening move only near the call's start, and the world's own moves --------
+
+MARKETPLACE_MOVES = [
+    {"name": "welcome", "description": "Say hello to the buyer and that the item is available."},
+    {
+        "name": "describe_item",
+        "description": "Describe the item: condition, age, what comes with it.",
+    },
+    {"name": "ask_what_they_need", "description": "Ask what the buyer wants it for."},
+    {"name": "negotiate_price", "description": "Counter the buyer's offer or name a price."},
+    {"name": "reassure", "description": "Put the buyer at ease: no faults, honest seller."},
+    {"name": "arrange_pickup", "description": "Agree when and where the buyer collects it."},
+    {"name": "wrap_up", "description": "Thank the buyer and say goodbye."},
+]
+BIKE_CALL = [
+    {"speaker": "customer", "text": "Is the bike still for sale?"},
+    {"speaker": "agent", "text": "Hi, how are you? Yes it is."},
+    {"speaker": "customer", "text": "Would you take 140?"},
+    {"speaker": "agent", "text": "I could go to 170."},
+    {"speaker": "customer", "text": "150 and I pick it up today."},
+    {"speaker": "agent", "text": "$160 even and you have a deal"},
+    {"speaker": "customer", "text": "OK."},
+    {"speaker": "agent", "text": "Great."},
+]
+
+
+@pytest.mark.parametrize(
+    "moves", [MARKETPLACE_MOVES, [dict(move) for move in GENERIC_MOVES]], ids=["own", "generic"]
+)
+def test_it_gives_the_opening_move_to_the_first_hello_and_never_to_a_deal_mid_call(moves):
+    labeller = fit_world_labeller(moves)
+    opening = moves[0]["name"]
+    labels = [label for label in labeller.label_turns(BIKE_CALL) if label is not None]
+    assert labels[0][0] == opening  # "Hi, how are you? Yes it is."
+    assert labels[2][0] != opening  # "$160 even and you have a deal"
+    assert labels[3][0] != opening  # "Great.": no words of an opening, far from the start
+    assert label_move(BIKE_CALL[:5], BIKE_CALL[5]["text"])[0] == "offer_slot"
+
+
+def test_it_still_gives_the_opening_move_mid_call_when_the_words_say_so():
+    labeller = fit_world_labeller(MARKETPLACE_MOVES)
+    late_hello = [*BIKE_CALL, {"speaker": "customer", "text": "Sorry, I'm back."}]
+    assert labeller.label(late_hello, "Hello again, nice to meet you!")[0] == "welcome"
+
+
+def test_it_labels_with_the_worlds_own_names_and_never_maps_a_step_onto_the_opening():
+    labeller = fit_world_labeller(MARKETPLACE_MOVES)
+    call = [
+        {"speaker": "agent", "text": "Hello! Yes, still available."},
+        {"speaker": "customer", "text": "What can you tell me about it?"},
+    ]
+    described = labeller.label(call, "It's in great condition, barely ridden, comes with a lock.")
+    assert described[0] == "describe_item"
+    assert labeller.label(BIKE_CALL[:5], BIKE_CALL[5]["text"])[0] == "negotiate_price"
+    assert labeller.label(call, "I can do Saturday at 11am at my place.")[0] == "arrange_pickup"
+    # No labelling rule but the greeting's lands on the opening move.
+    rule_moves = labeller.rule_move
+    assert "welcome" not in {
+        move for index, move in rule_moves.items() if MOVE_RULES[index].move != "greet"
+    }
+
+
+def test_the_shipped_calls_rarely_get_an_opening_move_past_the_opening():
+    """On 200 shipped calls, the opening move is almost never given past an agent's third
+    turn (where only a real greeting's words may earn it), in the generic world and in one
+    whose moves a manager named."""
+    from arena.moves import generic_moves
+
+    worlds = [
+        generic_moves(),
+        [
+            {"name": "hello", "description": "Say hi and build rapport."},
+            {"name": "pitch", "description": "Explain what the charity does for children."},
+            {"name": "ask_for_donation", "description": "Ask them to donate part of their bonus."},
+            {"name": "thanks", "description": "Thank them and say goodbye."},
+        ],
+    ]
+    with PERSUASION_CALLS.open() as lines:
+        calls = [json.loads(next(lines)) for _ in range(200)]
+    for moves in worlds:
+        labeller = fit_world_labeller(moves)
+        late = opening = 0
+        for call in calls:
+            agent_labels = [label for label in labeller.label_turns(call["turns"]) if label]
+            late += len(agent_labels[3:])
+            opening += sum(label[0] == moves[0]["name"] for label in agent_labels[3:])
+        assert late > 1000
+        assert opening / late < 0.01, (moves[0]["name"], opening, late)

@@ -11,7 +11,8 @@ before anything about the offer has been said is the greeting's job (rapport).
 The same rules read lettings calls and the persuasion chats shipped for the demo
 (data/real-calls/persuasionforgood: the agent asks for a donation to Save the Children). The
 persuasion mapping, by analogy with the lettings call:
-    greet             hellos, how-are-yous, small talk before the charity comes up
+    greet             hellos, how-are-yous, small talk before the charity comes up (small
+                      talk only in the call's opening: see OPENING_AGENT_TURNS)
     give_details      what the charity does, where it works, figures, stories
     confirm           questions that check what the persuadee knows or does ("have you heard
                       of Save the Children?", "do you have children?")
@@ -32,6 +33,13 @@ move's name and description, plus the rules above as cue words (their move mappe
 world's moves), plus the reviewers' corrections as a nearest-centroid pull. The labeller is a
 pure function of (moves, corrections): a correction changes the labels given after it, and
 `labeller_agreement` measures it against the corrections, held out by call.
+
+A world's opening moves (`opening_moves`: those whose words speak of greeting or opening) are
+given past the call's opening (the agent's first OPENING_AGENT_TURNS turns, while each was an
+opening) only where the turn says a greeting's own words; no rule but the greeting's cues an
+opening move. Each rule cues the world move named like it, else the generic step it stands
+for, else the move sharing most words with the rule's reason and its step's words
+(STEP_WORDS, MoveRule.words). bench/move_labels.py measures all this against hand labels.
 
 Pure Python (re, numpy); never imports Django.
 """
@@ -85,6 +93,28 @@ def customer_objection(text: str) -> str | None:
     return None
 
 
+# A doubt or a refusal in any trade: what the agent's next turn answers, when it is not one of
+# the concerns above. Kept apart from customer_objection, whose four concerns the off-line
+# comparison tracks as the simulator's objection.
+_DOUBT = re.compile(
+    r"\b(not interested|no,? thanks?( you)?|not (really |so |too |quite )?sure"
+    r"|(do ?n[o']t|do not) (really )?(think|want|know|need|trust)|(i'?d|i would) rather"
+    r"|rather (not|keep|wait)|(i'?d|i would) prefer|prefer to|not (right )?now"
+    r"|maybe (later|next time|another time)|not going to|not willing|won'?t be"
+    r"|hesitant|why should|is (it|that|this) (even )?worth|too (much|high|expensive))",
+    re.IGNORECASE,
+)
+
+
+def customer_doubt(text: str) -> str | None:
+    """The concern a customer turn raises (customer_objection), else "doubt" where it doubts
+    or turns the offer down, else None."""
+    objection = customer_objection(text)
+    if objection is None and _DOUBT.search(text or ""):
+        return "doubt"
+    return objection
+
+
 # --- Agent moves -------------------------------------------------------------------------
 
 _AMOUNT = (
@@ -92,6 +122,11 @@ _AMOUNT = (
     r"|\b(a|one|two|three|five|ten|twenty|fifty) (dollars?|cents?|pounds?)\b)"
 )
 _GIVE = r"\b(donat\w*|give|giving|contribut\w*|pledge|bonus|payment)\b"
+# Words that make an amount an offer to accept (a price agreed, met or proposed), in any trade.
+_DEAL = (
+    r"\b(deal|final|firm|lowest|take it|it'?s yours|can do|could (do|go)|how about|meet you"
+    r"|split the difference)\b"
+)
 _PITCH = (
     r"(£|\bper (calendar )?month\b|\bbed(room)?s?\b|\btwo-bed\b|\brent\b|\bdeposit\b"
     r"|\bavailable from\b|\bfurnished\b|\btenancy\b|\bproperty\b|\bflat\b|\bgarden\b"
@@ -111,8 +146,13 @@ class MoveRule:
     reason: str
     pattern: str
     when: str = "always"
-    """'always'; 'objection_open' (the customer's last turn raised a concern); or
-    'before_pitch' (no agent turn so far, this one included, has talked about the offer)."""
+    """'always'; 'objection_open' (the customer's last turn raised a concern); or 'opening'
+    (the call is still in its opening: one of the agent's first OPENING_AGENT_TURNS turns, every
+    earlier one an opening too, and no agent turn so far, this one included, has talked
+    about the offer)."""
+    words: str = ""
+    """More words for the step this rule spots, beyond its move's (STEP_WORDS): where a world
+    names its moves its own way, the rule cues the move whose words share most with these."""
 
     def to_dict(self) -> dict[str, str]:
         return {
@@ -130,15 +170,29 @@ MOVE_RULES: tuple[MoveRule, ...] = (
         r"(thank(s| you)[^.!?]{0,30}\b(donat|contribut|pledg)|\bbooked\b"
         r"|send (you )?(a |the )?confirmation|see you (then|there|on)\b"
         r"|have a (great|good|nice|wonderful|lovely|fantastic) (day|evening|night|weekend|rest)"
-        r"|\b(good)?bye\b|\btake care\b|anything else (i can|you need))",
+        r"|\b(good)?bye\b|\btake care\b|anything else (i can|you need)"
+        r"|thank(s| you)( so much| again)? for (chatting|talking|your time)"
+        # Thanks that open the turn (not for calling: that greets), or thanks for the help.
+        r"|^\W*(\w+\W+){0,2}(thanks|thank you|thanks a (lot|bunch))\b"
+        r"(?!\s+for\s+(calling|getting in touch|contacting|reaching out|asking))"
+        r"|appreciate (it|your (help|support|generosity|donation|contribution)))",
     ),
     MoveRule(
         "offer_slot",
-        "names a day, a time or an amount: a concrete slot to say yes to",
+        "names a day or a time: a concrete slot to say yes to",
         r"(\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b\d{1,2}(:\d\d)?\s?(am|pm)\b"
-        r"|\bavailability\b|\bwhich (time|day|slot) (works|suits)"
-        rf"|{_GIVE}[^.?!]{{0,40}}{_AMOUNT}|{_AMOUNT}[^.?!]{{0,40}}{_GIVE}"
+        r"|\bavailability\b|\bwhich (time|day|slot) (works|suits))",
+        words="arrange book schedule appointment date meet visit collect pickup delivery",
+    ),
+    MoveRule(
+        "offer_slot",
+        "names an amount or a price: a concrete offer to say yes to",
+        rf"({_GIVE}[^.?!]{{0,40}}{_AMOUNT}|{_AMOUNT}[^.?!]{{0,40}}{_GIVE}"
+        rf"|{_AMOUNT}[^.?!]{{0,40}}{_DEAL}|{_DEAL}[^.?!]{{0,40}}{_AMOUNT}"
+        # a bare number offered in a trade: "I could go to 170", "how about 150?"
+        r"|\b(can do|could (do|go)( to)?|how about|meet you at|go (to|as low as))\s+\d+\b"
         r"|how much (would|could|can|will|do) you|(have|put) you down for)",
+        words="price amount cost offer counter negotiate haggle deal donate give",
     ),
     MoveRule(
         "propose_viewing",
@@ -173,6 +227,12 @@ MOVE_RULES: tuple[MoveRule, ...] = (
         r"|charity navigator|accredited|guarantee|we('ll| will) (help|be with you)|responsive)",
     ),
     MoveRule(
+        "confirm",
+        "checks that it has understood what the customer said",
+        r"(just to confirm|confirm that|got it right|understood correctly|is that right"
+        r"|if I understand|did you say)",
+    ),
+    MoveRule(
         "handle_objection",
         "answers the concern the customer has just raised",
         r".",
@@ -189,17 +249,21 @@ MOVE_RULES: tuple[MoveRule, ...] = (
     MoveRule(
         "confirm",
         "checks what the customer knows, needs or has said",
-        r"(just to confirm|confirm that|got it right|understood correctly|is that right"
-        r"|if I understand|did you say|so you('re| are) looking|have you (ever )?heard (of|about)"
+        r"(so you('re| are) looking|have you (ever )?heard (of|about)"
         r"|are you familiar|do you (know|have|like|ever)|have you ever (donated|given|heard)"
         r"|what do you (think|know)|are you (a parent|someone who))",
+    ),
+    MoveRule(
+        "confirm",
+        "ends on a question to the customer about themselves",
+        r"\byou(r|rs|rself)?\b[^.!?]*\?+\W*$",
     ),
     MoveRule("give_details", "gives details of the offer (the flat, the charity)", _PITCH),
     MoveRule(
         "greet",
-        "small talk before the offer comes up: rapport, the greeting's job",
+        "small talk at the start, before the offer comes up: rapport, the greeting's job",
         r".",
-        when="before_pitch",
+        when="opening",
     ),
     MoveRule("confirm", "asks the customer something (no more specific rule matched)", r"\?"),
     MoveRule(
@@ -214,15 +278,45 @@ _PITCH_RE = re.compile(_PITCH, re.IGNORECASE)
 if any(rule.move not in MOVES for rule in MOVE_RULES):  # pragma: no cover - a typo fails at import
     raise ValueError("every move rule must name one of the eight moves")
 
+OPENING_AGENT_TURNS = 3
+"""A call's opening is at most the agent's first three turns: past them, small talk is not the
+greeting's job any more (real chats' openings seldom run longer; a seller's "$160 even and you
+have a deal" is never one)."""
+# The rule whose own words (hello, how are you, nice to meet you) make any turn a greeting,
+# wherever it falls in the call.
+GREETING_RULE = next(
+    index for index, rule in enumerate(MOVE_RULES) if rule.move == "greet" and rule.when == "always"
+)
 
-def _first_rule(context: Sequence[Mapping[str, Any]], text: str) -> tuple[int, str | None]:
+
+def _agent_turns(context: Sequence[Mapping[str, Any]]) -> list[int]:
+    return [index for index, turn in enumerate(context) if turn.get("speaker") == "agent"]
+
+
+def _rules_opening(context: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the call is still in its opening by the rules alone: under OPENING_AGENT_TURNS
+    agent turns so far, each of them a greeting by the rules."""
+    earlier = _agent_turns(context)
+    if len(earlier) >= OPENING_AGENT_TURNS:
+        return False
+    return all(
+        MOVE_RULES[_first_rule(context[:index], context[index].get("text") or "")[0]].move
+        == "greet"
+        for index in earlier
+    )
+
+
+def _first_rule(
+    context: Sequence[Mapping[str, Any]], text: str, *, opening: bool | None = None
+) -> tuple[int, str | None]:
     """The index of the first rule (MOVE_RULES) that labels the turn, and the concern the
-    customer's last turn raised (None if none)."""
+    customer's last turn raised (None if none). `opening` says whether the call is still in
+    its opening (by default, as the rules themselves label the earlier turns)."""
     last_customer = next(
         (turn.get("text") or "" for turn in reversed(context) if turn.get("speaker") == "customer"),
         "",
     )
-    objection = customer_objection(last_customer)
+    objection = customer_doubt(last_customer)
     pitched = any(
         _PITCH_RE.search(turn.get("text") or "")
         for turn in context
@@ -231,8 +325,13 @@ def _first_rule(context: Sequence[Mapping[str, Any]], text: str) -> tuple[int, s
     for index, (rule, pattern) in enumerate(zip(MOVE_RULES, _COMPILED, strict=True)):
         if rule.when == "objection_open" and objection is None:
             continue
-        if rule.when == "before_pitch" and pitched:
-            continue
+        if rule.when == "opening":
+            if pitched:
+                continue
+            if opening is None:
+                opening = _rules_opening(context)
+            if not opening:
+                continue
         if pattern.search(text):
             return index, objection
     raise AssertionError("the last rule matches any text")  # pragma: no cover
@@ -277,9 +376,29 @@ ROLE_OF_RULE_MOVE: dict[str, str] = {
     "offer_slot": "propose_next_step",
     "close": "close",
 }
+# What each rule move's step is called in other words: where a world names its moves its own
+# way ("tell_the_story", "negotiate_price"), a rule cues the move whose name and description
+# share the most of these words and of the rule's own reason.
+STEP_WORDS: dict[str, str] = {
+    "greet": "greet greeting hello hi open opening welcome introduce rapport",
+    "give_details": "inform explain describe detail tell story facts offer item what",
+    "confirm": "ask question check confirm know need situation understand",
+    "handle_objection": "objection concern doubt worry refusal answer raised counter",
+    "reassure": "reassure trust safe safety ease fair honest pressure",
+    "propose_viewing": "propose suggest ask commitment next step donate donation viewing",
+    "offer_slot": "concrete suggest",
+    "close": "close wrap thank goodbye agreed",
+}
+# A move is an opening when its name or description uses one of these (after move_tokens).
+OPENING_WORDS_TEXT = (
+    "greet greeting hello hi hey open opening welcome introduce introduction rapport"
+)
 # The last rules catch whatever nothing specific matched: a weaker cue than a real match.
+# Answering the concern just raised is read from the call, not the words: a full cue.
 _FALLBACK_RULES = frozenset(
-    index for index, rule in enumerate(MOVE_RULES) if rule.pattern in {r".", r"\?", r"(?s).*"}
+    index
+    for index, rule in enumerate(MOVE_RULES)
+    if rule.pattern in {r".", r"\?", r"(?s).*"} and rule.when != "objection_open"
 )
 # Function words carry no move; a description's "about" must not make "about" a cue.
 _STOPWORD_TEXT = (
@@ -349,7 +468,11 @@ class WorldMoveLabeller:
     descriptions: dict[str, dict[str, float]]
     corrections: dict[str, dict[str, float]]
     correction_counts: dict[str, int]
-    rule_move: dict[str, str | None]
+    rule_move: dict[int, str | None]
+    """Each labelling rule's (MOVE_RULES index) counterpart among the world's moves."""
+    openings: frozenset[str] = frozenset()
+    """The world's opening moves: given past the call's opening only where a greeting's own
+    words are said (GREETING_RULE)."""
     unseen_idf: float = 1.0
     config: MoveLabellerConfig = field(default_factory=MoveLabellerConfig)
 
@@ -366,19 +489,42 @@ class WorldMoveLabeller:
             {token: count * self.idf.get(token, unseen) for token, count in counts.items()}
         )
 
+    def _in_opening(self, context: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether the call is still in its opening: under OPENING_AGENT_TURNS agent turns so
+        far, each of them given one of the world's opening moves by this labeller."""
+        earlier = _agent_turns(context)
+        if len(earlier) >= OPENING_AGENT_TURNS or not self.openings:
+            return False
+        return all(
+            self.label(context[:index], context[index].get("text") or "")[0] in self.openings
+            for index in earlier
+        )
+
+    def _rule_and_opening(
+        self, context: Sequence[Mapping[str, Any]], text: str
+    ) -> tuple[int, bool]:
+        opening = self._in_opening(context)
+        return _first_rule(context, text, opening=opening)[0], opening
+
     def scores(
-        self, context: Sequence[Mapping[str, Any]], text: str, *, rule_index: int | None = None
+        self,
+        context: Sequence[Mapping[str, Any]],
+        text: str,
+        *,
+        rule_index: int | None = None,
+        opening: bool | None = None,
     ) -> dict[str, float]:
-        """Each move's score for an agent turn (the label is the highest)."""
+        """Each move's score for an agent turn (the label is the highest allowed: past the
+        call's opening, an opening move only where the turn says a greeting's words)."""
+        if rule_index is None or opening is None:
+            rule_index, opening = self._rule_and_opening(context, text)
         vector = self._vector(text)
         scores = {
             name: _dot(vector, self.descriptions[name])
             + self.config.correction_weight * _dot(vector, self.corrections.get(name, {}))
             for name in self.names
         }
-        if rule_index is None:
-            rule_index = _rule_index(context, text)
-        cued = self.rule_move.get(MOVE_RULES[rule_index].move)
+        cued = self.rule_move.get(rule_index)
         if cued is not None:
             weight = (
                 self.config.fallback_cue_weight
@@ -388,12 +534,17 @@ class WorldMoveLabeller:
             scores[cued] += weight
         return scores
 
+    def _allowed(self, rule_index: int, opening: bool) -> list[str]:
+        if opening or rule_index == GREETING_RULE:
+            return self.names
+        return [name for name in self.names if name not in self.openings] or self.names
+
     def label(self, context: Sequence[Mapping[str, Any]], text: str) -> tuple[str, str]:
         """(move, reason) for an agent turn, given the call so far."""
-        rule_index = _rule_index(context, text)
-        scores = self.scores(context, text, rule_index=rule_index)
+        rule_index, opening = self._rule_and_opening(context, text)
+        scores = self.scores(context, text, rule_index=rule_index, opening=opening)
         # Ties go to the earlier move in the world's order (stable, never random).
-        best = max(self.names, key=lambda name: scores[name])
+        best = max(self._allowed(rule_index, opening), key=lambda name: scores[name])
         vector = self._vector(text)
         parts = [f"{scores[best]:.2f} overall"]
         description = _dot(vector, self.descriptions[best])
@@ -404,9 +555,8 @@ class WorldMoveLabeller:
             parts.append(
                 f"like {self.correction_counts[best]} reviewer correction(s) {corrected:.2f}"
             )
-        rule = MOVE_RULES[rule_index]
-        if self.rule_move.get(rule.move) == best:
-            parts.append(f"cue: {rule.reason}")
+        if self.rule_move.get(rule_index) == best:
+            parts.append(f"cue: {MOVE_RULES[rule_index].reason}")
         return best, "; ".join(parts)
 
     def label_turns(self, turns: Sequence[Mapping[str, Any]]) -> list[tuple[str, str] | None]:
@@ -419,31 +569,49 @@ class WorldMoveLabeller:
         ]
 
 
-def _rule_index(context: Sequence[Mapping[str, Any]], text: str) -> int:
-    return _first_rule(context, text)[0]
+def opening_moves(moves: Sequence[Mapping[str, str]]) -> frozenset[str]:
+    """The world's opening moves: those whose name or description speaks of opening or
+    greeting. A world without one has none (its first move may be a real step, "pitch", that
+    must stay free to label any turn)."""
+    vocabulary = set(move_tokens(OPENING_WORDS_TEXT))
+    return frozenset(
+        move["name"]
+        for move in moves
+        if vocabulary & set(move_tokens(f"{move['name']} {move.get('description', '')}"))
+    )
 
 
-def _rule_moves_onto(moves: Sequence[Mapping[str, str]]) -> dict[str, str | None]:
-    """Each rule move's counterpart among the world's moves: the same name, else the generic
-    step it stands for, else the world move whose words are closest to the rule's (None
-    where no move shares a word with it: that rule then cues nothing)."""
+def _rule_moves_onto(moves: Sequence[Mapping[str, str]]) -> dict[int, str | None]:
+    """Each rule's (MOVE_RULES index) counterpart among the world's moves: the rule move's own
+    name, else the generic step it stands for, else the move whose words share most with the
+    rule's reason and its step's words (STEP_WORDS); None where none shares a word, and that
+    rule then cues nothing. Only the greeting rules may land on an opening move: small talk
+    words in a description ("before the charity comes up") must not make one the home of
+    every detail or offer."""
     names = [move["name"] for move in moves]
+    openings = opening_moves(moves)
     documents = {
         move["name"]: set(move_tokens(f"{move['name']} {move.get('description', '')}"))
         for move in moves
     }
-    mapping: dict[str, str | None] = {}
-    for rule_move, role in ROLE_OF_RULE_MOVE.items():
-        if rule_move in names:
-            mapping[rule_move] = rule_move
-        elif role in names:
-            mapping[rule_move] = role
-        else:
-            reasons = " ".join(rule.reason for rule in MOVE_RULES if rule.move == rule_move)
-            words = set(move_tokens(f"{rule_move} {role} {reasons}"))
-            overlap = {name: len(words & documents[name]) for name in names}
-            best = max(names, key=lambda name: overlap[name])
-            mapping[rule_move] = best if overlap[best] else None
+    mapping: dict[int, str | None] = {}
+    for index, rule in enumerate(MOVE_RULES):
+        role = ROLE_OF_RULE_MOVE[rule.move]
+        if rule.move in names:
+            mapping[index] = rule.move
+            continue
+        if role in names:
+            mapping[index] = role
+            continue
+        candidates = [
+            name for name in names if (name in openings) == (rule.move == "greet")
+        ] or names
+        words = set(
+            move_tokens(f"{rule.move} {role} {rule.reason} {STEP_WORDS[rule.move]} {rule.words}")
+        )
+        overlap = {name: len(words & documents[name]) for name in candidates}
+        best = max(candidates, key=lambda name: overlap[name])
+        mapping[index] = best if overlap[best] else None
     return mapping
 
 
@@ -472,6 +640,7 @@ def fit_world_labeller(
         corrections={},
         correction_counts=Counter(c.move for c in corrections),
         rule_move=_rule_moves_onto(moves),
+        openings=opening_moves(moves),
         unseen_idf=math.log(1 + total) + 1.0,
         config=config or MoveLabellerConfig(),
     )
