@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
@@ -99,19 +99,58 @@ def train_move_strategy_api(request):
 
 
 class EnginesRunSerializer(serializers.Serializer):
-    algorithm = serializers.CharField(help_text="q-learning-online, reward-model or ppo")
+    algorithm = serializers.CharField(
+        help_text="q-learning-online, ppo or reward-model where the world has the simulator; "
+        "offline-outcome in a world of recorded calls (a route the world cannot run is a 400 "
+        "naming algorithm, saying why)"
+    )
     knobs = serializers.DictField(required=False, default=dict, help_text="name: value")
-    pack = serializers.SlugField(help_text="The world whose simulator it learns on")
+    pack = serializers.SlugField(help_text="The world the run learns in (and is listed in)")
     parent = _parent_field()
 
 
-@extend_schema(request=EnginesRunSerializer, responses={201: JobSerializer})
-@api_view(["POST"])
+class EnginesRunsSerializer(serializers.Serializer):
+    pack = serializers.CharField(help_text="The world listed: every run below is one of its")
+    results = JobSerializer(many=True)
+
+
+def _engines_world(pack: str | None) -> tuple[World | None, Response | None]:
+    """The world an Engines request names with `pack`; without one, the workspace's only
+    world. Else a 400 naming pack and how to fix it."""
+    if not pack:
+        worlds = list(World.objects.all()[:2])
+        if len(worlds) == 1:
+            return worlds[0], None
+        return None, _field_refused(
+            "pack", "Name the world with pack=<slug>: each world lists its own runs."
+        )
+    world = World.objects.filter(slug=pack).first()
+    if world is None:
+        return None, _field_refused("pack", f"No world '{pack}' in this workspace.")
+    return world, None
+
+
+@extend_schema(
+    methods=["GET"],
+    parameters=[OpenApiParameter("pack", str, description="The world whose runs to list")],
+    request=None,
+    responses={200: EnginesRunsSerializer},
+)
+@extend_schema(methods=["POST"], request=EnginesRunSerializer, responses={201: JobSerializer})
+@api_view(["GET", "POST"])
 @permission_classes([HasRole.at_least(MANAGER)])
 def engines_run_api(request):
-    """Start an Engines run; bad knobs get a 400 naming the knob before anything runs."""
-    from training.engines import engines_run_start
+    """GET: a world's Engines runs (newest 30; another world's never). POST: start a run in
+    the world named by pack; bad knobs, or a route the world cannot run, get a 400 naming the
+    field before anything runs."""
+    from training.engines import engines_run_start, engines_runs_of
 
+    if request.method == "GET":
+        world, refused = _engines_world(request.query_params.get("pack"))
+        if refused is not None:
+            return refused
+        runs = JobSerializer(engines_runs_of(world=world), many=True).data
+        return Response({"pack": world.slug, "results": runs})
     return _job_started(
         request,
         EnginesRunSerializer,
@@ -120,30 +159,70 @@ def engines_run_api(request):
             knobs=data["knobs"],
             world=world,
             parent=parent,
-            outcomes_world=World.objects.filter(calls__isnull=False).distinct().first(),
             started_by=request.user,
         ),
+    )
+
+
+class PromoteSerializer(serializers.Serializer):
+    confirm = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Needed when the run did worse than its parent; its version then says it "
+        "did not learn",
+    )
+    pack = serializers.SlugField(
+        required=False, help_text="The run's world (optional; another world's is refused)"
     )
 
 
 class PromotedSerializer(serializers.Serializer):
     version = serializers.IntegerField()
     label = serializers.CharField()
+    pack = serializers.CharField()
+    did_not_learn = serializers.ListField(child=serializers.CharField())
 
 
-@extend_schema(request=None, responses={201: PromotedSerializer})
+@extend_schema(request=PromoteSerializer, responses={201: PromotedSerializer})
 @api_view(["POST"])
 @permission_classes([HasRole.at_least(MANAGER)])
 def engines_run_promote_api(request, job_id: int):
-    """Make a finished Engines run a version (once)."""
-    from training.engines import engines_run_promote
+    """Make a finished Engines run a version of its own world (once). A run that did worse
+    than its parent is a 409 naming confirm until it is sent true."""
+    from training.engines import KnobError, PromoteNeedsConfirm, engines_run_promote
 
     job = get_object_or_404(Job, pk=job_id, kind="engines")
+    body = PromoteSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    world = None
+    if body.validated_data.get("pack"):
+        world, refused = _engines_world(body.validated_data["pack"])
+        if refused is not None:
+            return refused
     try:
-        version = engines_run_promote(job=job, promoted_by=request.user)
+        version = engines_run_promote(
+            job=job,
+            world=world,
+            confirm=body.validated_data["confirm"],
+            promoted_by=request.user,
+        )
+    except KnobError as error:
+        return _field_refused(error.knob or "pack", str(error))
+    except PromoteNeedsConfirm as error:
+        return Response(
+            {error.field: [str(error)], "detail": str(error)}, status=status.HTTP_409_CONFLICT
+        )
     except JobError as error:
         return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
-    return Response({"version": version.number, "label": version.label}, status=201)
+    return Response(
+        {
+            "version": version.number,
+            "label": version.label,
+            "pack": version.world.slug,
+            "did_not_learn": version.did_not_learn,
+        },
+        status=201,
+    )
 
 
 class WordingCardSerializer(serializers.Serializer):

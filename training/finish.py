@@ -134,7 +134,9 @@ def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
     return version
 
 
-def version_from_offline_moves(job: Job, result: dict[str, Any]) -> PolicyVersion:
+def version_from_offline_moves(
+    job: Job, result: dict[str, Any], *, name: str = "trained"
+) -> PolicyVersion:
     """The off-line learner on real calls: a version that prefers the moves that won, with
     its measurement on the held-out calls (learner, held-out calls, interval, trust)."""
     from training.offline import offline_comparison_report
@@ -177,7 +179,7 @@ def version_from_offline_moves(job: Job, result: dict[str, Any]) -> PolicyVersio
     }
     return version_register(
         world=_world_of(job),
-        name="trained",
+        name=name,
         parent=parent,
         move_strategy=strategy,
         learned_from=learned_from,

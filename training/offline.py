@@ -59,13 +59,11 @@ def offline_held_out_calls(*, world: World) -> list[dict[str, Any]]:
     return _calls_as_moves(world, held_out=True)
 
 
-def train_move_strategy_offline(
-    *, world: World, parent: PolicyVersion, seed: int = 0, started_by=None
-) -> Job:
-    """The "Move strategy" card where no simulator plays: the labels brought up to date with
-    the reviewers' corrections, then the training calls packed and the learner started."""
+def offline_spec(*, world: World, parent: PolicyVersion, seed: int = 0) -> dict[str, Any]:
+    """The off-line learner's spec, shared by the Train card and the Engines step: the labels
+    brought up to date with the reviewers' corrections, then the world's training calls."""
     calls_label_moves(world=world)
-    spec = {
+    return {
         "algorithm": OFFLINE_ALGORITHM,
         "moves": world.move_names,
         "calls": offline_training_calls(world=world),
@@ -73,6 +71,30 @@ def train_move_strategy_offline(
         "pack": world.slug,
         "parent_version": parent.number,
     }
+
+
+def offline_calls_missing(*, world: World) -> str:
+    """Why the off-line learner cannot run on `world` ("" when it can): it needs recorded
+    calls that were won or lost, outside the held-out ones. A read."""
+    learnable = (
+        Call.objects.filter(world=world, held_out=False)
+        .exclude(outcome=Call.Outcome.UNKNOWN)
+        .exists()
+    )
+    if learnable:
+        return ""
+    return (
+        f"{world.name} has no recorded calls with a won or lost outcome to learn from "
+        "(held-out calls are kept for measuring); import calls with their outcomes."
+    )
+
+
+def train_move_strategy_offline(
+    *, world: World, parent: PolicyVersion, seed: int = 0, started_by=None
+) -> Job:
+    """The "Move strategy" card where no simulator plays: the off-line learner on the world's
+    training calls, ending in a version."""
+    spec = offline_spec(world=world, parent=parent, seed=seed)
     return training_run_start(
         world=world,
         parent=parent,

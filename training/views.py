@@ -252,10 +252,10 @@ def job_action(request, job_id: int, action: str):
 
 def _form_knobs(post, algorithm: str) -> dict:
     """Knob values from the form as JSON numbers; blank fields keep the defaults."""
-    from trainers.moves.engines import knob_help
+    from training.engines import engines_knob_help
 
     knobs = {}
-    for row in knob_help(algorithm):
+    for row in engines_knob_help(algorithm):
         raw = post.get(f"knob_{row['name']}", "").strip()
         if raw == "":
             continue
@@ -273,67 +273,67 @@ def _form_knobs(post, algorithm: str) -> dict:
 
 @role_required(MANAGER)
 def engines(request):
-    from trainers.moves.engines import ALGORITHMS, knob_help
+    """The world in view's Engines: the routes it can run (and why the others cannot), and
+    its own runs. A run starts in that world, never in another that has a simulator."""
+    from training.engines import (
+        KnobError,
+        engines_knob_help,
+        engines_routes,
+        engines_run_start,
+        engines_runs_of,
+    )
 
-    runs = jobs_about_read(list(Job.objects.filter(kind="engines")[:30]))
-    chosen = request.POST.get("algorithm") or request.GET.get("algorithm") or "q-learning-online"
+    world = world_in_view(request)
+    routes = engines_routes(world=world) if world else []
+    runnable = [route.name for route in routes if not route.refused]
+    known = {route.name for route in routes}
+    chosen = request.POST.get("algorithm") or request.GET.get("algorithm") or ""
+    if chosen not in known:
+        chosen = runnable[0] if runnable else ""
+    versions = policies_answering(world=world) if world else []
+    live = policy_live(world=world) if world else None
     error, error_knob = "", ""
     if request.method == "POST":
-        from training.engines import KnobError, engines_run_start
-
-        world = world_in_view(request, first_if_none=False)
-        world = (
-            world
-            if world and world.scenarios.exists()
-            else World.objects.filter(scenarios__isnull=False).distinct().first()
-        )
-        outcomes_world = World.objects.filter(calls__isnull=False).distinct().first()
-        versions = (
-            {str(version.pk): version for version in policies_answering(world=world)}
-            if world
-            else {}
-        )
-        parent = versions.get(request.POST.get("parent", "")) or (
-            policy_live(world=world) if world else None
-        )
-        try:
-            job = engines_run_start(
-                algorithm=chosen,
-                knobs=_form_knobs(request.POST, chosen) if chosen in ALGORITHMS else {},
-                world=world,
-                parent=parent,
-                outcomes_world=outcomes_world,
-                started_by=request.user,
-            )
-        except KnobError as problem:
-            error, error_knob = str(problem), getattr(problem, "knob", "") or ""
+        posted = request.POST.get("algorithm", "")
+        by_pk = {str(version.pk): version for version in versions}
+        parent = by_pk.get(request.POST.get("parent", "")) or live
+        if world is None:
+            error, error_knob = "Make a world first: Engines runs in a world.", "world"
+        elif parent is None:
+            error, error_knob = f"{world.name} has no version to start from.", "parent"
         else:
-            messages.success(request, f"Engines run {job.pk} started: {job.title}.")
-            return redirect("engines-run", job_id=job.pk)
-    algorithms = [
-        {
-            "name": engine.name,
-            "label": engine.label,
-            "summary": engine.summary,
-            "knobs": knob_help(engine.name),
-        }
-        for engine in ALGORITHMS.values()
-    ]
+            try:
+                job = engines_run_start(
+                    algorithm=posted,
+                    knobs=_form_knobs(request.POST, posted) if posted in known else {},
+                    world=world,
+                    parent=parent,
+                    started_by=request.user,
+                )
+            except KnobError as problem:
+                error, error_knob = str(problem), getattr(problem, "knob", "") or ""
+            else:
+                messages.success(request, f"Engines run {job.pk} started: {job.title}.")
+                return redirect("engines-run", job_id=job.pk)
     return render(
         request,
         "training/engines.html",
         {
             "page": "engines",
-            "algorithms": algorithms,
-            "chosen": chosen if chosen in ALGORITHMS else "q-learning-online",
+            "world": world,
+            "routes": [
+                {**vars(route), "knobs": engines_knob_help(route.name)}
+                for route in routes
+                if not route.refused
+            ],
+            "refused_routes": [route for route in routes if route.refused],
+            "chosen": chosen,
             "posted": request.POST,
             "error": error,
             "error_knob": error_knob,
-            "runs": runs,
-            "versions": policies_answering(world=world_in_view(request))
-            if world_in_view(request)
-            else [],
-            "live": policy_live(world=world_in_view(request)) if world_in_view(request) else None,
+            "runs": jobs_about_read(engines_runs_of(world=world)) if world else [],
+            "versions": versions,
+            "live": live,
         },
         status=400 if error else 200,
     )
@@ -341,26 +341,40 @@ def engines(request):
 
 @role_required(MANAGER)
 def engines_run(request, job_id: int):
-    from training.engines import engines_comparison_world, engines_run_offline_comparison
+    """One run, in its own world: the header follows the run's world, so its page never reads
+    as another world's."""
+    from django.urls import reverse
+
+    from training.engines import (
+        engines_run_against_parent,
+        engines_run_held_out,
+        engines_run_offline_comparison,
+    )
 
     job = get_object_or_404(
         Job.objects.select_related(
-            "training_run__parent_version", "training_run__produced_version"
+            "training_run__world", "training_run__parent_version", "training_run__produced_version"
         ),
         pk=job_id,
         kind="engines",
     )
-    real_world = engines_comparison_world()
-    comparison = engines_run_offline_comparison(job=job, world=real_world)
+    world = training_run_of(job).world
+    in_view = world_in_view(request)
+    if world is not None and (in_view is None or in_view.pk != world.pk):
+        return redirect(f"{reverse('engines-run', args=[job.pk])}?world={world.slug}")
+    comparison = engines_run_offline_comparison(job=job, world=world)
     return render(
         request,
         "training/engines_run.html",
         {
             "page": "engines",
             "job": job,
+            "world": world,
             "payload": job_payload(job),
             "result": job.result or {},
             "comparison": comparison,
+            "held_out": engines_run_held_out(job=job),
+            "standing": engines_run_against_parent(job=job),
             "charts": {
                 "curve": (job.result or {}).get("learning_curve") or [],
                 "scenarios": [
@@ -379,15 +393,22 @@ def engines_run(request, job_id: int):
 @require_POST
 @role_required(MANAGER)
 def engines_run_promote_view(request, job_id: int):
-    from training.engines import engines_run_promote
+    """Promote in the run's world (the form names it); a run that did worse than its parent
+    only with the confirm box ticked."""
+    from training.engines import KnobError, engines_run_promote
 
     job = get_object_or_404(Job, pk=job_id, kind="engines")
     try:
-        version = engines_run_promote(job=job, promoted_by=request.user)
-    except JobError as error:
+        version = engines_run_promote(
+            job=job,
+            world=world_in_view(request, first_if_none=False),
+            confirm=request.POST.get("confirm", "") in {"1", "true", "on", "yes"},
+            promoted_by=request.user,
+        )
+    except (JobError, KnobError) as error:
         messages.error(request, str(error))
     else:
-        messages.success(request, f"Promoted to {version.label}.")
+        messages.success(request, f"Promoted to {version.label} of {version.world.name}.")
     return redirect("engines-run", job_id=job.pk)
 
 

@@ -85,7 +85,7 @@ def test_it_starts_a_run_that_ends_in_a_measurement_not_a_version(
 def _finished_run(lettings, baseline) -> Job:
     spec = {
         "algorithm": "q-learning-online",
-        "knobs": {"episodes": 2048, "time_budget_s": 0},
+        "knobs": {"episodes": 300_000, "time_budget_s": 0},
         "scenarios": ["young-professional-price"],
     }
     result = q_learning_run(spec)
@@ -107,7 +107,7 @@ def test_it_promotes_a_finished_run_once(lettings, baseline):
     version = engines_run_promote(job=job)
     assert version.label == "v2 · promoted"
     assert version.learned_from["algorithm"] == "q-learning-online"
-    assert version.learned_from["knobs"]["episodes"] == 2048
+    assert version.learned_from["knobs"]["episodes"] == 300_000
     assert version.move_strategy["kind"] == "table"
     job.refresh_from_db()
     with pytest.raises(JobError, match="already promoted"):
