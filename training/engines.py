@@ -264,10 +264,7 @@ def engines_run_offline_comparison(*, job: Job, world: World | None) -> dict[str
     strategy = (job.result or {}).get("strategy")
     if not strategy or strategy.get("kind") != "table":
         return None
-    if world is None or set(world.move_names) != set(MOVES):
-        return None
-    calls = _calls_with_moves(world)
-    if not calls:
+    if world is None or set(world.move_names) != set(MOVES) or not _has_outcomes(world):
         return None
     calls_label_moves(world=world)
     calls = _calls_with_moves(world)
