@@ -23,6 +23,7 @@ class ArenaConfig(AppConfig):
         )
         from arena.missions import duel_mission
         from arena.selectors import world_list_with_counts
+        from arena.services.pairs import DUEL_PAIRS_KIND, DUEL_PAIRS_TRAINER, duel_pairs_job_run
         from levers9.game import home_part_register, mission_register
         from levers9.jobs.kinds import JobKind, job_kind_register, trainer_register
 
@@ -37,3 +38,7 @@ class ArenaConfig(AppConfig):
         # A model judge is measured where it runs: calling its model, in the worker.
         job_kind_register(JobKind(JUDGE_MEASURE_KIND, "Model judge measurement"))
         trainer_register(JUDGE_MEASURE_TRAINER, function=judge_measure_run)
+        # The Duel's pairs, written where a model answers or the judge reads with a base
+        # (seconds a reply): in the worker, with its progress, while the page stays usable.
+        job_kind_register(JobKind(DUEL_PAIRS_KIND, "Duel pairs"))
+        trainer_register(DUEL_PAIRS_TRAINER, function=duel_pairs_job_run)

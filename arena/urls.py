@@ -10,6 +10,7 @@ urlpatterns = [
     path("duel/", views.duel, name="duel"),
     path("duel/freeze/", views.duel_freeze, name="duel-freeze"),
     path("duel/generate/", views.duel_generate, name="duel-generate"),
+    path("duel/panel/", views.duel_panel, name="duel-panel"),
     path("world/", views.world_page, name="world"),
     path("world/new/", views.world_new, name="world-new"),
     path("world/<slug:slug>/", views.world_settings_save, name="world-save"),

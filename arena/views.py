@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.core.validators import validate_slug
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -50,11 +51,13 @@ from arena.selectors import (
 from arena.services import (
     WorldBadInput,
     duel_next,
+    duel_pairs_jobs_active,
     duel_pairs_request,
     preference_freeze,
     world_create,
     world_update,
 )
+from levers9.jobs.progress import job_payloads
 from levers9.providers import provider_choices
 from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required
 
@@ -107,9 +110,6 @@ def duel(request):
         pair = None
     context.update(
         {
-            "duel_world": world,
-            "selection": selection,
-            "selection_params": selection.as_params(),
             "item": duel_item(pair) if pair else None,
             "reasons": [
                 {
@@ -121,16 +121,46 @@ def duel(request):
                 for number, name in enumerate(DIMENSIONS, start=1)
             ],
             "dimensions": [(name, DIMENSION_LABELS[name]) for name in DIMENSIONS],
-            "stats": duel_stats(world, reviewer=request.user),
-            "map": world_map(world, selection=selection),
-            "scenarios": world.scenarios.order_by("name"),
-            "queue_orders": list(QUEUE_ORDERS.items()),
             "versions": preference_versions()[:10],
             "answering": agents().answering(world=world),
             "can_freeze": has_role(request.user, MANAGER),
         }
     )
+    context.update(_duel_panel_context(request, world, selection))
+    # Pairs a job is writing (a model answers, or the judge reads with a base): their progress
+    # shows under "More pairs", live over the websocket (static/jobs.js).
+    pairs_jobs = list(duel_pairs_jobs_active(world))
+    context.update({"pairs_jobs": pairs_jobs, "pairs_job_payloads": job_payloads(pairs_jobs)})
     return render(request, "arena/duel.html", context)
+
+
+def _duel_panel_context(request, world: World, selection: QueueSelection) -> dict:
+    """The Duel's side panel: the queue's figures and the world's map, for this selection."""
+    return {
+        "duel_world": world,
+        "selection": selection,
+        "selection_params": selection.as_params(),
+        "panel_query": urlencode({"world": world.slug, **selection.as_params()}),
+        "stats": duel_stats(world, reviewer=request.user),
+        "map": world_map(world, selection=selection),
+        "scenarios": world.scenarios.order_by("name"),
+        "queue_orders": list(QUEUE_ORDERS.items()),
+    }
+
+
+@role_required(REVIEWER)
+def duel_panel(request):
+    """The Duel's side panel alone: the page fetches it again after each pick and as a pairs
+    job writes pairs (static/duel_panel.js), so the open pairs, the picks and the map's counts
+    keep up without a reload."""
+    world = world_in_view(request)
+    if world is None:
+        raise Http404("This workspace has no world yet.")
+    try:
+        selection = QueueSelection.from_params(request.GET, world=world)
+    except DuelError:  # the page said so when it loaded; the panel shows everything
+        selection = QueueSelection()
+    return render(request, "arena/_duel_panel.html", _duel_panel_context(request, world, selection))
 
 
 @require_POST
@@ -152,7 +182,9 @@ def duel_freeze(request):
 @role_required(REVIEWER)
 def duel_generate(request):
     """The Duel's "Make pairs": pairs for the world the form names (its hidden `world`),
-    between the versions chosen or the default two, then back to that world's Duel."""
+    between the versions chosen or the default two, then back to that world's Duel. Where
+    they are slow (a model answers, or the judge reads with a base: seconds a reply) none is
+    written while the browser waits: a job writes them all and the Duel shows its progress."""
     world = world_in_view(request)
     scenario = request.POST.get("scenario") or ""
     params = {"world": world.slug if world else "", "scenario": scenario}
@@ -177,22 +209,24 @@ def duel_generate(request):
             count=min(max(count, 1), 200),
             versions=versions,
             scenario=scenario or None,
+            now=0,
+            started_by=request.user,
+            on_request=True,
         )
     except (DuelError, ValueError) as error:
         messages.error(request, f"No pairs made: {error}")
-    else:
-        later = (
-            f" {requested.later} more are being written in the background (a model answers, "
-            "seconds per reply): they join the queue as they come."
-            if requested.later
-            else ""
-        )
-        chosen = (
-            " (from " + ", ".join(version.label for version in versions) + ")" if versions else ""
-        )
+        return redirect(back)
+    chosen = " (from " + ", ".join(version.label for version in versions) + ")" if versions else ""
+    if requested.job is not None:
         messages.success(
-            request, f"{requested.made} new pairs in the {world.name} queue{chosen}.{later}"
+            request,
+            f"Making {requested.later} pairs for the {world.name} queue{chosen} in the "
+            f"background (job {requested.job.pk}; a model answers or the judge reads each "
+            "reply, seconds a pair): its progress shows under More pairs, and the pairs join "
+            "the queue as they come. Go on reviewing meanwhile.",
         )
+    else:
+        messages.success(request, f"{requested.made} new pairs in the {world.name} queue{chosen}.")
     return redirect(back)
 
 

@@ -4,9 +4,9 @@ The judge's overrides and rescoring are arena.judge.overrides'.
 
 Each sub-domain has its module (worlds, calls, pairs, queue, freeze); this package
 re-exports their services, so callers import from `arena.services` and dotted task paths
-such as "arena.services.duel_pairs_generate_later" and "arena.services.world_create_lettings"
-keep resolving here. A test that patches what a service reads patches it in the module that
-holds the service (say "arena.services.pairs.enqueue_in_workspace"), not here.
+such as "arena.services.world_create_lettings" keep resolving here. A test that patches what a
+service reads patches it in the module that holds the service (say
+"arena.services.pairs.judge_reads_with_a_base"), not here.
 """
 
 from __future__ import annotations
@@ -33,13 +33,16 @@ from arena.services.move_labels import (
     move_labels_agreement,
 )
 from arena.services.pairs import (
+    DUEL_PAIRS_KIND,
+    DUEL_PAIRS_TRAINER,
     PAIR_BATCH,
     SECOND_OPINION_EVERY,
     SLOW_BATCH,
     JudgeFailed,
     PairsRequested,
     duel_pairs_generate,
-    duel_pairs_generate_later,
+    duel_pairs_job_run,
+    duel_pairs_jobs_active,
     duel_pairs_request,
     duel_versions,
 )
@@ -76,6 +79,8 @@ __all__ = [
     "preferences_import",
     "preferences_validate",
     "COPY_BUFFER_BYTES",
+    "DUEL_PAIRS_KIND",
+    "DUEL_PAIRS_TRAINER",
     "LETTINGS_WORLD_SLUG",
     "MAX_CALL_ID_LENGTH",
     "OUTCOMES",
@@ -97,7 +102,8 @@ __all__ = [
     "calls_validate",
     "duel_next",
     "duel_pairs_generate",
-    "duel_pairs_generate_later",
+    "duel_pairs_job_run",
+    "duel_pairs_jobs_active",
     "duel_pairs_request",
     "duel_pairs_request_opinion",
     "duel_reservations_release",

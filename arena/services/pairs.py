@@ -1,20 +1,21 @@
 """The Duel's pair making: which versions answer, candidate replies from real calls
 or simulated episodes, the judge's best-against-worst drafts, saving a batch, and asking
-for pairs now or (when a model answers) in a background task."""
+for pairs now or (when a model answers, or the judge reads with a base) as a job with its
+progress (kind "duel-pairs", registered in arena.apps). Workspace schema."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from django.db import transaction
 from django.db.models import CharField as CharFieldType
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.functions import MD5, Cast
 
 from arena import preference_format
@@ -27,7 +28,10 @@ from arena.models import Call, DuelPair, Judgement, Moment, Reply, Scenario, Tur
 from arena.selectors import policy_versions_numbered
 from arena.services._common import _advisory_lock
 from arena.services.move_labels import calls_label_moves
-from levers9.tasks import enqueue_in_workspace
+from levers9.jobs.models import Job
+from levers9.jobs.services import job_start
+from levers9.models import GpuPool
+from levers9.pools import pool_default
 from trainers.moves.simulator import (
     MOVES,
     LettingsWorld,
@@ -383,11 +387,17 @@ def duel_pairs_generate(
         return len(_drafts_save(world, drafts)) if drafts else 0
 
 
-# --- asking for pairs: now, or the rest in the background ---------------------------------
+# --- asking for pairs: now, or as a job with its progress --------------------------------
 
 SLOW_BATCH = 2
-"""Pairs written while a reviewer waits when a version answers from a model: a small model on
-a CPU takes seconds per reply, so the rest of the batch is written in the background."""
+"""Pairs written at a time when a version answers from a model or the judge reads with a base
+(seconds per reply on a CPU): at most this many while an API caller waits, the rest by a job,
+this many a step."""
+
+# The job that writes pairs in the worker (registered in arena.apps): it needs the database,
+# so it is a function in the worker, not a trainer process.
+DUEL_PAIRS_KIND = "duel-pairs"
+DUEL_PAIRS_TRAINER = "duel-pairs"
 
 
 def _answers_from_a_model(versions: Sequence[Any]) -> bool:
@@ -399,7 +409,10 @@ class PairsRequested:
     made: int
     """Pairs in the queue now."""
     later: int
-    """Pairs a background task is writing (a model answers, seconds per reply)."""
+    """Pairs a job is writing (a model answers or the judge reads with a base: seconds a
+    reply), joining the queue as they come."""
+    job: Any = None
+    """That job (levers9.jobs.models.Job), whose progress pages follow; None when none."""
 
 
 def duel_pairs_request(
@@ -408,53 +421,105 @@ def duel_pairs_request(
     count: int = PAIR_BATCH,
     scenario: str | None = None,
     versions: Sequence[Any] | None = None,
+    now: int = SLOW_BATCH,
+    started_by=None,
+    on_request: bool = False,
 ) -> PairsRequested:
     """Make `count` pairs. The simulator answers in microseconds, so all are written now;
-    when a version answers from a model, or the world's judge reads each reply with a base, a
-    few now and the rest by a background task, so no request (and no reviewer) waits minutes."""
+    when a version answers from a model, or the world's judge reads each reply with a base,
+    at most `now` are written while the caller waits and the rest by a job with its progress
+    (the Duel page's "Make pairs" waits for none: `now=0`).
+
+    `on_request`: a person asked for these pairs (the page's button, the API's generate), so
+    the job counts against the workspace's job limits. Otherwise (the queue topping itself up
+    when it runs dry) nobody clicked: a pairs job of the world already on its way is enough,
+    and nothing is written while the caller waits; with none on its way, the job it starts
+    is refused by no limit (refusing it would fail the reviewer's next pair)."""
     # Chosen once here (the default choice reconciles endpoints) and handed on as is.
     chosen = duel_versions(world=world, versions=versions)
     slow = _answers_from_a_model(chosen) or judge_reads_with_a_base(world)
-    if count <= SLOW_BATCH or not slow:
+    if not slow or count <= now:
         made = duel_pairs_generate(world=world, count=count, scenario=scenario, versions=chosen)
         return PairsRequested(made=made, later=0)
-    made = duel_pairs_generate(world=world, count=SLOW_BATCH, scenario=scenario, versions=chosen)
+    if not on_request:
+        on_its_way = duel_pairs_jobs_active(world).first()
+        if on_its_way is not None:
+            return PairsRequested(made=0, later=0, job=on_its_way)
+    made = (
+        duel_pairs_generate(world=world, count=now, scenario=scenario, versions=chosen)
+        if now > 0
+        else 0
+    )
     later = count - made
-    # Named versions stay named; the default choice is made again when the task runs.
+    # Named versions stay named; the default choice is made again when the job runs.
     numbers = [version.number for version in versions] if versions else []
-    transaction.on_commit(
-        lambda: enqueue_in_workspace(
-            "arena.services.duel_pairs_generate_later",
-            world.pk,
-            later,
-            scenario or "",
-            numbers,
-            task_name=f"duel-pairs-{world.slug}",
-        )
+    job = _duel_pairs_job_start(
+        world=world,
+        count=later,
+        scenario=scenario or "",
+        version_numbers=numbers,
+        started_by=started_by,
+        on_request=on_request,
     )
-    return PairsRequested(made=made, later=later)
+    return PairsRequested(made=made, later=later, job=job)
 
 
-def duel_pairs_generate_later(
-    world_id: int, count: int, scenario: str = "", version_numbers: Sequence[int] = ()
-) -> int:
-    """Background: write `count` pairs a few at a time, each few in its own transaction so
-    reviewers get them as they come. Returns how many it wrote."""
-    world = World.objects.get(pk=world_id)
-    versions = (
-        policy_versions_numbered(numbers=list(version_numbers), world=world)
-        if version_numbers
-        else None
+def _duel_pairs_job_start(
+    *,
+    world: World,
+    count: int,
+    scenario: str,
+    version_numbers: list[int],
+    started_by,
+    on_request: bool,
+) -> Job:
+    """A job in the worker on the CPU pool (where the judge's base reads on this machine)."""
+    try:
+        pool = pool_default(gpu=False)
+    except GpuPool.DoesNotExist as error:
+        raise DuelConflict(f"No pairs can be made in the background: {error}") from None
+    asked = {"world": world.pk, "count": count, "scenario": scenario, "versions": version_numbers}
+    return job_start(
+        kind=DUEL_PAIRS_KIND,
+        trainer=DUEL_PAIRS_TRAINER,
+        spec={**asked, "world": world.slug},
+        pool=pool,
+        title=f"Make {count} pairs for the {world.name} Duel",
+        started_by=started_by,
+        # The job's world is in what its finish needs: the platform's job names no world.
+        finish_needs=asked,
+        within_workspace_limits=on_request,
     )
+
+
+def duel_pairs_jobs_active(world: World) -> QuerySet[Job]:
+    """The world's pairs jobs waiting or running, oldest first (what the Duel page follows)."""
+    return Job.objects.filter(
+        kind=DUEL_PAIRS_KIND, finish_needs__world=world.pk, state__in=Job.ACTIVE_STATES
+    ).order_by("id")
+
+
+def duel_pairs_job_run(job_id: int, progress: Callable[..., None]) -> dict[str, Any]:
+    """The job's work, in the worker and the job's workspace: write the pairs a few at a time,
+    each few in its own transaction so reviewers get them as they come, and say how far it
+    is after each few."""
+    job = Job.objects.get(pk=job_id)
+    asked = job.finish_needs or {}
+    world = World.objects.get(pk=asked.get("world"))
+    count = int(asked.get("count") or 0)
+    numbers = [int(number) for number in asked.get("versions") or []]
+    versions = policy_versions_numbered(numbers=numbers, world=world) if numbers else None
     made = 0
+    progress(0, count, pairs=0)
     while made < count:
         new = duel_pairs_generate(
             world=world,
             count=min(SLOW_BATCH, count - made),
-            scenario=scenario or None,
+            scenario=asked.get("scenario") or None,
             versions=versions,
         )
         if not new:
             break  # no moment left that makes a pair
         made += new
-    return made
+        progress(made, count, pairs=made)
+    return {"made": made, "asked": count}

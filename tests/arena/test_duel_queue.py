@@ -109,22 +109,18 @@ def test_it_says_so_when_nothing_is_left(in_workspace, rita):
 
 
 def test_a_model_answering_writes_a_few_pairs_now_and_the_rest_in_the_background(
-    in_workspace, monkeypatch, django_capture_on_commit_callbacks
+    in_workspace, django_capture_on_commit_callbacks
 ):
     """A trained version on a CPU takes seconds per reply: the reviewer waits for two pairs,
-    not forty; a background task writes the rest of the batch."""
-    from arena.services import PAIR_BATCH, SLOW_BATCH, duel_pairs_generate_later
+    not forty; a job writes the rest of the batch."""
+    from arena.services import DUEL_PAIRS_KIND, PAIR_BATCH, SLOW_BATCH, duel_pairs_job_run
+    from levers9.jobs.models import Job
     from policies.models import PolicyVersion
     from policies.services import version_runs_on_set
     from tests.policies.stub_server import StubModelServer
 
     world = World.objects.get(slug="lettings")
     reviewer = make_user(in_workspace, "slow@acme.test", "reviewer")
-    queued: list[tuple] = []
-    monkeypatch.setattr(
-        "arena.services.pairs.enqueue_in_workspace",
-        lambda *args, **options: queued.append(args) or "task-top-up",
-    )
     stub = StubModelServer().start()
     try:
         version_runs_on_set(
@@ -133,20 +129,20 @@ def test_a_model_answering_writes_a_few_pairs_now_and_the_rest_in_the_background
             model="Qwen/Qwen3-14B",
             endpoint_url=stub.base_url,
         )
-        with django_capture_on_commit_callbacks(execute=True):
+        with django_capture_on_commit_callbacks(execute=False):
             pair = duel_next(world=world, reviewer=reviewer)
         assert pair is not None
         assert DuelPair.objects.filter(world=world).count() <= SLOW_BATCH
         asked_now = len(stub.requests)
-        assert len(queued) == 1
-        path, world_id, later, scenario, numbers = queued[0]
-        assert (path, world_id, scenario, numbers) == (
-            "arena.services.duel_pairs_generate_later",
-            world.pk,
-            "",
-            [],
-        )
-        made = duel_pairs_generate_later(world_id, later, scenario, numbers)
+        job = Job.objects.get(kind=DUEL_PAIRS_KIND)
+        later = PAIR_BATCH - DuelPair.objects.filter(world=world).count()
+        assert job.finish_needs == {
+            "world": world.pk,
+            "count": later,
+            "scenario": "",
+            "versions": [],
+        }
+        made = duel_pairs_job_run(job.pk, lambda step, total, **metrics: None)["made"]
     finally:
         stub.stop()
     assert DuelPair.objects.filter(world=world, is_open=True).count() >= PAIR_BATCH
@@ -160,7 +156,7 @@ def test_the_simulator_answering_refills_a_whole_batch_at_once(in_workspace, mon
     world = World.objects.get(slug="lettings")
     reviewer = make_user(in_workspace, "quick@acme.test", "reviewer")
     monkeypatch.setattr(
-        "arena.services.pairs.enqueue_in_workspace",
+        "arena.services.pairs.job_start",
         lambda *args, **options: pytest.fail("nothing to do in the background"),
     )
     assert duel_next(world=world, reviewer=reviewer) is not None
