@@ -22,13 +22,13 @@ class ArenaConfig(AppConfig):
             judge_fit_finish,
         )
         from arena.missions import duel_mission
-        from arena.selectors import world_list_with_counts
+        from arena.selectors import world_rows_described
         from arena.services.pairs import DUEL_PAIRS_KIND, DUEL_PAIRS_TRAINER, duel_pairs_job_run
         from levers9.game import home_part_register, mission_register
         from levers9.jobs.kinds import JobKind, job_kind_register, trainer_register
 
         mission_register(3, duel_mission)
-        home_part_register("world_rows", world_list_with_counts)
+        home_part_register("world_rows", world_rows_described)
         # A world's judge is fitted on the CPU pool by the pure trainer; the finish numbers it,
         # the end refits if the world gained picks or overrides while it ran.
         job_kind_register(

@@ -43,12 +43,92 @@ def world_has_real_calls(world: World) -> bool:
     return world.calls.exists()
 
 
+# What a world is, by who plays the customer there (WorldDescription.kind): the simulator's
+# scripted customers, its real recorded calls, or nothing yet (a business world before its
+# calls are imported).
+WORLD_SIMULATED = "simulated"
+WORLD_RECORDED = "recorded"
+WORLD_NO_CALLS = "no-calls"
+
+
+def _calls(count: int) -> str:
+    return f"{count} real recorded call" + ("" if count == 1 else "s")
+
+
+@dataclass(frozen=True)
+class WorldDescription:
+    """What a world is, said the same way on every page (the header, Home, the World page,
+    Policies): who plays the customer there, and what to do where nothing does yet.
+
+    `kind` follows World.has_simulator, the test policies.agents answers by: a world with
+    scenarios plays scripted customers; without, only its recorded calls are customers."""
+
+    world: World
+    kind: str
+    call_count: int
+
+    @property
+    def customer(self) -> str:
+        """Who plays the customer, named after the world's business (never a model)."""
+        name = self.world.name
+        if self.kind == WORLD_SIMULATED:
+            also = f" and its {_calls(self.call_count)}" if self.call_count else ""
+            return f"simulated customers of {name}{also}"
+        if self.kind == WORLD_RECORDED:
+            return f"{_calls(self.call_count)} of {name}"
+        return f"no calls yet: {name} has no simulator; import its recorded calls"
+
+    @property
+    def customers_short(self) -> str:
+        """The same in a table cell (Home's list of worlds)."""
+        if self.kind == WORLD_SIMULATED:
+            return "simulated customers" + (
+                f" and {_calls(self.call_count)}" if self.call_count else ""
+            )
+        if self.kind == WORLD_RECORDED:
+            return _calls(self.call_count)
+        return "no calls yet: import them"
+
+    @property
+    def next_step(self) -> str:
+        """What to do before anything can happen here; "" where the world can be played."""
+        if self.kind != WORLD_NO_CALLS:
+            return ""
+        return (
+            f"Import {self.world.name}'s recorded calls (JSON lines, one call each): the admin's "
+            f"Import real calls on this world, POST /api/rl/packs/{self.world.slug}/calls/import/, "
+            f"or manage.py import_calls FILE --workspace <workspace> --pack {self.world.slug}. "
+            "The Duel, Train and Evaluate have nothing to play until then."
+        )
+
+
+def world_description(world: World) -> WorldDescription:
+    """The one answer to "what is this world": its kind and how many real calls it holds.
+    Reads the counts a list annotated (world_rows_described), else asks the database."""
+    scenario_count = getattr(world, "scenario_count", None)
+    simulated = world.has_simulator if scenario_count is None else scenario_count > 0
+    call_count = getattr(world, "call_count", None)
+    if call_count is None:
+        call_count = world.calls.count()
+    if simulated:
+        kind = WORLD_SIMULATED
+    elif call_count:
+        kind = WORLD_RECORDED
+    else:
+        kind = WORLD_NO_CALLS
+    return WorldDescription(world=world, kind=kind, call_count=call_count)
+
+
+def world_rows_described() -> list[WorldDescription]:
+    """Every world with its counts (calls, won calls, scenarios) and its description, for
+    Home's list of worlds."""
+    return [world_description(world) for world in world_list_with_counts().order_by("name")]
+
+
 def world_customer_label(world: World) -> str:
     """Who plays the customer, named after the world's business: never a model — its real
-    recorded calls or the simulator's personas."""
-    if world_has_real_calls(world):
-        return f"real recorded calls of {world.name}"
-    return f"simulated customers of {world.name}"
+    recorded calls, the simulator's personas, or none yet (WorldDescription.customer)."""
+    return world_description(world).customer
 
 
 def world_by_slug(slug: str) -> World:

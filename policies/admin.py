@@ -25,10 +25,10 @@ from arena.models import World
 from levers9.models import GpuPool
 from levers9.providers import ANTHROPIC, OPENAI, SIMULATOR, VLLM
 from levers9.roles import OWNER, REVIEWER, RoleAdminMixin
-from policies.canary import canary_running, canary_start
+from policies.canary import canary_running, canary_share_from_percent, canary_start
 from policies.endpoints import endpoint_delete, endpoint_release, version_release, version_serve
 from policies.errors import PolicyError
-from policies.live import LiveError, live_version, version_make_live
+from policies.live import LiveError, live_version, make_live_warnings, version_make_live
 from policies.models import Endpoint, PolicyVersion, ReplyAuthor
 from policies.selectors import VersionRow, versions_with_verdicts
 from policies.services import JUDGE_MODEL, version_runs_on_set
@@ -42,7 +42,9 @@ def _each(modeladmin, request, items, operation, done: str) -> None:
         try:
             operation(item)
         except (PolicyError, LiveError) as error:
-            modeladmin.message_user(request, f"{item}: {error}", messages.WARNING)
+            # The item named once: most refusals already begin with it.
+            said = str(error) if str(error).startswith(str(item)) else f"{item}: {error}"
+            modeladmin.message_user(request, said, messages.WARNING)
         else:
             count += 1
     if count:
@@ -472,15 +474,11 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
                 ("Judge version", figures["judge"] or "—"),
                 ("In words", figures["words"]),
             ]
-        warnings = [f"Did not learn: {reason}" for reason in version.did_not_learn]
-        if figures is not None and figures["lost"]:
-            warnings.append(f"{version.label} lost its last evaluation.")
-        if figures is None:
-            warnings.append(f"{version.label} has not been evaluated.")
-        if canary is not None:
-            warnings.append(
-                f"The running canary ({canary}) ends: making a version live by hand ends it."
-            )
+        # The same warnings as the Policies page's Make live (policies.live).
+        row = panel.rows.get(version.pk)
+        warnings = make_live_warnings(
+            version=version, evaluation=row.evaluation if row else None, canary=canary
+        )
         return self._step(
             request,
             queryset,
@@ -605,8 +603,8 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
             return None
         form = CanaryForm(request.POST if self._confirmed(request) else None)
         if form.is_bound and form.is_valid():
-            share = form.cleaned_data["share_percent"] / 100
             try:
+                share = canary_share_from_percent(form.cleaned_data["share_percent"])
                 canary_start(candidate=version, share=share, by=request.user)
             except LiveError as error:
                 self.message_user(request, str(error), messages.ERROR)

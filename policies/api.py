@@ -31,17 +31,29 @@ from policies.selectors import endpoints_list, version_lineage
 from policies.services import JUDGE_MODEL, version_runs_on_set
 
 
-def world_for_pack(pack: str | None, *, field: str = "pack") -> World:
-    """The world a request names by slug; none named: the first world by name (as the pages
-    show when none is chosen). An unknown slug is a 400 naming the field."""
-    world = (
-        World.objects.filter(slug=pack).first() if pack else World.objects.order_by("name").first()
-    )
-    if world is None:
+def world_for_pack(pack: str | None, *, field: str = "pack", named: bool = False) -> World:
+    """The world a request names by slug. None named: the first world by name (as the pages
+    show when none is chosen), or, with `named`, the only world of the workspace, and a 400
+    naming the field where there are several (a live call sent to a world by the order of
+    names lands in a business it is not). An unknown slug is a 400 naming the field."""
+    if pack:
+        world = World.objects.filter(slug=pack).first()
+        if world is None:
+            raise serializers.ValidationError({field: [f"No world '{pack}' in this workspace."]})
+        return world
+    slugs = list(World.objects.order_by("name").values_list("slug", flat=True)[:2])
+    if not slugs:
+        raise serializers.ValidationError({field: ["No world yet."]})
+    if named and len(slugs) > 1:
+        every = ", ".join(World.objects.order_by("name").values_list("slug", flat=True))
         raise serializers.ValidationError(
-            {field: [f"No world '{pack}' in this workspace." if pack else "No world yet."]}
+            {
+                field: [
+                    f"Name the world: this workspace has several, give '{field}' as one of {every}."
+                ]
+            }
         )
-    return world
+    return World.objects.get(slug=slugs[0])
 
 
 class EndpointSerializer(serializers.ModelSerializer):

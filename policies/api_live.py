@@ -1,9 +1,10 @@
 """API of Make live, the canary and live calls (for integrations).
 
-Each world (pack) has its own live version and canary. Every call here takes an optional
-`pack` (a world's slug; in the body of a POST, in the query of a GET); left out, it is the
-first world by name, the one the pages show when none is chosen — in a workspace with one
-world, that world. An unknown pack is a 400 naming `pack`. The answers name the world.
+Each world (pack) has its own live version and canary. Every call here takes `pack` (a world's
+slug; in the body of a POST, in the query of a GET). It may be left out only in a workspace
+with one world; where there are several, leaving it out is a 400 naming `pack` (a live call
+sent to the first world by name landed in another business). An unknown pack is a 400 naming
+`pack`. The answers name the world.
 """
 
 from __future__ import annotations
@@ -20,20 +21,23 @@ from arena.services.calls import MAX_TURN_TEXT
 from levers9.roles import MANAGER, OWNER, HasRole
 from policies.api import world_for_pack
 from policies.canary import (
+    CanaryShareError,
     canary_comparison,
     canary_promote,
     canary_roll_back,
     canary_running,
+    canary_share_check,
     canary_start,
     caused_won_rates,
     live_call_route,
 )
 from policies.live import LiveError, live_call_record, version_make_live
 from policies.models import PolicyVersion
+from policies.selectors import policy_version_numbered
 
 PACK_HELP = (
-    "The world (pack) by slug; left out: the first world by name (the only one in a "
-    "workspace with one world)."
+    "The world (pack) by slug; required where the workspace has several worlds (left out in a "
+    "workspace with one world: that world)."
 )
 
 
@@ -74,8 +78,18 @@ class LiveOutcomeSerializer(serializers.Serializer):
 
 class CanaryStartSerializer(serializers.Serializer):
     candidate = serializers.IntegerField(help_text="Candidate version number, in the pack")
-    share = serializers.FloatField(help_text="Share of live calls for the candidate, 0–1")
+    share = serializers.FloatField(
+        help_text="Share of live calls for the candidate: a fraction, more than 0 and less "
+        "than 1 (0.1 for 10%)"
+    )
     pack = _pack_field()
+
+    def validate_share(self, share: float) -> float:
+        # The API's unit is a fraction; the pages' is percent (canary_share_from_percent).
+        try:
+            return canary_share_check(share)
+        except CanaryShareError as error:
+            raise serializers.ValidationError(str(error)) from error
 
 
 class PackSerializer(serializers.Serializer):
@@ -139,9 +153,10 @@ def _canary_body(world: World) -> dict:
 
 
 def _pack_of(request) -> World:
-    """The world the request names (`pack` in the body, else the query), else the first."""
+    """The world the request names (`pack` in the body, else the query); none named: the
+    workspace's only world, else a 400 naming `pack`."""
     data = request.data if isinstance(request.data, dict) else {}
-    return world_for_pack(data.get("pack") or request.query_params.get("pack") or "")
+    return world_for_pack(data.get("pack") or request.query_params.get("pack") or "", named=True)
 
 
 @extend_schema(request=LiveCallRouteSerializer, responses={200: LiveCallSerializer})
@@ -152,7 +167,7 @@ def live_call_route_api(request):
     again for the same call gives the same answer."""
     body = LiveCallRouteSerializer(data=request.data)
     body.is_valid(raise_exception=True)
-    world = world_for_pack(body.validated_data.get("pack"))
+    world = world_for_pack(body.validated_data.get("pack"), named=True)
     try:
         call = live_call_route(call_id=body.validated_data["call_id"], world=world)
     except LiveError as error:
@@ -196,10 +211,18 @@ def canary_api(request):
 def canary_start_api(request):
     body = CanaryStartSerializer(data=request.data)
     body.is_valid(raise_exception=True)
-    world = world_for_pack(body.validated_data.get("pack"))
-    candidate = get_object_or_404(
-        PolicyVersion, world=world, number=body.validated_data["candidate"]
-    )
+    world = world_for_pack(body.validated_data.get("pack"), named=True)
+    number = body.validated_data["candidate"]
+    candidate = policy_version_numbered(world=world, number=number)
+    if candidate is None:
+        # A 400 naming the field, as Train and Evaluate answer a version the world lacks.
+        numbers = ", ".join(
+            f"v{n}"
+            for n in PolicyVersion.objects.filter(world=world).values_list("number", flat=True)
+        )
+        raise serializers.ValidationError(
+            {"candidate": [f"No version v{number} in {world.name}: choose one of {numbers}."]}
+        )
     try:
         canary_start(candidate=candidate, share=body.validated_data["share"], by=request.user)
     except LiveError as error:

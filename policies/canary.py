@@ -22,6 +22,33 @@ WON_RATE_BOOTSTRAP = 2000
 WON_RATE_CONFIDENCE = 0.95
 
 
+class CanaryShareError(LiveError):
+    """A canary's share out of bounds, said in the unit the person typed it in."""
+
+
+def canary_share_check(share: float) -> float:
+    """`share`, a fraction of live calls (the API's unit and canary_start's), or
+    CanaryShareError saying the bounds in fractions. Both ends are left out: a canary of no
+    calls measures nothing, and one of every call is Make live."""
+    if not 0.0 < share < 1.0:  # NaN fails too
+        raise CanaryShareError(
+            "The candidate's share is a fraction of live calls, more than 0 and less than 1 "
+            f"(e.g. 0.1 for 10%); {share:g} is not."
+        )
+    return share
+
+
+def canary_share_from_percent(percent: float) -> float:
+    """A share typed in percent (the Release page, the admin's Start a canary) as the fraction
+    canary_start takes, or CanaryShareError saying the bounds in percent."""
+    if not 0.0 < percent < 100.0:
+        raise CanaryShareError(
+            "The candidate's share is a percent of live calls, more than 0 and less than "
+            f"100 percent (e.g. 10); {percent:g} is not."
+        )
+    return percent / 100
+
+
 def canary_start(*, candidate: PolicyVersion, share: float, by=None) -> Canary:
     """A canary in the candidate's world, against that world's live version."""
     world = candidate.world
@@ -32,8 +59,7 @@ def canary_start(*, candidate: PolicyVersion, share: float, by=None) -> Canary:
         raise LiveError(f"{candidate.label} is the live version; choose another candidate.")
     if not candidate.can_answer:
         raise LiveError(f"{candidate.label} answers nothing: serve it again first.")
-    if not 0.0 < share < 1.0:
-        raise LiveError("The candidate's share must be between 0 and 1 (e.g. 0.1 for 10%).")
+    canary_share_check(share)
     try:
         with transaction.atomic():
             if not LivePeriod.objects.filter(world=world, current=True).exists():

@@ -12,7 +12,7 @@ from typing import Any
 from django.db import connection
 
 from arena.models import World
-from arena.selectors import world_customer_label, world_in_view
+from arena.selectors import world_description, world_in_view
 from policies.selectors import policy_agent_label, policy_live
 
 
@@ -29,11 +29,15 @@ def world_badge(request) -> dict[str, Any]:
     # The world chosen with ?world= stays in view on the next pages.
     if request.session.get("world") != world.slug:
         request.session["world"] = world.slug
+    # What the world is (its customers, what to do where it has none yet): the World page
+    # reads it too, for the same world in view.
+    described = world_description(world)
     return {
         "worlds": list(World.objects.order_by("name")),
         "world": world,
+        "world_described": described,
         "badge": {
-            "customer": world_customer_label(world),
+            "customer": described.customer,
             "agent": policy_agent_label(policy_live(world=world), world=world),
             "judge": world.judge_label,
         },

@@ -280,11 +280,15 @@ def version_release(*, version: PolicyVersion) -> Endpoint:
     """Release the endpoint a version serves (or starts) on."""
     endpoint = version.endpoints.filter(state__in=Endpoint.LIVE_STATES).first()
     if endpoint is None:
-        state = "released" if version.status == PolicyVersion.Status.RELEASED else "not served"
-        raise PolicyConflict(
-            f"{version.label} holds no endpoint to release ({version.get_provider_display()}, "
-            f"{state})."
-        )
+        # One plain sentence, naming the version once (the admin shows it as it is).
+        if not version.is_trained:
+            provider = version.get_provider_display()
+            why = f"runs on {provider}, and only a served trained version has one"
+        elif version.status == PolicyVersion.Status.RELEASED:
+            why = "is already released"
+        else:
+            why = "is not served"
+        raise PolicyConflict(f"{version.label} holds no endpoint to release: it {why}.")
     return endpoint_release(endpoint=endpoint)
 
 

@@ -31,6 +31,57 @@ def live_version(*, world: World) -> PolicyVersion | None:
     return PolicyVersion.objects.filter(world=world, number=1).first()
 
 
+class MakeLiveWarning(str):
+    """One warning's words, with its `kind` (did-not-learn, not-evaluated, lost, canary) for
+    a page to mark it by."""
+
+    kind: str
+
+    def __new__(cls, text: str, kind: str) -> MakeLiveWarning:
+        warning = super().__new__(cls, text)
+        warning.kind = kind
+        return warning
+
+
+def make_live_warnings(
+    *, version: PolicyVersion, evaluation: dict | None, canary: Canary | None = None
+) -> list[MakeLiveWarning]:
+    """What to know before making `version` live, the same on the Policies page and in the
+    admin's Make live: it did not learn, it lost its last evaluation or was never evaluated,
+    and a running canary ends. `evaluation`: its last verdict as the Policies page has it
+    ({"summary", "lost", ...}; policies.selectors.versions_with_verdicts), None for none.
+    Warnings only: the numbers, not the button, decide."""
+    warnings = [
+        MakeLiveWarning(f"Did not learn: {reason}", "did-not-learn")
+        for reason in version.did_not_learn
+    ]
+    if evaluation is None:
+        warnings.append(
+            MakeLiveWarning(
+                f"{version.label} has not been evaluated: nothing yet measures it against the "
+                "live version.",
+                "not-evaluated",
+            )
+        )
+    elif evaluation.get("lost"):
+        summary = evaluation.get("summary") or ""
+        warnings.append(
+            MakeLiveWarning(
+                f"{version.label} lost its last evaluation"
+                + (f" ({summary})." if summary else "."),
+                "lost",
+            )
+        )
+    if canary is not None:
+        warnings.append(
+            MakeLiveWarning(
+                f"The running canary ({canary}) ends: making a version live by hand ends it.",
+                "canary",
+            )
+        )
+    return warnings
+
+
 def version_make_live(*, version: PolicyVersion, by=None, note: str = "") -> LivePeriod:
     """Make `version` the live one of its world; the history keeps who was live when.
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
-
 from arena.models import World
 from levers9.game import Mission
 from policies.live import live_version
-from policies.models import PolicyVersion
+from policies.selectors import VersionRow, versions_list
 
 
 def crown_mission() -> Mission:
@@ -29,5 +27,7 @@ def crown_mission() -> Mission:
     )
 
 
-def home_versions() -> QuerySet[PolicyVersion]:
-    return PolicyVersion.objects.select_related("parent", "world")
+def home_versions() -> list[VersionRow]:
+    """Every world's versions for Home, each with what it answers with in its world (as the
+    header and Policies say it)."""
+    return versions_list(world=None)

@@ -7,10 +7,16 @@ look of the job watcher), so a read never frees cards or cancels jobs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from arena.models import World
+from arena.selectors import (
+    WORLD_RECORDED,
+    WORLD_SIMULATED,
+    WorldDescription,
+    world_description,
+)
 from levers9.jobs.kinds import JobAbout
 from policies.models import Endpoint, PolicyVersion
 
@@ -23,25 +29,71 @@ def policy_live(*, world: World) -> PolicyVersion | None:
     return live_version(world=world)
 
 
-def policy_agent_label(version: PolicyVersion | None, *, world: World | None = None) -> str:
-    """Who the agent is, for the header badge: the version and what it runs on. In a world
-    with no simulator a simulator version answers from the world's recorded calls
-    (policies.agents), and the badge says so."""
-    if version is None:
-        return "no version yet"
-    if (
-        version.provider == PolicyVersion.Provider.SIMULATOR
-        and world is not None
-        and not world.has_simulator
-    ):
-        return f"{version.label}: the real agents' replies from {world.name}'s other calls"
-    label = f"{version.label} on {version.get_provider_display()}"
+@dataclass(frozen=True)
+class VersionAnswers:
+    """How a version answers in its world, in words: `runs_on` names it in a cell, `how` says
+    what its replies are (empty where `runs_on` says it all)."""
+
+    runs_on: str
+    how: str = ""
+
+
+def simulator_answers(*, described: WorldDescription, strategy: str = "scripted") -> VersionAnswers:
+    """What a version on the simulator answers with in the described world, its move
+    strategy of kind `strategy` ("scripted": the hand-written rules)."""
+    name = described.world.name
+    if described.kind == WORLD_SIMULATED:
+        how = (
+            "scripted move rules and wording"
+            if strategy == "scripted"
+            else "its learned move strategy, in the simulator's scripted words"
+        )
+        return VersionAnswers(runs_on=PolicyVersion.Provider.SIMULATOR.label, how=how)
+    if described.kind == WORLD_RECORDED:
+        how = f"the real agents' replies from {name}'s other calls"
+        if strategy == "outcome":  # policies.agents: its strategy's move first
+            how += ", making the move its strategy chooses"
+        calls = f"{described.call_count} call" + ("" if described.call_count == 1 else "s")
+        return VersionAnswers(runs_on=f"Recorded replies ({calls})", how=how)
+    return VersionAnswers(
+        runs_on="Recorded replies (no calls yet)",
+        how=f"nothing yet: it answers from {name}'s recorded calls, and there are no calls "
+        "yet; import them",
+    )
+
+
+def version_answers(version: PolicyVersion, *, described: WorldDescription) -> VersionAnswers:
+    """The one answer to "what does this version answer with here", for the header's badge,
+    Home and the Policies page alike. A simulator version answers as policies.agents makes it:
+    scripted words where the world has a simulator, else the real agents' replies from the
+    world's other recorded calls (the most similar moment; a learned strategy's move first),
+    and nothing where there are no calls yet."""
+    if version.provider == PolicyVersion.Provider.SIMULATOR:
+        strategy = (version.move_strategy or {}).get("kind", "scripted")
+        return simulator_answers(described=described, strategy=strategy)
+    runs_on = version.get_provider_display()
     if version.provider in (
         PolicyVersion.Provider.VLLM,
         PolicyVersion.Provider.OPENAI,
         PolicyVersion.Provider.ANTHROPIC,
     ):
-        label += f" {version.lora_adapter or version.provider_model}"
+        runs_on += f" {version.lora_adapter or version.provider_model}"
+    return VersionAnswers(runs_on=runs_on)
+
+
+def policy_agent_label(version: PolicyVersion | None, *, world: World | None = None) -> str:
+    """Who the agent is, for the header badge: the version and what it answers with in the
+    world (version_answers: in a world with no simulator a simulator version answers from the
+    world's recorded calls, and the badge says so)."""
+    if version is None:
+        return "no version yet"
+    described = world_description(world or version.world)
+    answers = version_answers(version, described=described)
+    # Where no simulator plays, "on Simulator" would mislead: say what it answers with.
+    if answers.how and described.kind != WORLD_SIMULATED:
+        label = f"{version.label}: {answers.how}"
+    else:
+        label = f"{version.label} on {answers.runs_on}"
     if not version.can_answer:
         label += f" ({version.get_status_display().lower()})"
     return label
@@ -87,6 +139,10 @@ class VersionRow:
     evaluation: dict | None = None
     # How long the job that made it ran, in seconds (None: not trained, or not known).
     trained_seconds: float | None = None
+    # What it answers with in its world (version_answers), as the header says it.
+    answers: VersionAnswers | None = None
+    # What Make live warns of (policies.live.make_live_warnings), where a page asked.
+    make_live_warnings: list[str] = field(default_factory=list)
 
     @property
     def facts(self) -> list[tuple[str, str]]:
@@ -94,7 +150,18 @@ class VersionRow:
 
     @property
     def summary(self) -> str:
-        return learned_summary(self.version, trained_seconds=self.trained_seconds)
+        return learned_summary(
+            self.version, trained_seconds=self.trained_seconds, answers=self.answers
+        )
+
+    @property
+    def description(self) -> str:
+        """The version's description, less the baseline's text shared by every world (it
+        says both ways v1 may answer; `summary` says the one of this world)."""
+        from policies.services import BASELINE_DESCRIPTION
+
+        text = self.version.description
+        return "" if text == BASELINE_DESCRIPTION else text
 
 
 # What the Policies page says a version learned from, in this order; other keys follow.
@@ -197,14 +264,22 @@ def _pairs_count(pairs: Any) -> int | None:
     return pairs if isinstance(pairs, int) and not isinstance(pairs, bool) else None
 
 
-def learned_summary(version: PolicyVersion, *, trained_seconds: float | None = None) -> str:
+def learned_summary(
+    version: PolicyVersion,
+    *,
+    trained_seconds: float | None = None,
+    answers: VersionAnswers | None = None,
+) -> str:
     """What made a version, in one readable line: "Q-learning on Lettings's simulator,
     2 min, seed 7, from v1", or "RLHF on SmolLM2-135M from preference v3 (200 pairs), from
     v1; reward model held-out accuracy 0.62 [0.55, 0.70]". Each measured figure keeps its
-    interval; the full settings stay in learned_facts."""
+    interval; the full settings stay in learned_facts. The hand-written start says what it
+    answers with in its world (`answers`, version_answers; read here when not given)."""
     learned = version.learned_from or {}
     if learned.get("kind") == "hand-written" or version.number == 1 and not learned.get("job"):
-        return "Hand-written start: scripted move rules and wording."
+        if answers is None:
+            answers = version_answers(version, described=world_description(version.world))
+        return f"Hand-written start: {answers.how or answers.runs_on}."
     algorithm = str(learned.get("algorithm") or "")
     if not algorithm:
         return ""
@@ -317,12 +392,16 @@ def versions_list(*, world: World | None) -> list[VersionRow]:
         if current is None or not current.is_live:
             newest_endpoint[endpoint.version_id] = endpoint
     seconds = _trained_seconds(versions)
+    # Each world described once (a count of its calls), however many versions it has.
+    worlds = {version.world_id: version.world for version in versions}
+    described = {world_id: world_description(world) for world_id, world in worlds.items()}
     return [
         VersionRow(
             version=version,
             lineage=version_lineage(version, known=by_id),
             endpoint=newest_endpoint.get(version.pk),
             trained_seconds=seconds.get(version.pk),
+            answers=version_answers(version, described=described[version.world_id]),
         )
         for version in versions
     ]

@@ -4,6 +4,8 @@ service, say what happened."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -12,17 +14,39 @@ from django.views.decorators.http import require_POST
 from arena.errors import DuelError, ModelConnectionError
 from arena.judge.setting import world_judge_set
 from arena.models import World
-from arena.selectors import world_in_view
+from arena.selectors import world_description, world_in_view
 from arena.services import world_system_prompt_set
 from levers9.models import GpuPool
 from levers9.providers import provider_choices
 from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required
+from policies.canary import canary_running
 from policies.endpoints import endpoint_release, version_release, version_serve
 from policies.errors import PolicyError
 from policies.leaderboard import leaderboard, leaderboard_left_out
+from policies.live import make_live_warnings
 from policies.models import Endpoint, PolicyVersion
-from policies.selectors import endpoints_list, policy_live, versions_with_verdicts
+from policies.selectors import (
+    VersionRow,
+    endpoints_list,
+    policy_live,
+    simulator_answers,
+    versions_with_verdicts,
+)
 from policies.services import JUDGE_MODEL, version_runs_on_set
+
+
+def _rows_with_warnings(world: World) -> list[VersionRow]:
+    """`world`'s version rows, each with what Make live warns of (as the admin does)."""
+    canary = canary_running(world=world)
+    return [
+        dataclasses.replace(
+            row,
+            make_live_warnings=make_live_warnings(
+                version=row.version, evaluation=row.evaluation, canary=canary
+            ),
+        )
+        for row in versions_with_verdicts(world=world)
+    ]
 
 
 @role_required(REVIEWER)
@@ -34,7 +58,7 @@ def policies_page(request):
         {
             "page": "policies",
             # The world in view's versions only: each world has its own (policies.models).
-            "rows": versions_with_verdicts(world=world) if world else [],
+            "rows": _rows_with_warnings(world) if world else [],
             "can_edit_prompt": has_role(request.user, MANAGER),
             "leaderboard": leaderboard(world=world) if world else [],
             "leaderboard_left_out": leaderboard_left_out(world=world) if world else [],
@@ -42,6 +66,10 @@ def policies_page(request):
             "can_change": has_role(request.user, OWNER),
             "choices": {choice.provider: choice for choice in provider_choices()},
             "judge_world": world,
+            # What "Back to the simulator" answers with in this world (as the header says).
+            "simulator_answers": simulator_answers(described=world_description(world))
+            if world
+            else None,
             # GPU pools first: serving again goes back to cards unless someone picks the CPU.
             "pools": sorted(
                 GpuPool.objects.filter(enabled=True).order_by("position", "name"),

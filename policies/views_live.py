@@ -13,6 +13,7 @@ from policies.canary import (
     canary_promote,
     canary_roll_back,
     canary_running,
+    canary_share_from_percent,
     canary_start,
     caused_won_rates,
 )
@@ -93,9 +94,10 @@ def canary_action(request, action: str):
                     "its own versions. Choose one from the list."
                 )
             try:
-                share = float(request.POST.get("share_percent") or 0) / 100
+                percent = float(request.POST.get("share_percent") or 0)
             except ValueError as error:
                 raise LiveError("The share must be a number of percent, e.g. 10.") from error
+            share = canary_share_from_percent(percent)
             canary_start(candidate=candidate, share=share, by=request.user)
             messages.success(request, f"{candidate.label} takes {share:.0%} of live calls.")
         else:

@@ -39,9 +39,9 @@ def test_it_names_customer_agent_and_judge_in_the_badge(owner_client, workspace)
     assert "v1 · baseline on Simulator" in simulated
     assert "rubric judge" in simulated
     real = owner_client.get("/?world=real").content.decode()
-    assert "real recorded calls" in real
+    assert "1 real recorded call of Real calls" in real
     # The choice is remembered for the next page.
-    assert "real recorded calls" in owner_client.get("/duel/").content.decode()
+    assert "1 real recorded call of Real calls" in owner_client.get("/duel/").content.decode()
 
 
 def test_it_lists_and_shows_real_calls(owner_client, workspace):

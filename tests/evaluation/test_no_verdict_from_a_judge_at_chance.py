@@ -112,7 +112,7 @@ def test_the_policies_page_and_leaderboard_count_no_verdict_as_no_game(owner_cli
     escaped = AT_CHANCE_WORDS.removeprefix("no verdict: ").replace("'", "&#x27;")
     assert f"no verdict against {baseline.label}: {escaped}" in html
     assert 'data-verdict="no_verdict"' in html
-    assert "Lost its last evaluation" not in html
+    assert "lost its last evaluation" not in html.lower()
     left_out = html[html.index('id="leaderboard-left-out"') :]
     assert f"{pushy.label} vs {baseline.label} (#{evaluation.pk})" in left_out
     assert "the judge&#x27;s raw win rate 0.697" in left_out

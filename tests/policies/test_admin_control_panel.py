@@ -354,7 +354,7 @@ def test_it_says_why_a_service_refuses_in_a_message(in_workspace, owner_client):
         ),
         (
             _act(owner_client, "canary", [simulated], post="yes", share_percent="150"),
-            "between 0 and 1",
+            "less than 100 percent",
         ),
         (
             _act(

@@ -72,7 +72,7 @@ def test_it_splits_live_calls_by_share_and_counts_the_won_rate_each_caused(v2, l
 
 
 def test_it_refuses_bad_canaries_and_unknown_calls(v2, lettings):
-    with pytest.raises(LiveError, match="between 0 and 1"):
+    with pytest.raises(LiveError, match="more than 0 and less than 1"):
         canary_start(candidate=v2, share=1.5)
     with pytest.raises(LiveError, match="live version"):
         canary_start(

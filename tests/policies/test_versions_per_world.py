@@ -100,9 +100,10 @@ def test_the_live_call_api_routes_to_the_named_world(lettings, charity, owner_cl
         "/api/rl/live/calls/", {"call_id": "c-1", "pack": "charity"}, "application/json"
     ).json()
     assert (to_charity["pack"], to_charity["version"]) == ("charity", 2)
-    # Without a pack: the first world by name, as the pages show (here the charity, C < L).
-    first = owner_client.post("/api/rl/live/calls/", {"call_id": "c-2"}, "application/json")
-    assert first.json()["pack"] == "charity"
+    # Without a pack, with two worlds: a 400 naming it (never the first world by name).
+    unnamed = owner_client.post("/api/rl/live/calls/", {"call_id": "c-2"}, "application/json")
+    assert unnamed.status_code == 400
+    assert "pack" in unnamed.json()
     to_lettings = owner_client.post(
         "/api/rl/live/calls/", {"call_id": "c-3", "pack": "lettings"}, "application/json"
     ).json()
