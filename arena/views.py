@@ -236,7 +236,27 @@ def duel_generate(request):
 @role_required(REVIEWER)
 def world_page(request):
     """What describes the world in view; managers edit it and make new worlds, reviewers read."""
-    world = world_in_view(request)
+    return _world_page_render(request, world_in_view(request))
+
+
+# The World page's two forms, by field: what each shows when a refusal re-renders the page.
+_SETTINGS_FIELDS = ("name", "description", "system_prompt", "moves")
+_NEW_WORLD_FIELDS = ("slug", "name", "description", "system_prompt", "moves")
+
+
+def _typed(request, fields: tuple[str, ...]) -> dict[str, str]:
+    return {field: request.POST.get(field, "") for field in fields}
+
+
+def _world_page_render(
+    request,
+    world: World | None,
+    *,
+    typed_settings: dict[str, str] | None = None,
+    typed_new: dict[str, str] | None = None,
+):
+    """The World page; after a refused form, that form shows what was typed (the refusal
+    is in the page's messages), never an empty form or the saved values."""
     can_edit = has_role(request.user, MANAGER)
     context = {"page": "world", "can_edit": can_edit, "min_moves": MIN_MOVES}
     context["max_moves"] = MAX_MOVES
@@ -250,9 +270,16 @@ def world_page(request):
                     for move in world.moves
                     if isinstance(move, dict)
                 ],
-                "moves_text": request.POST.get("moves", moves_as_text(world.moves)),
+                "settings_form": typed_settings
+                or {
+                    "name": world.name,
+                    "description": world.description,
+                    "system_prompt": world.system_prompt,
+                    "moves": moves_as_text(world.moves),
+                },
             }
         )
+    context["new_world"] = typed_new or {}
     return render(request, "arena/world.html", context)
 
 
@@ -274,31 +301,35 @@ def world_settings_save(request, slug: str):
             system_prompt=request.POST.get("system_prompt", ""),
             moves=moves_from_text(request.POST.get("moves", "")),
         )
-    except MovesInvalid as error:
-        messages.error(request, f"Moves not saved: {error}")
-    except WorldBadInput as error:
-        messages.error(request, f"Not saved: {error}")
-    else:
-        messages.success(request, f"{world.name} is saved: its moves, prompt and description.")
+    except (MovesInvalid, WorldBadInput) as error:
+        what = "Moves not saved" if isinstance(error, MovesInvalid) else "Not saved"
+        messages.error(request, f"{what}: {error}")
+        return _world_page_render(request, world, typed_settings=_typed(request, _SETTINGS_FIELDS))
+    messages.success(request, f"{world.name} is saved: its moves, prompt and description.")
     return redirect(_world_page(world))
 
 
 @require_POST
 @role_required(MANAGER)
 def world_new(request):
-    """A new world with no simulator, for a business's own calls (import them next)."""
+    """A new world with no simulator, for a business's own calls (import them next). A
+    refusal shows the World page again with the form as typed."""
+
+    def refused(why: str):
+        messages.error(request, why)
+        return _world_page_render(
+            request, world_in_view(request), typed_new=_typed(request, _NEW_WORLD_FIELDS)
+        )
+
     slug = (request.POST.get("slug") or "").strip().lower()
     try:
         validate_slug(slug)
     except ValidationError:
-        messages.error(request, "The slug is its address: letters, digits and dashes.")
-        return redirect("world")
+        return refused("The slug is its address: letters, digits and dashes.")
     if len(slug) > 60:
-        messages.error(request, "The slug is its address: keep it to 60 characters.")
-        return redirect("world")
+        return refused("The slug is its address: keep it to 60 characters.")
     if World.objects.filter(slug=slug).exists():
-        messages.error(request, f"A world '{slug}' exists already: choose another slug.")
-        return redirect("world")
+        return refused(f"A world '{slug}' exists already: choose another slug.")
     try:
         text = request.POST.get("moves", "").strip()
         world = world_create(
@@ -309,8 +340,7 @@ def world_new(request):
             moves=moves_from_text(text) if text else None,
         )
     except (MovesInvalid, WorldBadInput) as error:
-        messages.error(request, f"No world made: {error}")
-        return redirect("world")
+        return refused(f"No world made: {error}")
     messages.success(
         request, f"{world.name} is made. Import its calls in the admin or over the API."
     )

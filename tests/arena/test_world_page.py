@@ -87,7 +87,9 @@ def test_it_makes_a_new_world_from_the_page(owner_client, workspace):
         {"slug": "sheds", "name": "Garden sheds", "description": "", "moves": MOVES_TEXT},
     )
     assert response.status_code == 302
-    assert owner_client.post("/world/new/", {"slug": "no good!", "name": "x"}).status_code == 302
+    refused = owner_client.post("/world/new/", {"slug": "no good!", "name": "x"})
+    assert refused.status_code == 200  # the page again, with the form as typed
+    assert "letters, digits and dashes" in refused.content.decode()
     with schema_context(workspace.schema_name):
         assert World.objects.get(slug="sheds").move_names == ["greet", "tell_the_story", "ask"]
         assert not World.objects.filter(name="x").exists()
