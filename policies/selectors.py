@@ -57,8 +57,7 @@ def simulator_answers(*, described: WorldDescription, strategy: str = "scripted"
         return VersionAnswers(runs_on=f"Recorded replies ({calls})", how=how)
     return VersionAnswers(
         runs_on="Recorded replies (no calls yet)",
-        how=f"nothing yet: it answers from {name}'s recorded calls, and there are no calls "
-        "yet; import them",
+        how=f"nothing until calls are imported (it answers from {name}'s recorded calls)",
     )
 
 
