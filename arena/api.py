@@ -721,8 +721,12 @@ class DuelViewSet(DuelErrorsMixin, viewsets.ViewSet):
                 {
                     "made": serializers.IntegerField(help_text="pairs in the queue now"),
                     "later": serializers.IntegerField(
-                        help_text="pairs a background task writes (a version answers from a "
-                        "model, seconds per reply)"
+                        help_text="pairs a job writes (a version answers from a model, or the "
+                        "judge reads with a base: seconds per reply)"
+                    ),
+                    "job": serializers.IntegerField(
+                        allow_null=True,
+                        help_text="that job, to follow at /api/rl/jobs/{id}/; null when none",
                     ),
                 },
             )
@@ -741,8 +745,11 @@ class DuelViewSet(DuelErrorsMixin, viewsets.ViewSet):
             count=params.validated_data["count"],
             scenario=params.validated_data.get("scenario") or None,
             versions=versions,
+            started_by=request.user,
+            on_request=True,
         )
-        return Response({"made": requested.made, "later": requested.later}, status=201)
+        job = requested.job.pk if requested.job is not None else None
+        return Response({"made": requested.made, "later": requested.later, "job": job}, status=201)
 
 
 class PickViewSet(

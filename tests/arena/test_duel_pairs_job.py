@@ -112,8 +112,9 @@ def test_another_workspace_never_sees_the_job(
         assert not Job.objects.filter(kind=DUEL_PAIRS_KIND).exists()
         assert not duel_pairs_jobs_active(World.objects.get(slug="lettings")).exists()
     rival = client_for(other_workspace, "owner@rival.test")
-    assert f'data-job="{job.pk}"' not in rival.get("/duel/?world=lettings").content.decode()
-    assert rival.get(f"/api/jobs/{job.pk}/").status_code == 404
+    assert rival.get(f"/api/rl/jobs/{job.pk}/").status_code == 404
+    # Its Duel shows no job of ours (job ids are each workspace's own: compare what they say).
+    assert "Make 5 pairs" not in rival.get("/duel/?world=lettings").content.decode()
 
 
 # --- the side panel keeps up ------------------------------------------------------------------
@@ -153,3 +154,33 @@ def test_the_panel_is_its_workspace_s_alone(outsider_client):
     answer = outsider_client.get("/duel/panel/?world=lettings")
     assert answer.status_code in (302, 403)
     assert b'id="open-pairs"' not in answer.content
+
+
+# --- the API says which job writes them -------------------------------------------------------
+
+
+def test_the_api_names_the_job_and_only_this_workspace_can_follow_it(
+    workspace, other_workspace, rita, slow_pairs, django_capture_on_commit_callbacks
+):
+    from tests.conftest import api_token, token_client
+
+    ours = token_client(workspace, api_token(workspace, "rita@acme.test"))
+    with django_capture_on_commit_callbacks(execute=False):
+        answer = ours.post(
+            "/api/rl/duel/generate/",
+            {"pack": "lettings", "count": 5},
+            content_type="application/json",
+        )
+    assert answer.status_code == 201, answer.content
+    made, later, job = answer.json()["made"], answer.json()["later"], answer.json()["job"]
+    assert made + later == 5
+    assert job is not None
+    assert ours.get(f"/api/rl/jobs/{job}/").json()["id"] == job
+    rivals = token_client(other_workspace, api_token(other_workspace, "owner@rival.test"))
+    assert rivals.get(f"/api/rl/jobs/{job}/").status_code == 404
+    # A token of the other workspace cannot make pairs here either.
+    rivals.defaults["HTTP_HOST"] = f"{workspace.slug}.localhost"
+    refused = rivals.post(
+        "/api/rl/duel/generate/", {"pack": "lettings", "count": 5}, content_type="application/json"
+    )
+    assert refused.status_code in (401, 403)
