@@ -43,7 +43,7 @@ from arena.moves import (
     moves_as_text,
     moves_from_text,
 )
-from arena.selectors import picks_frozen_up_to, picks_with_version
+from arena.selectors import picks_frozen, picks_with_version
 from arena.services import (
     CallImportError,
     PreferenceImportError,
@@ -516,10 +516,8 @@ class PickFrozenFilter(admin.SimpleListFilter):
         return [("yes", "Frozen"), ("no", "Not frozen yet")]
 
     def queryset(self, request, queryset):
-        if self.value() == "yes":
-            return queryset.filter(id__lte=picks_frozen_up_to())
-        if self.value() == "no":
-            return queryset.filter(id__gt=picks_frozen_up_to())
+        if self.value() in ("yes", "no"):
+            return picks_frozen(queryset, frozen=self.value() == "yes")
         return queryset
 
 
@@ -578,21 +576,29 @@ class PickAdmin(RoleAdminMixin, admin.ModelAdmin):
         return f"v{pick.frozen_in_number}" if pick.frozen_in_number else "—"
 
     @admin.action(
-        description="Freeze the picks not frozen yet, up to the newest selected one",
+        description="Freeze the picks not frozen yet, in each selected pick's world, up to the "
+        "newest selected one there",
         permissions=["freeze"],
     )
     def freeze_selected(self, request, queryset):
-        newest = queryset.aggregate(newest=Max("id"))["newest"]
-        try:
-            version = preference_freeze(by=request.user, up_to_pick_id=newest)
-        except DuelError as error:
-            self.message_user(request, str(error), level=messages.ERROR)
-            return
-        self.message_user(
-            request,
-            f"Froze {version.label}: {version.picks_added} new picks, {version.row_count} in all.",
-            level=messages.SUCCESS,
-        )
+        # Each world freezes into its own versions: a selection across worlds makes one
+        # version in each.
+        newest_by_world = queryset.values("world").annotate(newest=Max("id")).order_by("world")
+        for row in newest_by_world:
+            world = World.objects.get(pk=row["world"])
+            try:
+                version = preference_freeze(
+                    world=world, by=request.user, up_to_pick_id=row["newest"]
+                )
+            except DuelError as error:
+                self.message_user(request, str(error), level=messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                f"Froze {world.name} {version.label}: {version.picks_added} new picks, "
+                f"{version.row_count} in all.",
+                level=messages.SUCCESS,
+            )
 
 
 @admin.register(JudgeOverride)
@@ -646,6 +652,7 @@ class JudgeOverrideAdmin(RoleAdminMixin, admin.ModelAdmin):
 class PreferenceVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
     list_display = [
         "label",
+        "world",
         "extends",
         "row_count",
         "picks_added",
@@ -654,8 +661,12 @@ class PreferenceVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
         "created_by_name",
         "created_at",
     ]
+    list_filter = ["world", "is_mixed"]
+    list_select_related = ["world", "extends"]
     search_fields = ["sha256", "created_by_name"]
     readonly_fields = [
+        "world",
+        "is_mixed",
         "number",
         "extends",
         "row_count",
@@ -685,8 +696,8 @@ class PreferenceVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
     @admin.display(description="File")
     def file_link(self, version: PreferenceVersion) -> str:
         return format_html(
-            '<a href="/api/rl/preferences/{}/download/">{}</a>',
-            version.number,
+            '<a href="{}">{}</a>',
+            version.download_url,
             version.file_path.rsplit("/", 1)[-1] or "—",
         )
 

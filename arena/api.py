@@ -8,7 +8,12 @@ import json
 from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import BaseParser
@@ -49,6 +54,7 @@ from arena.selectors import (
     world_by_slug,
     world_in_view,
     world_list_with_counts,
+    world_named,
 )
 from arena.services import (
     PAIR_BATCH,
@@ -513,11 +519,16 @@ class DuelErrorsMixin:
         return super().handle_exception(exc)
 
 
-def _world_for(request) -> World:
-    """The world named by ?pack= (or "pack" in the body), else the one the pages have in view."""
-    slug = request.query_params.get("pack") or (
+def _pack_of(request) -> str | None:
+    """The world a call names: ?pack=, or "pack" in its body."""
+    return request.query_params.get("pack") or (
         request.data.get("pack") if isinstance(request.data, dict) else None
     )
+
+
+def _world_for(request) -> World:
+    """The world named by ?pack= (or "pack" in the body), else the one the pages have in view."""
+    slug = _pack_of(request)
     if slug:
         return world_by_slug(str(slug))
     world = world_in_view(request)
@@ -879,6 +890,9 @@ class JudgeOverrideViewSet(
 
 
 class PreferenceVersionSerializer(serializers.ModelSerializer):
+    pack = serializers.SlugRelatedField(
+        source="world", slug_field="slug", read_only=True, allow_null=True
+    )
     extends = serializers.SlugRelatedField(slug_field="number", read_only=True, allow_null=True)
     label = serializers.CharField(read_only=True)
     download = serializers.SerializerMethodField()
@@ -886,6 +900,8 @@ class PreferenceVersionSerializer(serializers.ModelSerializer):
     class Meta:
         model = PreferenceVersion
         fields = [
+            "pack",
+            "is_mixed",
             "number",
             "label",
             "extends",
@@ -901,7 +917,7 @@ class PreferenceVersionSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_download(self, version: PreferenceVersion) -> str:
-        return f"/api/rl/preferences/{version.number}/download/"
+        return version.download_url
 
 
 class PassthroughTSVRenderer(BaseRenderer):
@@ -915,8 +931,33 @@ class PassthroughTSVRenderer(BaseRenderer):
         return json.dumps(data).encode() if data is not None else b""
 
 
+PACK_OF_VERSIONS = OpenApiParameter(
+    "pack",
+    str,
+    description="The world whose versions are meant (each world numbers its own). Needed when "
+    "the workspace has more than one world.",
+)
+MIXED_VERSIONS = OpenApiParameter(
+    "mixed",
+    bool,
+    description="true: the versions frozen before versions belonged to a world (picks of "
+    "several worlds; readable, never trained on) instead of a world's",
+)
+
+
+def _versions_world(request) -> World | None:
+    """The world a preferences call means (None: the mixed versions, with ?mixed=true)."""
+    if str(request.query_params.get("mixed", "")).lower() in ("1", "true", "yes"):
+        return None
+    return world_named(_pack_of(request))
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[PACK_OF_VERSIONS, MIXED_VERSIONS]),
+    retrieve=extend_schema(parameters=[PACK_OF_VERSIONS, MIXED_VERSIONS]),
+)
 class PreferenceVersionViewSet(DuelErrorsMixin, viewsets.ReadOnlyModelViewSet):
-    """Frozen, numbered preference versions: what training reads."""
+    """A world's frozen, numbered preference versions: what training in that world reads."""
 
     permission_classes = [HasRole.at_least(REVIEWER)]
     serializer_class = PreferenceVersionSerializer
@@ -924,18 +965,25 @@ class PreferenceVersionViewSet(DuelErrorsMixin, viewsets.ReadOnlyModelViewSet):
     lookup_value_regex = r"[0-9]+"
 
     def get_queryset(self):
-        return preference_versions()
+        return preference_versions(_versions_world(self.request))
+
+    def get_object(self):
+        return preference_version_get(
+            world=_versions_world(self.request), number=self.kwargs["number"]
+        )
 
     @extend_schema(
         request=None,
+        parameters=[PACK_OF_VERSIONS],
         responses={201: PreferenceVersionSerializer},
-        description="Freeze every pick not frozen yet into the next numbered version (a TSV "
-        "and a manifest on the datasets volume). 409 when there is no new pick. Needs the "
-        "manager role.",
+        description="Freeze the world's picks not frozen yet into its next numbered version (a "
+        "TSV and a manifest on the datasets volume); no other world's pick is in it. 409 when "
+        "the world has no new pick; 400 naming pack when the workspace has several worlds and "
+        "none is named. Needs the manager role.",
     )
     @action(detail=False, methods=["post"], permission_classes=[HasRole.at_least(MANAGER)])
     def freeze(self, request):
-        version = preference_freeze(by=request.user)
+        version = preference_freeze(world=world_named(_pack_of(request)), by=request.user)
         return Response(PreferenceVersionSerializer(version).data, status=201)
 
     @extend_schema(
@@ -962,7 +1010,7 @@ class PreferenceVersionViewSet(DuelErrorsMixin, viewsets.ReadOnlyModelViewSet):
     )
     def download(self, request, number: str):
         """The version's TSV (one row per pick) or, with ?part=manifest, its manifest."""
-        version = preference_version_get(number=number)
+        version = preference_version_get(world=_versions_world(request), number=number)
         path = preference_version_path(version)
         part = request.query_params.get("part") or "tsv"
         if part not in ("tsv", "manifest", "jsonl", "spreadsheet"):

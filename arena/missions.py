@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from arena.models import Pick, PreferenceVersion
+from arena.selectors import picks_frozen
 from levers9.game import Mission
 
 
 def duel_mission() -> Mission:
-    frozen = PreferenceVersion.objects.order_by("-number").first()
+    # Each world freezes its own picks: the mission counts them across the worlds.
     picks = Pick.objects.count()
-    unfrozen = picks - (frozen.row_count if frozen else 0)
+    frozen = picks_frozen(Pick.objects.all()).count()
+    worlds_frozen = (
+        PreferenceVersion.objects.filter(world__isnull=False).values("world").distinct().count()
+    )
     return Mission(
         3,
         "Duel",
@@ -18,12 +22,12 @@ def duel_mission() -> Mission:
         "Compare two replies at one moment of a call and pick the better one.",
         [
             f"{picks} pick(s) made",
-            f"frozen: {frozen.label} with {frozen.row_count} pairs"
-            if frozen
+            f"frozen: {frozen} pick(s) in the versions of {worlds_frozen} world(s)"
+            if worlds_frozen
             else "nothing frozen yet",
         ],
         "Duel a few pairs, then freeze them."
-        if not frozen or unfrozen > 0
-        else "Keep duelling: Train reads the next frozen version.",
-        done=frozen is not None,
+        if not worlds_frozen or picks > frozen
+        else "Keep duelling: Train reads each world's next frozen version.",
+        done=worlds_frozen > 0,
     )

@@ -335,15 +335,33 @@ class Judgement(models.Model):
 
 
 class PreferenceVersion(models.Model):
-    """A frozen, numbered set of picks: a TSV and its manifest on the datasets volume.
+    """A frozen, numbered set of one world's picks: a TSV and its manifest on the datasets
+    volume. Each world numbers its own versions, and training in a world reads only its own.
 
-    Version N holds every pick up to `last_pick_id`: the picks of version N-1 plus those it
-    added. A watermark rather than a mark on every pick, so freezing a million picks writes
-    one row here, not a million. Its files are written once at the freeze and never change;
-    `sha256` lets every reader check that.
+    Version N of a world holds every pick of that world up to `last_pick_id`: the picks of
+    version N-1 plus those it added. A watermark rather than a mark on every pick, so freezing
+    a million picks writes one row here, not a million. Its files are written once at the
+    freeze and never change; `sha256` lets every reader check that.
+
+    A version frozen before versions belonged to a world has no world and `is_mixed` set: its
+    picks come from every world (each row's `pack` says which). It stays readable, file and
+    sha256 unchanged, and is never offered to training; each world got its own versions split
+    from it (migration 0012).
     """
 
-    number = models.PositiveIntegerField(unique=True)
+    world = models.ForeignKey(
+        World,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="preference_versions",
+    )
+    is_mixed = models.BooleanField(
+        default=False,
+        help_text="Frozen before versions belonged to a world: it holds picks of several "
+        "worlds. Kept readable, never trained on.",
+    )
+    number = models.PositiveIntegerField()
     extends = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="extended_by"
     )
@@ -352,7 +370,8 @@ class PreferenceVersion(models.Model):
     picks_added = models.PositiveIntegerField(default=0)
     sha256 = models.CharField(max_length=64, blank=True)
     size_bytes = models.PositiveBigIntegerField(default=0)
-    # Relative to settings.DATASETS_DIR: <schema>/preferences/v<N>.tsv
+    # Relative to settings.DATASETS_DIR: <schema>/preferences/<world slug>/v<N>.tsv (a mixed
+    # version: <schema>/preferences/v<N>.tsv)
     file_path = models.CharField(max_length=300, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -362,13 +381,30 @@ class PreferenceVersion(models.Model):
 
     class Meta:
         ordering = ["-number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["world", "number"], name="preference_version_numbered_per_world"
+            ),
+            models.UniqueConstraint(
+                fields=["number"],
+                condition=models.Q(world__isnull=True),
+                name="mixed_preference_version_numbered_once",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.label
 
     @property
     def label(self) -> str:
-        return f"preferences v{self.number}"
+        return f"preferences v{self.number}" + (" (mixed worlds)" if self.is_mixed else "")
+
+    @property
+    def download_url(self) -> str:
+        """Where the API gives its files (`&part=` picks one): its world named, since each
+        world numbers its own versions."""
+        where = f"pack={self.world.slug}" if self.world_id else "mixed=true"
+        return f"/api/rl/preferences/{self.number}/download/?{where}"
 
     @property
     def manifest_path(self) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery
 
 from arena.errors import DuelBadInput, DuelNotFound
 from arena.judge.agreement import judge_agreement
@@ -136,6 +136,30 @@ def world_by_slug(slug: str) -> World:
     if world is None:
         raise DuelNotFound(f"No world (pack) '{slug}' in this workspace.")
     return world
+
+
+def world_named(slug: str | None) -> World:
+    """The world an API call names by `pack`: that one, or where it names none, the
+    workspace's only world. With several worlds a call that names none is refused (400
+    naming `pack`), never sent to whichever sorts first."""
+    if slug:
+        return world_by_slug(str(slug))
+    only = world_only()
+    if only is not None:
+        return only
+    first = World.objects.order_by("slug").values_list("slug", flat=True).first()
+    if first is None:
+        raise DuelNotFound("This workspace has no world yet: make one first.")
+    raise DuelBadInput(
+        f"pack: this workspace has several worlds; name one with pack (e.g. ?pack={first}). "
+        "The worlds are listed at /api/rl/packs/."
+    )
+
+
+def world_only() -> World | None:
+    """The workspace's world when it has exactly one (None: none, or several)."""
+    worlds = list(World.objects.all()[:2])
+    return worlds[0] if len(worlds) == 1 else None
 
 
 # --- the review queue --------------------------------------------------------------------
@@ -487,16 +511,29 @@ def reviewer_agreement(world: World | None = None) -> dict[str, Any]:
     }
 
 
-def picks_frozen_up_to() -> int:
-    """Every pick with an id up to this is in a frozen version (0: none is)."""
-    latest = PreferenceVersion.objects.order_by("-number").values_list("last_pick_id", flat=True)
-    return latest.first() or 0
+def picks_frozen_up_to(world: World) -> int:
+    """Every pick of `world` with an id up to this is in one of its frozen versions (0: none
+    is)."""
+    latest = PreferenceVersion.objects.filter(world=world).aggregate(last=Max("last_pick_id"))
+    return latest["last"] or 0
+
+
+def picks_frozen(picks: QuerySet[Pick], *, frozen: bool = True) -> QuerySet[Pick]:
+    """The picks (of any worlds) that are in a version of their own world, or with
+    `frozen=False` those that are not yet."""
+    in_version = PreferenceVersion.objects.filter(
+        world=OuterRef("world_id"), last_pick_id__gte=OuterRef("pk")
+    )
+    return picks.filter(Exists(in_version)) if frozen else picks.exclude(Exists(in_version))
 
 
 def picks_with_version(picks: QuerySet[Pick]) -> QuerySet[Pick]:
-    """Annotate `frozen_in_number`: the first version holding each pick (None: not frozen)."""
+    """Annotate `frozen_in_number`: the first version of its world holding each pick (None:
+    not frozen)."""
     first_version = (
-        PreferenceVersion.objects.filter(last_pick_id__gte=OuterRef("pk"))
+        PreferenceVersion.objects.filter(
+            world=OuterRef("world_id"), last_pick_id__gte=OuterRef("pk")
+        )
         .order_by("number")
         .values("number")[:1]
     )
@@ -512,7 +549,7 @@ def duel_stats(world: World, *, reviewer=None) -> dict[str, Any]:
         "pairs": counts["total"],
         "open": counts["open"],
         "picks": picks.count(),
-        "unfrozen_picks": Pick.objects.filter(id__gt=picks_frozen_up_to()).count(),
+        "unfrozen_picks": picks.filter(id__gt=picks_frozen_up_to(world)).count(),
         "my_picks": picks.filter(reviewer=reviewer).count() if reviewer is not None else None,
         "reviewer_agreement": reviewer_agreement(world),
         "judge_agreement": judge_agreement(world),
@@ -522,24 +559,50 @@ def duel_stats(world: World, *, reviewer=None) -> dict[str, Any]:
 # --- frozen preference versions ------------------------------------------------------------
 
 
-def preference_versions() -> QuerySet[PreferenceVersion]:
-    return PreferenceVersion.objects.select_related("extends").order_by("-number")
+def preference_versions(world: World | None) -> QuerySet[PreferenceVersion]:
+    """`world`'s own versions, newest first; with None, the mixed ones frozen before versions
+    belonged to a world (readable, never trained on)."""
+    versions = PreferenceVersion.objects.select_related("extends", "world")
+    mine = versions.filter(world=world) if world is not None else versions.filter(is_mixed=True)
+    return mine.order_by("-number")
 
 
-def preference_version_get(*, number: Any) -> PreferenceVersion:
+def preference_version_get(*, world: World | None, number: Any) -> PreferenceVersion:
+    """`world`'s version with this number, or the mixed one that bears it (the numbers a world
+    gave its own versions start after the mixed ones', so a number names one version)."""
     try:
         number = int(str(number).lstrip("v"))
     except ValueError:
         raise DuelBadInput(f"A preference version is a number (3 or v3), not {number!r}.") from None
-    version = PreferenceVersion.objects.filter(number=number).first()
+    version = (
+        PreferenceVersion.objects.filter(Q(world=world) | Q(is_mixed=True), number=number)
+        .select_related("world")
+        .order_by("is_mixed")
+        .first()
+    )
     if version is None:
-        raise DuelNotFound(f"No preference version v{number} in this workspace.")
+        where = world.name if world is not None else "this workspace's mixed versions"
+        raise DuelNotFound(
+            f"No preference version v{number} in {where}: each world numbers its own "
+            "versions (freeze in the world first)."
+        )
     return version
 
 
-def preferences_dir() -> Path:
-    """This workspace's folder for preference versions on the datasets volume."""
-    return Path(settings.DATASETS_DIR) / connection.schema_name / "preferences"
+def preference_number_next(world: World) -> int:
+    """The number `world`'s next version takes: after its own and after every mixed version,
+    so "preferences v3" never names two versions a world can read."""
+    highest = PreferenceVersion.objects.filter(Q(world=world) | Q(is_mixed=True)).aggregate(
+        highest=Max("number")
+    )["highest"]
+    return (highest or 0) + 1
+
+
+def preferences_dir(world: World | None = None) -> Path:
+    """This workspace's folder for `world`'s preference versions on the datasets volume (the
+    mixed versions lie in the folder above the worlds')."""
+    folder = Path(settings.DATASETS_DIR) / connection.schema_name / "preferences"
+    return folder / world.slug if world is not None else folder
 
 
 def preference_version_path(version: PreferenceVersion) -> Path:

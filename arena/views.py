@@ -47,6 +47,7 @@ from arena.selectors import (
     world_customer_label,
     world_in_view,
     world_map,
+    world_only,
 )
 from arena.services import (
     WorldBadInput,
@@ -121,7 +122,7 @@ def duel(request):
                 for number, name in enumerate(DIMENSIONS, start=1)
             ],
             "dimensions": [(name, DIMENSION_LABELS[name]) for name in DIMENSIONS],
-            "versions": preference_versions()[:10],
+            "versions": preference_versions(world)[:10],
             "answering": agents().answering(world=world),
             "can_freeze": has_role(request.user, MANAGER),
         }
@@ -166,14 +167,20 @@ def duel_panel(request):
 @require_POST
 @role_required(MANAGER)
 def duel_freeze(request):
+    """Freeze the picks of the world in view (the form names it) into its next version."""
+    world = world_in_view(request, first_if_none=False) or world_only()
+    if world is None:
+        messages.error(request, "Choose the world whose picks to freeze (the header's world).")
+        return redirect(reverse("duel") + "#freeze")
     try:
-        version = preference_freeze(by=request.user)
+        version = preference_freeze(world=world, by=request.user)
     except DuelError as error:
         messages.error(request, str(error))
     else:
         messages.success(
             request,
-            f"Froze {version.label}: {version.picks_added} new picks, {version.row_count} in all.",
+            f"Froze {world.name} {version.label}: {version.picks_added} new picks, "
+            f"{version.row_count} in all.",
         )
     return redirect(reverse("duel") + "#freeze")
 

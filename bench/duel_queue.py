@@ -393,12 +393,12 @@ def _rewrite(version) -> bool:
     return same
 
 
-def _timed_freeze(owner):
+def _timed_freeze(world, owner):
     from arena.services import preference_freeze
 
     with _Memory() as memory:
         started = time.perf_counter()
-        version = preference_freeze(by=owner)
+        version = preference_freeze(world=world, by=owner)
         seconds = time.perf_counter() - started
     print(
         f"  v{version.number}: {version.row_count:>9,} rows in {seconds:6.2f} s "
@@ -409,10 +409,10 @@ def _timed_freeze(owner):
 
 
 def _bench_freeze(world, owner, freeze_total: int, bulk_reviewers: list) -> tuple[bool, float]:
-    small, _rate = _timed_freeze(owner)
+    small, _rate = _timed_freeze(world, owner)
     same = _rewrite(small)
     _top_up_picks(world, freeze_total, bulk_reviewers)
-    big, rate = _timed_freeze(owner)
+    big, rate = _timed_freeze(world, owner)
     same &= _rewrite(big)
     return same, rate
 

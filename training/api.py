@@ -9,6 +9,7 @@ from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
 from arena.models import World
+from arena.selectors import world_only
 from levers9.jobs.api import JobSerializer
 from levers9.jobs.models import Job
 from levers9.jobs.services import JobError
@@ -270,15 +271,24 @@ def train_wording_api(request):
     body = WordingCardSerializer(data=request.data)
     body.is_valid(raise_exception=True)
     data = body.validated_data
-    preference = PreferenceVersion.objects.filter(number=data["preference_version"]).first()
-    if preference is None:
-        return Response(
-            {"detail": f"No preference version v{data['preference_version']}: freeze first."},
-            status=status.HTTP_400_BAD_REQUEST,
-        )
     world = _wording_world(data)
     if world is None:
-        return _field_refused("pack", f"No world '{data.get('pack')}' in this workspace.")
+        return _field_refused(
+            "pack",
+            f"No world '{data.get('pack')}' in this workspace."
+            if data.get("pack")
+            else "This workspace has several worlds: name the one to train in with pack.",
+        )
+    # The world's own version of that number (each world numbers its own).
+    preference = PreferenceVersion.objects.filter(
+        world=world, number=data["preference_version"]
+    ).first()
+    if preference is None:
+        return _field_refused(
+            "preference_version",
+            f"No preference version v{data['preference_version']} in {world.name}: each world "
+            "freezes its own picks into its own versions; freeze there first.",
+        )
     try:
         parent = _parent_in(world, data.get("parent")) if data.get("parent") else None
     except ParentNotInWorld as error:
@@ -310,7 +320,8 @@ def train_wording_api(request):
 
 def _wording_world(data: dict) -> World | None:
     """The world a wording version is made in: the pack named; else, for an outcome reward,
-    the outcome world; else the first world by name (None: an unknown pack)."""
+    the outcome world; else the workspace's only world (None: an unknown pack, or several
+    worlds and none named)."""
     if data.get("pack"):
         return World.objects.filter(slug=data["pack"]).first()
     if data.get("reward_source") == "outcomes":
@@ -322,4 +333,4 @@ def _wording_world(data: dict) -> World | None:
         )
         if outcome_world is not None:
             return outcome_world
-    return World.objects.order_by("name").first()
+    return world_only()

@@ -29,7 +29,7 @@ from training.runs import training_run_of
 
 @role_required(MANAGER)
 def train(request):
-    from arena.models import PreferenceVersion
+    from arena.selectors import preference_versions
     from levers9.models import GpuPool
     from trainers.wording.spec import MIN_PAIRS
     from training.wording import bases_offered
@@ -47,7 +47,8 @@ def train(request):
             # The world in view's versions: a new version is made in that world.
             "versions": policies_answering(world=world) if world else [],
             "live": policy_live(world=world) if world else None,
-            "preference_versions": PreferenceVersion.objects.all()[:20],
+            # Its own frozen versions only: training in a world reads no other world's picks.
+            "preference_versions": preference_versions(world)[:20] if world else [],
             "pools": pools,
             "default_pool": next((p for p in pools if not p.is_cpu), pools[0] if pools else None),
             "bases": bases_offered(),
@@ -424,8 +425,10 @@ def train_wording_view(request):
         wording_choice_from,
     )
 
-    preference = PreferenceVersion.objects.filter(pk=request.POST.get("preference") or 0).first()
     world = world_in_view(request)
+    preference = PreferenceVersion.objects.filter(
+        pk=request.POST.get("preference") or 0, world=world
+    ).first()
     parent = (
         {str(v.pk): v for v in policies_answering(world=world)}.get(request.POST.get("parent", ""))
         if world

@@ -78,11 +78,6 @@ def _outcome_examples(world: World) -> list[dict[str, Any]]:
     return [{**example, "system": world.agent_system_prompt} for example in examples]
 
 
-def _system_prompts(packs: set[str]) -> dict[str, str]:
-    """Each world's agent system prompt (World.system_prompt), by slug."""
-    return {world.slug: world.agent_system_prompt for world in World.objects.filter(slug__in=packs)}
-
-
 def _hold_out_groups(moment_ids: set[int]) -> dict[int, str]:
     """The group each pick is held out with: its real call (every moment of a call on one side
     of the split), else its moment (picks on the same simulated dialogue together)."""
@@ -94,13 +89,19 @@ def _hold_out_groups(moment_ids: set[int]) -> dict[int, str]:
 
 
 def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[str, Any]:
+    """The spec of a wording job: the pairs of the world's own preference version, each
+    trained on the messages that world's version is served (its system prompt)."""
+    world = choice.preference_version.world
     frozen = list(preference_pairs(version=choice.preference_version))
+    # A world's version holds its own picks only (arena.services.freeze); a file that says
+    # otherwise was not written by the freeze, and no other world's pick may reach training.
+    strangers = sorted({pair.pack for pair in frozen} - {world.slug})
+    if strangers:
+        raise WordingCardError(
+            f"{choice.preference_version.label} of {world.name} holds picks of other worlds "
+            f"({', '.join(strangers)}): it cannot be trained on."
+        )
     groups = _hold_out_groups({pair.moment_id for pair in frozen})
-    prompts = _system_prompts({pair.pack for pair in frozen})
-    pack = frozen[0].pack if frozen else ""
-    # The spec's system prompt is the (first) world's; a pair from another world carries its
-    # own, so every pair is trained on the messages its world's version is served.
-    system = prompts.get(pack, "")
     pairs = [
         {
             "dialogue": pair.dialogue,
@@ -108,17 +109,16 @@ def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[s
             "rejected": pair.rejected,
             "reasons": list(pair.reasons),
             "call_id": groups[pair.moment_id],
-            **({"system": prompts[pair.pack]} if prompts.get(pair.pack, system) != system else {}),
         }
         for pair in frozen
     ]
     spec: dict[str, Any] = {
-        "pack": pack,
+        "pack": world.slug,
         "version": choice.preference_version.number,
         "base": choice.base,
         "gpu": {"type": choice.pool.card_type, "count": choice.card_count},
         "epochs": choice.epochs,
-        "system": system,
+        "system": world.agent_system_prompt,
         "pairs": pairs,
         "seed": choice.seed,
         "models_dir": str(settings.MODELS_DIR),
@@ -156,8 +156,8 @@ def wording_choice_from(
     the field when one is missing or not a number.
 
     The version is made in `world` (the world in view, or the API's `pack`); none named, the
-    parent's world, else the outcome world, else the first world by name. The parent (the
-    world's live version by default) must be one of that world's versions."""
+    parent's world, else the preference version's. The preference version must be that
+    world's own, and the parent (the world's live version by default) one of its versions."""
     from policies.selectors import policy_live
     from policies.services import VersionWorldMismatch, version_in_world_check
 
@@ -200,14 +200,18 @@ def wording_choice_from(
                 if outcomes_pack
                 else "Outcome labels need a world with real calls: import calls first."
             )
-    world = (
-        world
-        or (parent.world if parent is not None else None)
-        or outcomes_world
-        or World.objects.order_by("name").first()
-    )
-    if world is None:
-        raise WordingCardError("Make a world first: a version belongs to one.")
+    if preference.world_id is None:
+        raise WordingCardError(
+            f"{preference.label} holds picks of several worlds and is never trained on: "
+            "freeze in the world you train, and choose that world's version."
+        )
+    world = world or (parent.world if parent is not None else None) or preference.world
+    if preference.world_id != world.pk:
+        raise WordingCardError(
+            f"preference_version: {preference.label} belongs to {preference.world.name}; "
+            f"training in {world.name} reads only the versions frozen there. Freeze its picks "
+            "and choose one of them."
+        )
     try:
         version_in_world_check(version=parent, world=world, field="parent")
     except VersionWorldMismatch as error:

@@ -26,7 +26,10 @@ from arena.models import (
 
 def frozen_picks(world: World) -> QuerySet[Pick]:
     """Picks in a frozen preference version: training reads only frozen picks."""
-    frozen = PreferenceVersion.objects.aggregate(last=Max("last_pick_id"))["last"] or 0
+    frozen = (
+        PreferenceVersion.objects.filter(world=world).aggregate(last=Max("last_pick_id"))["last"]
+        or 0
+    )
     return (
         Pick.objects.filter(world=world, pk__lte=frozen)
         .select_related("pair__moment", "chosen_reply", "rejected_reply")

@@ -1,5 +1,6 @@
-"""Freezing picks into numbered preference versions: the next version's row and its
-TSV and manifest, streamed from PostgreSQL's COPY and written atomically."""
+"""Freezing a world's picks into its next numbered preference version: the version's row and
+its TSV and manifest, streamed from PostgreSQL's COPY and written atomically. A world's
+versions hold its own picks only, so training in one world never reads another's."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from arena import preference_format
 from arena.errors import EmptyFreeze
 from arena.judge.fitting import judge_fit_soon
 from arena.models import Call, DuelPair, Moment, Pick, PreferenceVersion, Reply, Scenario, World
-from arena.selectors import preferences_dir
+from arena.selectors import preference_number_next, preferences_dir
 
 # The rows of a version, as PostgreSQL's COPY writes them: its text format is exactly the
 # TSV's escaping (see arena.preference_format), and COPY streams a million joined rows in a
@@ -57,7 +58,7 @@ COPY (
     LEFT JOIN {scenario} AS scenario ON scenario.id = pair.scenario_id
     JOIN {reply} AS chosen ON chosen.id = pick.chosen_reply_id
     JOIN {reply} AS rejected ON rejected.id = pick.rejected_reply_id
-    WHERE pick.id <= {last_pick_id}
+    WHERE pick.id <= {last_pick_id} AND pick.world_id = {world_id}
     ORDER BY pick.id
 ) TO STDOUT
 """
@@ -105,17 +106,39 @@ def _copy_rows(cursor, statement: str) -> Iterable[bytes]:
 def preference_version_write(
     *, version: PreferenceVersion, directory: Path | None = None
 ) -> WrittenVersion:
-    """Write version N's TSV (every pick up to its last_pick_id, by pick id) and manifest.
+    """Write a world's version N: its TSV (every pick of the world up to its last_pick_id, by
+    pick id) and manifest, in the world's folder."""
+    return preference_files_write(
+        number=version.number,
+        world_id=version.world_id,
+        last_pick_id=version.last_pick_id,
+        extends=version.extends.number if version.extends_id else None,
+        previous_count=version.extends.row_count if version.extends_id else 0,
+        directory=directory or preferences_dir(version.world),
+    )
+
+
+def preference_files_write(
+    *,
+    number: int,
+    world_id: int,
+    last_pick_id: int,
+    extends: int | None,
+    previous_count: int,
+    directory: Path,
+) -> WrittenVersion:
+    """The files of a world's version from plain values (the freeze's, and the migration that
+    split the mixed versions into each world's own).
 
     The rows stream from PostgreSQL's COPY straight to the file, block by block, so memory
     stays flat however many picks there are. The bytes depend only on the picks: writing
     the same version twice gives the same file.
     """
-    directory = directory or preferences_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    target = directory / f"v{version.number}.tsv"
+    target = directory / f"v{number}.tsv"
     statement = _VERSION_ROWS_SQL.format(
-        last_pick_id=int(version.last_pick_id),
+        last_pick_id=int(last_pick_id),
+        world_id=int(world_id),
         **{
             name: model._meta.db_table
             for name, model in {
@@ -162,29 +185,31 @@ def preference_version_write(
         yield chunk
 
     sha256, size = _write_atomically(target, chunks())
-    extends = version.extends.number if version.extends_id else None
-    previous_count = version.extends.row_count if version.extends_id else 0
     manifest = preference_format.manifest_text(
-        number=version.number,
+        number=number,
         file_name=target.name,
         count=count,
         sha256=sha256,
         extends=extends,
         picks_added=count - previous_count,
     )
-    manifest_path = directory / f"v{version.number}.manifest.json"
+    manifest_path = directory / f"v{number}.manifest.json"
     _write_atomically(manifest_path, [manifest.encode()])
     return WrittenVersion(target, manifest_path, count, sha256, size)
 
 
-def preference_freeze(*, by=None, up_to_pick_id: int | None = None) -> PreferenceVersion:
-    """Freeze the picks not frozen yet (all, or those up to `up_to_pick_id`) into the next
-    numbered preference version: v<N>.tsv and its manifest under the workspace's folder on
-    the datasets volume. The version extends the one before and holds its picks too.
+def preference_freeze(
+    *, world: World, by=None, up_to_pick_id: int | None = None
+) -> PreferenceVersion:
+    """Freeze `world`'s picks not frozen yet (all, or those up to `up_to_pick_id`) into its
+    next numbered preference version: v<N>.tsv and its manifest in the world's folder on the
+    datasets volume. The version extends the world's one before and holds its picks too; no
+    other world's pick is in it.
 
-    Refused with EmptyFreeze when no new pick would be frozen. Pairs still waiting for
-    another pick when their picks are frozen leave the queue and take no more picks (unless
-    a reviewer holds one right now: they may finish it, and the next freeze closes it).
+    Refused with EmptyFreeze when no new pick of the world would be frozen. Pairs still
+    waiting for another pick when their picks are frozen leave the queue and take no more
+    picks (unless a reviewer holds one right now: they may finish it, and the next freeze
+    closes it).
     """
     with transaction.atomic():
         with connection.cursor() as cursor:
@@ -192,19 +217,21 @@ def preference_freeze(*, by=None, up_to_pick_id: int | None = None) -> Preferenc
             # back until this transaction ends: every pick at or below the watermark is then
             # committed, none can appear below it later, and two freezes never overlap.
             cursor.execute(f"LOCK TABLE {Pick._meta.db_table} IN SHARE ROW EXCLUSIVE MODE")
-        previous = PreferenceVersion.objects.order_by("-number").first()
+        previous = PreferenceVersion.objects.filter(world=world).order_by("-number").first()
         floor = previous.last_pick_id if previous else 0
-        newest = Pick.objects.aggregate(newest=Max("id"))["newest"] or 0
+        picks = Pick.objects.filter(world=world)
+        newest = picks.aggregate(newest=Max("id"))["newest"] or 0
         last = min(newest, int(up_to_pick_id)) if up_to_pick_id is not None else newest
-        added = Pick.objects.filter(id__gt=floor, id__lte=last).count()
+        added = picks.filter(id__gt=floor, id__lte=last).count()
         if not added:
             raise EmptyFreeze(
-                "There are no new picks to freeze"
+                f"There are no new picks in {world.name} to freeze"
                 + (f": every pick is already in v{previous.number}." if previous else " yet.")
                 + " Pick in the Duel first."
             )
         version = PreferenceVersion.objects.create(
-            number=previous.number + 1 if previous else 1,
+            world=world,
+            number=preference_number_next(world),
             extends=previous,
             last_pick_id=last,
             picks_added=added,
@@ -215,9 +242,11 @@ def preference_freeze(*, by=None, up_to_pick_id: int | None = None) -> Preferenc
         # A pair still waiting for another opinion whose picks are now frozen takes no more.
         # One a reviewer is looking at right now is left to them; a later freeze closes it.
         frozen_picks = Pick.objects.filter(pair=OuterRef("pk"), id__lte=last)
-        DuelPair.objects.filter(is_open=True).exclude(reserved_until__gt=timezone.now()).filter(
-            Exists(frozen_picks)
-        ).update(frozen_in=version, is_open=False, reserved_by=None, reserved_until=None)
+        DuelPair.objects.filter(world=world, is_open=True).exclude(
+            reserved_until__gt=timezone.now()
+        ).filter(Exists(frozen_picks)).update(
+            frozen_in=version, is_open=False, reserved_by=None, reserved_until=None
+        )
         written = preference_version_write(version=version)
         if written.count != version.row_count:
             raise RuntimeError(
@@ -227,13 +256,6 @@ def preference_freeze(*, by=None, up_to_pick_id: int | None = None) -> Preferenc
         version.size_bytes = written.size_bytes
         version.file_path = str(written.path.relative_to(Path(settings.DATASETS_DIR)))
         version.save(update_fields=["sha256", "size_bytes", "file_path"])
-        # The worlds whose picks were frozen refit their judge once this commits.
-        judge_fit_soon(
-            world_ids=set(
-                Pick.objects.filter(id__gt=floor, id__lte=last)
-                .values_list("world_id", flat=True)
-                .distinct()
-            ),
-            started_by=by if by is not None and by.pk else None,
-        )
+        # The world's judge refits once this commits.
+        judge_fit_soon(world_ids={world.pk}, started_by=by if by is not None and by.pk else None)
     return version

@@ -114,7 +114,7 @@ def test_it_freezes_while_reviewers_pick_without_losing_or_doubling_a_pick(
                     # One of the threads freezes while the others pick.
                     time.sleep(0.05)
                     with contextlib.suppress(EmptyFreeze):  # nothing new picked yet
-                        freezes.append(preference_freeze().number)
+                        freezes.append(preference_freeze(world=world).number)
                     continue
                 pair = duel_next(world=world, reviewer=reviewers[index], generate=False)
                 pick_submit(pair_id=pair.pk, reviewer=reviewers[index], chosen="B")
@@ -127,7 +127,7 @@ def test_it_freezes_while_reviewers_pick_without_losing_or_doubling_a_pick(
             # Whatever came after the last freeze in the threads (on a busy machine that
             # freeze may have come after every pick, leaving nothing new).
             with contextlib.suppress(EmptyFreeze):
-                preference_freeze()
+                preference_freeze(world=world)
             final = PreferenceVersion.objects.order_by("-number").first()
             rows = [row.pick_id for row in preference_version_read(version=final)]
             assert sorted(rows) == sorted(Pick.objects.values_list("pk", flat=True))

@@ -75,11 +75,11 @@ def test_it_preloads_the_queue_from_the_map(reviewer, workspace):
 
 def test_it_lets_a_manager_freeze_from_the_page(owner_client, workspace, rita):
     nothing = owner_client.post("/duel/freeze/", follow=True).content.decode()
-    assert "no new picks to freeze" in nothing
+    assert "no new picks in Lettings to freeze" in nothing
     _picked(workspace, rita)
     done = owner_client.post("/duel/freeze/", follow=True).content.decode()
-    assert "Froze preferences v1: 2 new picks, 2 in all." in done
-    assert "/api/rl/preferences/1/download/" in done
+    assert "Froze Lettings preferences v1: 2 new picks, 2 in all." in done
+    assert "/api/rl/preferences/1/download/?pack=lettings" in done
 
 
 def test_it_refuses_a_reviewer_the_freeze_and_an_outsider_the_page(
@@ -160,7 +160,7 @@ def test_the_trl_export_is_linked_from_the_duel(owner_client, workspace, rita):
     _picked(workspace, rita)
     owner_client.post("/duel/freeze/")
     html = owner_client.get("/duel/?world=lettings").content.decode()
-    assert 'href="/api/rl/preferences/1/download/?part=jsonl"' in html
+    assert 'href="/api/rl/preferences/1/download/?pack=lettings&amp;part=jsonl"' in html
 
 
 def test_it_plays_a_real_calls_world(reviewer, workspace):
@@ -199,7 +199,7 @@ def test_it_freezes_and_rescores_from_admin_actions(owner_client, workspace, rit
         {"action": "freeze_selected", "_selected_action": [min(pick_ids)]},
         follow=True,
     )
-    assert "Froze preferences v1: 1 new picks, 1 in all." in response.content.decode()
+    assert "Froze Lettings preferences v1: 1 new picks, 1 in all." in response.content.decode()
     response = owner_client.post(
         "/admin/arena/judgeoverride/",
         {"action": "rescore", "_selected_action": [override_id]},

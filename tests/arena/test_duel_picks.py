@@ -68,7 +68,7 @@ def test_it_refuses_a_pick_on_a_frozen_pair(lettings, rita, rob, datasets):
     pair = duel_next(world=lettings, reviewer=rita)
     DuelPair.objects.filter(pk=pair.pk).update(picks_wanted=2)
     pick_submit(pair_id=pair.pk, reviewer=rita, chosen="A")
-    preference_freeze(by=rita)
+    preference_freeze(world=lettings, by=rita)
     assert duel_next(world=lettings, reviewer=rob).pk != pair.pk  # out of the queue
     with pytest.raises(DuelConflict, match="frozen into preferences v1"):
         pick_submit(pair_id=pair.pk, reviewer=rob, chosen="A")
@@ -80,10 +80,10 @@ def test_it_lets_a_reviewer_finish_a_pair_they_hold_during_a_freeze(lettings, ri
     DuelPair.objects.filter(pk=pair.pk).update(picks_wanted=3)
     pick_submit(pair_id=pair.pk, reviewer=rita, chosen="A")
     assert duel_next(world=lettings, reviewer=rob).pk == pair.pk
-    preference_freeze(by=rita)
+    preference_freeze(world=lettings, by=rita)
     pick_submit(pair_id=pair.pk, reviewer=rob, chosen="A")  # lands in the next version
     assert DuelPair.objects.get(pk=pair.pk).is_open  # still wants a third pick...
-    second = preference_freeze(by=rita)
+    second = preference_freeze(world=lettings, by=rita)
     closed = DuelPair.objects.get(pk=pair.pk)
     assert (closed.is_open, closed.frozen_in_id) == (False, second.pk)  # ...until frozen
 

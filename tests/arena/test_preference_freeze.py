@@ -48,10 +48,10 @@ def _pick(world, reviewer, side="A", reasons=("respect",)):
 
 def test_it_freezes_picks_into_a_numbered_tsv_with_a_manifest(lettings, rita, datasets):
     picks = [_pick(lettings, rita, side) for side in "ABA"]
-    version = preference_freeze(by=rita)
+    version = preference_freeze(world=lettings, by=rita)
     assert (version.number, version.row_count, version.picks_added) == (1, 3, 3)
     path = preference_version_path(version)
-    assert path == datasets / "ws_acme" / "preferences" / "v1.tsv"
+    assert path == datasets / "ws_acme" / "preferences" / "lettings" / "v1.tsv"
     assert preference_format.file_sha256(path) == version.sha256
     manifest = json.loads(path.with_name("v1.manifest.json").read_text())
     assert manifest["count"] == 3
@@ -71,10 +71,10 @@ def test_it_freezes_picks_into_a_numbered_tsv_with_a_manifest(lettings, rita, da
 
 def test_it_extends_the_previous_version(lettings, rita):
     _pick(lettings, rita)
-    first = preference_freeze(by=rita)
+    first = preference_freeze(world=lettings, by=rita)
     _pick(lettings, rita)
     _pick(lettings, rita)
-    second = preference_freeze(by=rita)
+    second = preference_freeze(world=lettings, by=rita)
     assert (second.number, second.extends_id, second.row_count, second.picks_added) == (
         2,
         first.pk,
@@ -88,12 +88,12 @@ def test_it_extends_the_previous_version(lettings, rita):
 
 
 def test_it_refuses_an_empty_freeze_and_keeps_what_was_frozen(lettings, rita):
-    with pytest.raises(EmptyFreeze, match="no new picks to freeze yet"):
-        preference_freeze(by=rita)
+    with pytest.raises(EmptyFreeze, match="no new picks in Lettings to freeze yet"):
+        preference_freeze(world=lettings, by=rita)
     _pick(lettings, rita)
-    version = preference_freeze(by=rita)
+    version = preference_freeze(world=lettings, by=rita)
     with pytest.raises(EmptyFreeze, match="already in v1"):
-        preference_freeze(by=rita)
+        preference_freeze(world=lettings, by=rita)
     assert list(PreferenceVersion.objects.values_list("number", flat=True)) == [1]
     assert preference_format.file_sha256(preference_version_path(version)) == version.sha256
 
@@ -104,11 +104,11 @@ def test_it_gives_byte_identical_files_for_the_same_picks(lettings, rita, tmp_pa
     # Freeze, keep the bytes, undo, freeze the same picks again.
     with transaction.atomic():
         sid = transaction.savepoint()
-        first = preference_freeze(by=rita)
+        first = preference_freeze(world=lettings, by=rita)
         first_bytes = preference_version_path(first).read_bytes()
         first_manifest = preference_version_path(first).with_name("v1.manifest.json").read_bytes()
         transaction.savepoint_rollback(sid)
-    again = preference_freeze(by=rita)
+    again = preference_freeze(world=lettings, by=rita)
     assert preference_version_path(again).read_bytes() == first_bytes
     assert again.sha256 == first.sha256
     assert preference_version_path(again).with_name("v1.manifest.json").read_bytes() == (
@@ -125,7 +125,7 @@ def test_it_round_trips_tabs_newlines_and_backslashes(lettings, rita):
     dialogue = [{"speaker": "customer", "text": "Hi\tthere\nfriend \\o/"}]
     DuelPair.objects.filter(pk=pair.pk).update(dialogue=preference_format.dialogue_json(dialogue))
     pick_submit(pair_id=pair.pk, reviewer=rita, chosen="A", reasons=["respect", "family"])
-    version = preference_freeze(by=rita)
+    version = preference_freeze(world=lettings, by=rita)
     raw = preference_version_path(version).read_text(encoding="utf-8")
     assert len(raw.split("\n")) == 3  # header, one row, the final newline
     # PostgreSQL's COPY escaped the field exactly as the format module does.
@@ -139,7 +139,7 @@ def test_it_round_trips_tabs_newlines_and_backslashes(lettings, rita):
 
 def test_it_refuses_to_read_a_version_whose_file_changed(lettings, rita):
     _pick(lettings, rita)
-    version = preference_freeze(by=rita)
+    version = preference_freeze(world=lettings, by=rita)
     path = preference_version_path(version)
     path.chmod(0o644)
     path.write_text(path.read_text() + "tampered\n")
@@ -159,7 +159,7 @@ def test_it_escapes_and_unescapes_every_special_character():
 def test_it_writes_every_pick_once_in_pick_order(lettings, rita):
     for _ in range(5):
         _pick(lettings, rita)
-    version = preference_freeze(by=rita)
+    version = preference_freeze(world=lettings, by=rita)
     assert [row.pick_id for row in preference_version_read(version=version)] == sorted(
         Pick.objects.values_list("pk", flat=True)
     )
@@ -170,11 +170,15 @@ def test_it_freezes_from_the_command_line(workspace, datasets, rita):
         world = World.objects.get(slug="lettings")
         duel_pairs_generate(world=world, count=3)
         _pick(world, rita)
-    call_command("freeze_preferences", "--workspace", "acme", "--by", "rita@acme.test")
+    call_command(
+        "freeze_preferences", "--workspace", "acme", "--pack", "lettings", "--by", "rita@acme.test"
+    )
     with schema_context(workspace.schema_name):
         version = PreferenceVersion.objects.get()
         assert (version.row_count, version.created_by_name) == (1, "rita@acme.test")
     with pytest.raises(CommandError, match="no new picks"):
-        call_command("freeze_preferences", "--workspace", "acme")
+        call_command("freeze_preferences", "--workspace", "acme", "--pack", "lettings")
+    with pytest.raises(CommandError, match="No world 'nowhere'"):
+        call_command("freeze_preferences", "--workspace", "acme", "--pack", "nowhere")
     with pytest.raises(CommandError, match="No workspace"):
-        call_command("freeze_preferences", "--workspace", "nowhere")
+        call_command("freeze_preferences", "--workspace", "nowhere", "--pack", "lettings")

@@ -62,7 +62,7 @@ def test_a_world_made_over_the_api_imports_pairs_and_calls_and_fits_its_judge(
     }
 
     with django_capture_on_commit_callbacks(execute=False):
-        frozen = owner_client.post("/api/rl/preferences/freeze/")
+        frozen = owner_client.post("/api/rl/preferences/freeze/?pack=charity")
     assert frozen.status_code in (200, 201), frozen.content
     with django_capture_on_commit_callbacks(execute=False):
         started = owner_client.post("/api/rl/packs/charity/judge/fit/")
@@ -88,7 +88,7 @@ def test_a_world_made_over_the_api_imports_pairs_and_calls_and_fits_its_judge(
     assert scored.json()["judge"] == f"{version.label} of charity"
 
     number = frozen.json()["number"]
-    download = owner_client.get(f"/api/rl/preferences/{number}/download/?part=jsonl")
+    download = owner_client.get(f"/api/rl/preferences/{number}/download/?pack=charity&part=jsonl")
     assert download.status_code == 200
     rows = [json.loads(line) for line in download.content.decode().splitlines()]
     assert len(rows) == 300
@@ -173,9 +173,9 @@ def test_imported_pairs_keep_their_ids_through_freeze_and_export(
     ids = [json.loads(line)["id"] for line in lines]
     assert _import(owner_client, "\n".join(lines)).json()["created"] == 4
     with django_capture_on_commit_callbacks(execute=False):
-        frozen = owner_client.post("/api/rl/preferences/freeze/")
+        frozen = owner_client.post("/api/rl/preferences/freeze/?pack=charity")
     number = frozen.json()["number"]
-    url = f"/api/rl/preferences/{number}/download/?part=jsonl"
+    url = f"/api/rl/preferences/{number}/download/?pack=charity&part=jsonl"
     exported = owner_client.get(url).content.decode()
     assert sorted(json.loads(line)["id"] for line in exported.splitlines()) == sorted(ids)
     again = _import(owner_client, exported)

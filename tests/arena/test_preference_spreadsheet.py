@@ -86,4 +86,4 @@ def test_another_workspace_cannot_download_it(owner_client, other_workspace):
 def test_the_duel_page_links_the_spreadsheet_download(owner_client):
     number = _frozen(owner_client)
     page = owner_client.get("/duel/").content.decode()
-    assert f"/api/rl/preferences/{number}/download/?part=spreadsheet" in page
+    assert f"/api/rl/preferences/{number}/download/?pack=lettings&amp;part=spreadsheet" in page

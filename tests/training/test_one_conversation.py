@@ -33,7 +33,7 @@ def frozen_lettings(in_workspace):
     for _ in range(2):
         pair = duel_next(world=world, reviewer=reviewer)
         pick_submit(pair_id=pair.pk, reviewer=reviewer, chosen="A", reasons=["respect"])
-    return preference_freeze(by=reviewer)
+    return preference_freeze(world=world, by=reviewer)
 
 
 class _Recording:

@@ -27,7 +27,7 @@ def frozen(in_workspace):
     for _ in range(3):
         pair = duel_next(world=world, reviewer=reviewer)
         pick_submit(pair_id=pair.pk, reviewer=reviewer, chosen="A", reasons=["respect"])
-    return preference_freeze(by=reviewer)
+    return preference_freeze(world=world, by=reviewer)
 
 
 def _choice(frozen, **changes) -> WordingChoice:
@@ -147,6 +147,7 @@ def test_the_api_starts_a_card_and_packs_the_outcome_world(
             owner_client,
             method="rlhf",
             preference_version=frozen.number,
+            pack="lettings",
             reward_source="outcomes",
             outcomes_pack="calls",
             epochs=0.5,

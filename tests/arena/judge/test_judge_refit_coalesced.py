@@ -42,7 +42,9 @@ def test_a_request_folds_into_the_refit_already_waiting(
         world=persuasion, text="\n".join(HH_RLHF_PAIRS.read_text().splitlines()[:40])
     )
     with django_capture_on_commit_callbacks(execute=False):
-        preference_freeze(by=get_user_model().objects.get(username="owner@acme.test"))
+        preference_freeze(
+            world=persuasion, by=get_user_model().objects.get(username="owner@acme.test")
+        )
     again = _request(persuasion, django_capture_on_commit_callbacks)
     assert again.pk == first.pk
     assert _fits(persuasion) == [first]

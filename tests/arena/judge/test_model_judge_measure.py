@@ -33,7 +33,7 @@ def model_judged(in_workspace, monkeypatch):
     world = World.objects.get(slug="lettings")
     preferences_import(world=world, text="\n".join(HH_RLHF_PAIRS.read_text().splitlines()[:80]))
     owner = get_user_model().objects.get(username="owner@acme.test")
-    preference_freeze(by=owner)
+    preference_freeze(world=world, by=owner)
     world = world_judge_set(
         world=world, provider="vllm", model="judge-model", endpoint_url="http://judge:8000/v1"
     )

@@ -118,7 +118,9 @@ def test_picks_frozen_while_a_fit_runs_are_fitted_once_it_ends(
         world=persuasion, text="\n".join(HH_RLHF_PAIRS.read_text().splitlines()[:60])
     )
     with django_capture_on_commit_callbacks(execute=False) as refits:
-        preference_freeze(by=get_user_model().objects.get(username="owner@acme.test"))
+        preference_freeze(
+            world=persuasion, by=get_user_model().objects.get(username="owner@acme.test")
+        )
     with django_capture_on_commit_callbacks(execute=False):  # the refit, not its placement
         for callback in refits:
             callback()
