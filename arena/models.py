@@ -483,11 +483,18 @@ class DuelPair(models.Model):
 
 
 class Pick(models.Model):
-    """A preference: at this moment, the reviewer found `chosen_reply` better."""
+    """A reviewer's verdict on a pair: at this moment `chosen_reply` was better (a
+    preference), or the two were as good as each other (a tie), or neither would do (both
+    bad). For a tie or both bad, chosen and rejected are A and B in the order shown."""
 
     class Side(models.TextChoices):
         A = "A", "A"
         B = "B", "B"
+
+    class Kind(models.TextChoices):
+        PREFERENCE = "preference", "Preference"
+        TIE = "tie", "Tie"
+        BOTH_BAD = "both_bad", "Both bad"
 
     pair = models.ForeignKey(DuelPair, on_delete=models.PROTECT, related_name="picks")
     world = models.ForeignKey(World, on_delete=models.PROTECT, related_name="picks")
@@ -498,6 +505,9 @@ class Pick(models.Model):
     chosen_source = models.CharField(max_length=120)
     rejected_source = models.CharField(max_length=120)
     reasons = models.JSONField(default=list, blank=True)
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.PREFERENCE)
+    # The reviewer's own words on the pick, kept with it in frozen versions.
+    note = models.TextField(blank=True)
     reviewer = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -172,8 +172,10 @@ MOVE_RULES: tuple[MoveRule, ...] = (
         r"|have a (great|good|nice|wonderful|lovely|fantastic) (day|evening|night|weekend|rest)"
         r"|\b(good)?bye\b|\btake care\b|anything else (i can|you need)"
         r"|thank(s| you)( so much| again)? for (chatting|talking|your time)"
-        # Thanks that open the turn (not for calling: that greets), or thanks for the help.
-        r"|^\W*(\w+\W+){0,2}(thanks|thank you|thanks a (lot|bunch))\b"
+        # Thanks that open the turn (not for calling, and not after a hello: those greet), or
+        # thanks for the help.
+        r"|^(?!\W*(hi|hello|hey|hiya|howdy|good (morning|afternoon|evening|day)|greetings)\b)"
+        r"\W*(\w+\W+){0,2}(thanks|thank you|thanks a (lot|bunch))\b"
         r"(?!\s+for\s+(calling|getting in touch|contacting|reaching out|asking))"
         r"|appreciate (it|your (help|support|generosity|donation|contribution)))",
     ),
