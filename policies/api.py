@@ -23,6 +23,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from arena.models import World
+from arena.selectors import world_only
 from levers9.roles import OWNER, REVIEWER, HasRole
 from policies.endpoints import endpoint_release, version_release, version_serve
 from policies.errors import PolicyError
@@ -41,15 +42,18 @@ def world_for_pack(pack: str | None, *, field: str = "pack", named: bool = False
         if world is None:
             raise serializers.ValidationError({field: [f"No world '{pack}' in this workspace."]})
         return world
-    slugs = list(World.objects.order_by("name").values_list("slug", flat=True)[:2])
+    only = world_only()
+    if only is not None:
+        return only
+    slugs = list(World.objects.order_by("name").values_list("slug", flat=True))
     if not slugs:
         raise serializers.ValidationError({field: ["No world yet."]})
-    if named and len(slugs) > 1:
-        every = ", ".join(World.objects.order_by("name").values_list("slug", flat=True))
+    if named:
         raise serializers.ValidationError(
             {
                 field: [
-                    f"Name the world: this workspace has several, give '{field}' as one of {every}."
+                    f"Name the world: this workspace has several, give '{field}' as one of "
+                    f"{', '.join(slugs)}."
                 ]
             }
         )
