@@ -107,6 +107,7 @@ TENANT_APPS = [
     "django.contrib.messages",
     "rest_framework.authtoken",
     "levers9.jobs",
+    "levers9.users",
     "arena",
     "policies",
     "training",
@@ -286,7 +287,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     # Turns sent in (judge items, live calls) share one name; a stored Turn keeps its own.
-    "ENUM_NAME_OVERRIDES": {"SpeakerEnum": ["agent", "customer"]},
+    "ENUM_NAME_OVERRIDES": {
+        "SpeakerEnum": ["agent", "customer"],
+        "WorkspaceRoleEnum": "levers9.roles.ROLES",
+    },
     # The interactive docs' assets are served from our own static files (no CDN here).
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -21,6 +21,7 @@ from arena.api import (
 from evaluation.api import EvaluationViewSet
 from levers9 import api, views
 from levers9.jobs.api import JobViewSet
+from levers9.users.api import InvitationViewSet, UserViewSet
 from policies.api import EndpointViewSet, PolicyVersionViewSet
 from training.api import (
     engines_run_api,
@@ -38,6 +39,8 @@ api.router.register("picks", PickViewSet, basename="pick")
 api.router.register("overrides", JudgeOverrideViewSet, basename="override")
 api.router.register("preferences", PreferenceVersionViewSet, basename="preference-version")
 api.router.register("jobs", JobViewSet, basename="job")
+api.router.register("users", UserViewSet, basename="user")
+api.router.register("invitations", InvitationViewSet, basename="invitation")
 api.router.register("evaluations", EvaluationViewSet, basename="evaluation")
 
 urlpatterns = [
@@ -48,6 +51,7 @@ urlpatterns = [
     path("", include("policies.urls")),
     path("", include("evaluation.urls")),
     path("", include("arena.urls")),
+    path("", include("levers9.users.urls")),
     path("admin/", admin.site.urls),
     path("api/rl/me/", api.me, name="api-me"),
     path("api/rl/train/move-strategy/", train_move_strategy_api, name="api-train-move-strategy"),
