@@ -8,6 +8,17 @@ backslash, tab, newline, carriage return, backspace, form feed and vertical tab 
 back exactly. The dialogue field is the moment's dialogue as compact JSON
 ([{"speaker", "text"}, ...]) and `reasons` is a comma-separated list in rubric order.
 
+The last two columns say what kind of pick a row is and what the reviewer wrote: `kind` is
+"preference" (chosen was better), "tie" (as good as each other) or "both_bad" (neither would
+do), and `note` is the reviewer's own words. For a tie or both bad, chosen and rejected are
+replies A and B as they were shown. Files frozen before picks had a kind (format 1) lack both
+columns; they read as preferences with no note, their bytes and sha256 untouched.
+
+Who reads a tie or both bad: nobody trains on them yet. DPO's loss and the Bradley-Terry
+reward model's both need a chosen and a rejected reply, so a wording spec leaves them out and
+counts them (training.wording); the judge's fit leaves them out too (arena.judge.rows), and so
+does TRL's JSONL export, whose format has no tie. The TSV and the spreadsheet CSV keep them.
+
     from arena.preference_format import read_pairs
     for pair in read_pairs("var/datasets/ws_demo/preferences/v3.tsv"):
         pair.dialogue, pair.chosen, pair.rejected, pair.reasons
@@ -24,9 +35,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-FORMAT = "levers9-preferences/1"
+FORMAT = "levers9-preferences/2"
+FORMAT_V1 = "levers9-preferences/1"
 
-COLUMNS: tuple[str, ...] = (
+# Format 1's columns: every pick a preference, no note. Still read, never written.
+COLUMNS_V1: tuple[str, ...] = (
     "pick_id",
     "pack",
     "moment_id",
@@ -43,6 +56,13 @@ COLUMNS: tuple[str, ...] = (
     "reviewer",
     "picked_at",
 )
+COLUMNS: tuple[str, ...] = (*COLUMNS_V1, "kind", "note")
+
+# What a pick may be (arena.models.Pick.Kind, kept here as plain text for the trainers).
+PREFERENCE = "preference"
+TIE = "tie"
+BOTH_BAD = "both_bad"
+KINDS: tuple[str, ...] = (PREFERENCE, TIE, BOTH_BAD)
 
 _ESCAPED = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r", "b": "\b", "f": "\f", "v": "\v"}
 _ESCAPES = str.maketrans({char: "\\" + code for code, char in _ESCAPED.items()})
@@ -72,8 +92,8 @@ def dialogue_json(dialogue: Iterable[dict[str, str]]) -> str:
     )
 
 
-def header_line() -> str:
-    return "\t".join(COLUMNS) + "\n"
+def header_line(columns: tuple[str, ...] = COLUMNS) -> str:
+    return "\t".join(columns) + "\n"
 
 
 @dataclass(frozen=True)
@@ -95,6 +115,8 @@ class PreferenceRow:
     reasons: tuple[str, ...]
     reviewer: str
     picked_at: str
+    kind: str = PREFERENCE
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -108,19 +130,29 @@ class PreferencePair:
     pack: str
     # Which moment the pick was made at: picks on one dialogue are held out together.
     moment_id: int = 0
+    # "preference", "tie" or "both_bad": only a preference says which reply was better.
+    kind: str = PREFERENCE
 
 
 class PreferenceFileError(ValueError):
     """The file is not a preference version, or not the one its manifest describes."""
 
 
-def parse_row(line: str, *, line_number: int = 0) -> PreferenceRow:
+def parse_row(
+    line: str, *, line_number: int = 0, columns: tuple[str, ...] = COLUMNS
+) -> PreferenceRow:
+    """One row of a file with these columns (COLUMNS, or COLUMNS_V1 for a format 1 file)."""
     fields = line.rstrip("\n").split("\t")
-    if len(fields) != len(COLUMNS):
+    if len(fields) != len(columns):
         raise PreferenceFileError(
-            f"line {line_number}: {len(fields)} fields, expected {len(COLUMNS)}"
+            f"line {line_number}: {len(fields)} fields, expected {len(columns)}"
         )
-    values = dict(zip(COLUMNS, (unescape(field) for field in fields), strict=True))
+    values = dict(zip(columns, (unescape(field) for field in fields), strict=True))
+    kind = values.get("kind", PREFERENCE)
+    if kind not in KINDS:
+        raise PreferenceFileError(
+            f"line {line_number}: kind {kind!r} is not one of {', '.join(KINDS)}"
+        )
     return PreferenceRow(
         pick_id=int(values["pick_id"]),
         pack=values["pack"],
@@ -137,6 +169,8 @@ def parse_row(line: str, *, line_number: int = 0) -> PreferenceRow:
         reasons=tuple(reason for reason in values["reasons"].split(",") if reason),
         reviewer=values["reviewer"],
         picked_at=values["picked_at"],
+        kind=kind,
+        note=values.get("note", ""),
     )
 
 
@@ -148,6 +182,13 @@ def file_sha256(path: Path | str) -> str:
     return digest.hexdigest()
 
 
+# The headers a file may start with, and the columns each means.
+_HEADERS: dict[str, tuple[str, ...]] = {
+    header_line(COLUMNS): COLUMNS,
+    header_line(COLUMNS_V1): COLUMNS_V1,
+}
+
+
 def read_rows(path: Path | str, *, sha256: str | None = None) -> Iterator[PreferenceRow]:
     """Stream the rows of a preference TSV; with `sha256`, refuse a file that changed."""
     path = Path(path)
@@ -156,10 +197,11 @@ def read_rows(path: Path | str, *, sha256: str | None = None) -> Iterator[Prefer
     # newline="\n": a row ends only at "\n" (an escaped "\r" never splits a row).
     with open(path, encoding="utf-8", newline="\n") as handle:
         header = handle.readline()
-        if header != header_line():
+        columns = _HEADERS.get(header)
+        if columns is None:
             raise PreferenceFileError(f"{path} does not start with the {FORMAT} header.")
         for number, line in enumerate(handle, start=2):
-            yield parse_row(line, line_number=number)
+            yield parse_row(line, line_number=number, columns=columns)
 
 
 def read_pairs(path: Path | str, *, sha256: str | None = None) -> Iterator[PreferencePair]:
@@ -172,22 +214,30 @@ def read_pairs(path: Path | str, *, sha256: str | None = None) -> Iterator[Prefe
             reasons=row.reasons,
             pack=row.pack,
             moment_id=row.moment_id,
+            kind=row.kind,
         )
 
 
 def manifest_text(
-    *, number: int, file_name: str, count: int, sha256: str, extends: int | None, picks_added: int
+    *,
+    number: int,
+    file_name: str,
+    count: int,
+    sha256: str,
+    extends: int | None,
+    picks_added: int,
+    columns: tuple[str, ...] = COLUMNS,
 ) -> str:
     """The manifest JSON. No clock time in it: the same picks give the same bytes."""
     manifest = {
-        "format": FORMAT,
+        "format": FORMAT if columns == COLUMNS else FORMAT_V1,
         "version": number,
         "file": file_name,
         "count": count,
         "sha256": sha256,
         "extends": extends,
         "picks_added": picks_added,
-        "columns": list(COLUMNS),
+        "columns": list(columns),
     }
     return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
 
@@ -235,9 +285,14 @@ def trl_lines(
 
     `imported_ids` maps a pick to the `id` its pair had when it was imported: exported with
     that id, the file joins back to its source and importing it again changes nothing. Other
-    picks are named by their own pick id."""
+    picks are named by their own pick id.
+
+    Ties and both-bad picks are left out: the format has a chosen and a rejected reply and
+    nothing that says neither won, so TRL's trainers would read A as the better one."""
     imported_ids = imported_ids or {}
     for row in rows:
+        if row.kind != PREFERENCE:
+            continue
         prompt = [
             {"role": "assistant" if turn["speaker"] == "agent" else "user", "content": turn["text"]}
             for turn in row.dialogue

@@ -1,5 +1,5 @@
 """Reads of the arena: worlds, the Duel's queue items and reveals, its map and agreement
-figures, and frozen preference versions."""
+figures, the picks as the Picks page filters them, and frozen preference versions."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -485,7 +486,8 @@ def world_map(world: World, *, selection: QueueSelection | None = None) -> dict[
 
 def reviewer_agreement(world: World | None = None) -> dict[str, Any]:
     """How often two reviewers of the same pair chose the same reply (over every two picks
-    of a pair judged more than once)."""
+    of a pair judged more than once). Two ties agree, as do two both-bad picks (their chosen
+    is reply A either way); a tie and a preference for A do not."""
     where = "AND first.world_id = %s" if world is not None else ""
     params = [world.pk] if world is not None else []
     with connection.cursor() as cursor:
@@ -493,7 +495,8 @@ def reviewer_agreement(world: World | None = None) -> dict[str, Any]:
         cursor.execute(
             f"""
             SELECT count(*),
-                   count(*) FILTER (WHERE first.chosen_reply_id = second.chosen_reply_id)
+                   count(*) FILTER (WHERE first.chosen_reply_id = second.chosen_reply_id
+                                      AND first.kind = second.kind)
             FROM {Pick._meta.db_table} AS first
             JOIN {Pick._meta.db_table} AS second
               ON second.pair_id = first.pair_id AND second.id > first.id
@@ -538,6 +541,118 @@ def picks_with_version(picks: QuerySet[Pick]) -> QuerySet[Pick]:
         .values("number")[:1]
     )
     return picks.annotate(frozen_in_number=Subquery(first_version))
+
+
+# --- the Picks page ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PickFilters:
+    """What the Picks page (and GET /api/rl/picks/) narrows the picks to. `world` None: every
+    world of the workspace (the API without ?pack=)."""
+
+    world: World | None = None
+    reviewer: str = ""
+    reason: str = ""
+    kind: str = ""
+    since: date | None = None
+    until: date | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], *, world: World | None) -> PickFilters:
+        """The filters as typed; DuelBadInput naming the field that is wrong."""
+        kind = str(params.get("kind") or "").strip()
+        if kind and kind not in Pick.Kind.values:
+            raise DuelBadInput(f"'kind' is one of {', '.join(Pick.Kind.values)}, not {kind!r}.")
+        filters = cls(
+            world=world,
+            reviewer=str(params.get("reviewer") or "").strip(),
+            reason=str(params.get("reason") or "").strip(),
+            kind=kind,
+            since=_date_param(params, "since"),
+            until=_date_param(params, "until"),
+        )
+        if filters.since and filters.until and filters.since > filters.until:
+            raise DuelBadInput("'since' is after 'until': give a range that runs forwards.")
+        return filters
+
+    def as_params(self) -> dict[str, str]:
+        params = {
+            "reviewer": self.reviewer,
+            "reason": self.reason,
+            "kind": self.kind,
+            "since": self.since.isoformat() if self.since else "",
+            "until": self.until.isoformat() if self.until else "",
+        }
+        return {name: value for name, value in params.items() if value}
+
+    def apply(self, picks: QuerySet[Pick]) -> QuerySet[Pick]:
+        if self.world is not None:
+            picks = picks.filter(world=self.world)
+        if self.reviewer:
+            picks = picks.filter(reviewer_name=self.reviewer)
+        if self.reason:
+            picks = picks.filter(reasons__contains=[self.reason])
+        if self.kind:
+            picks = picks.filter(kind=self.kind)
+        # Days as the workspace's clock reads them (settings.TIME_ZONE), both ends included.
+        if self.since:
+            picks = picks.filter(created_at__date__gte=self.since)
+        if self.until:
+            picks = picks.filter(created_at__date__lte=self.until)
+        return picks
+
+
+def _date_param(params: Mapping[str, Any], name: str) -> date | None:
+    value = str(params.get(name) or "").strip()
+    if not value:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise DuelBadInput(f"'{name}' is a day as YYYY-MM-DD, not {value!r}.") from None
+
+
+def picks_listed(filters: PickFilters) -> QuerySet[Pick]:
+    """The picks the filters leave, newest first, each with the first version holding it
+    (`frozen_in_number`)."""
+    return picks_with_version(
+        filters.apply(Pick.objects.select_related("world", "pair__moment"))
+    ).order_by("-id")
+
+
+def picks_reviewer_counts(picks: QuerySet[Pick]) -> list[dict[str, Any]]:
+    """Each reviewer's counts in these picks: picks, ties, both bad and notes, most picks
+    first. By the name kept on the pick, so a removed user's picks still count."""
+    return list(
+        picks.order_by()
+        .values("reviewer_name")
+        .annotate(
+            picks=Count("id"),
+            ties=Count("id", filter=Q(kind=Pick.Kind.TIE)),
+            both_bad=Count("id", filter=Q(kind=Pick.Kind.BOTH_BAD)),
+            notes=Count("id", filter=~Q(note="")),
+        )
+        .order_by("-picks", "reviewer_name")
+    )
+
+
+def pick_filter_choices(world: World | None) -> dict[str, list[str]]:
+    """What the Picks page's lists offer: the reviewers who picked and the reasons ticked in
+    the world (the reasons as picks carry them, whatever the world's rubric says today)."""
+    picks = Pick.objects.filter(world=world) if world is not None else Pick.objects.all()
+    reviewers = list(
+        picks.order_by("reviewer_name").values_list("reviewer_name", flat=True).distinct()
+    )
+    where = "WHERE world_id = %s" if world is not None else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT DISTINCT jsonb_array_elements_text(reasons) AS reason "  # noqa: S608
+            f"FROM {Pick._meta.db_table} {where} ORDER BY reason",
+            [world.pk] if world is not None else [],
+        )
+        reasons = [row[0] for row in cursor.fetchall()]
+    return {"reviewers": reviewers, "reasons": reasons, "kinds": list(Pick.Kind.values)}
 
 
 def duel_stats(world: World, *, reviewer=None) -> dict[str, Any]:

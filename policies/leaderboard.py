@@ -39,11 +39,14 @@ def _labels(world: World) -> dict[int, str]:
 def leaderboard_games(*, world: World) -> list[tuple[str, str]]:
     """(winner, loser) labels of `world`'s versions, from its picks and evaluations. Picks
     against the real agent or the simulator's moves are not games between versions and are
-    left out; ties are left out; so is any game with another world's version."""
+    left out; ties (a pick of kind tie or both bad too) are left out; so is any game with
+    another world's version."""
     games: list[tuple[str, str]] = []
     labels = _labels(world)
     for chosen, rejected in Pick.objects.filter(
         world=world,
+        # A tie or both bad names no winner: its chosen and rejected are only A and B.
+        kind=Pick.Kind.PREFERENCE,
         chosen_reply__author__isnull=False,
         rejected_reply__author__isnull=False,
     ).values_list("chosen_reply__author__version", "rejected_reply__author__version"):

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
+from arena import preference_format
 from arena.held_out import held_out_call_ids
 from arena.models import Call, Moment, PreferenceVersion, World
 from arena.selectors import preference_pairs
@@ -89,8 +90,10 @@ def _hold_out_groups(moment_ids: set[int]) -> dict[int, str]:
 
 
 def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[str, Any]:
-    """The spec of a wording job: the pairs of the world's own preference version, each
-    trained on the messages that world's version is served (its system prompt)."""
+    """The spec of a wording job: the preferences of the world's own preference version, each
+    trained on the messages that world's version is served (its system prompt). Ties and
+    both-bad picks are skipped (neither DPO nor the reward model has a loss for them) and
+    counted under "skipped"."""
     world = choice.preference_version.world
     frozen = list(preference_pairs(version=choice.preference_version))
     # A world's version holds its own picks only (arena.services.freeze); a file that says
@@ -101,7 +104,17 @@ def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[s
             f"{choice.preference_version.label} of {world.name} holds picks of other worlds "
             f"({', '.join(strangers)}): it cannot be trained on."
         )
-    groups = _hold_out_groups({pair.moment_id for pair in frozen})
+    # DPO's loss and the Bradley-Terry reward model's need a chosen and a rejected reply: a
+    # tie or a both-bad pick says neither, so both are left out, and counted on the spec so
+    # the job says how many of the version's picks it did not learn from.
+    skipped = {kind: 0 for kind in preference_format.KINDS if kind != preference_format.PREFERENCE}
+    preferences = []
+    for pair in frozen:
+        if pair.kind == preference_format.PREFERENCE:
+            preferences.append(pair)
+        else:
+            skipped[pair.kind] += 1
+    groups = _hold_out_groups({pair.moment_id for pair in preferences})
     pairs = [
         {
             "dialogue": pair.dialogue,
@@ -110,7 +123,7 @@ def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[s
             "reasons": list(pair.reasons),
             "call_id": groups[pair.moment_id],
         }
-        for pair in frozen
+        for pair in preferences
     ]
     spec: dict[str, Any] = {
         "pack": world.slug,
@@ -120,6 +133,7 @@ def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[s
         "epochs": choice.epochs,
         "system": world.agent_system_prompt,
         "pairs": pairs,
+        "skipped": skipped,
         "seed": choice.seed,
         "models_dir": str(settings.MODELS_DIR),
         "output_dir": job_folder_hint,
@@ -246,6 +260,18 @@ def wording_choice_check(choice: WordingChoice) -> None:
         )
 
 
+def _skipped_said(spec: dict[str, Any]) -> str:
+    """What the job's title says of the picks it does not learn from ("" when none)."""
+    skipped = spec.get("skipped") or {}
+    parts = [
+        f"{count} {'tie' if kind == preference_format.TIE else 'both bad'}"
+        + ("s" if kind == preference_format.TIE and count != 1 else "")
+        for kind, count in skipped.items()
+        if count
+    ]
+    return f" · skipped {', '.join(parts)}" if parts else ""
+
+
 def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
     """Start the RLHF or DPO card. Checks the spec first; refuses with the reason."""
     wording_choice_check(choice)
@@ -267,7 +293,7 @@ def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
         spec=spec,
         pool=choice.pool,
         card_count=choice.card_count,
-        title=f"{METHODS[choice.method]} from {choice.parent.label}",
+        title=f"{METHODS[choice.method]} from {choice.parent.label}" + _skipped_said(spec),
         started_by=started_by,
         finish_needs={"version": choice.method, "serve": True, "checkpoint": True},
     )

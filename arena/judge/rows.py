@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Max, QuerySet
 
 from arena.held_out import held_out_call_ids
+from arena.judge.dimensions import world_dimensions
 from arena.judge.fitted import outcome_rows, override_row, pair_row
 from arena.models import (
     Call,
@@ -25,7 +26,8 @@ from arena.models import (
 
 
 def frozen_picks(world: World) -> QuerySet[Pick]:
-    """Picks in a frozen preference version: training reads only frozen picks."""
+    """Picks in a frozen preference version: training reads only frozen picks. Ties and
+    both-bad picks included (judge_fit_rows leaves them out of its pairs)."""
     frozen = (
         PreferenceVersion.objects.filter(world=world).aggregate(last=Max("last_pick_id"))["last"]
         or 0
@@ -43,14 +45,18 @@ def _group(moment: Moment) -> str:
 
 
 def judge_fit_rows(world: World) -> dict[str, list[dict[str, Any]]]:
-    """The world's picks, overrides and outcome turns as the fit reads them."""
+    """The world's picks, overrides and outcome turns as the fit reads them, with the rubric's
+    numbers on the world's own dimensions."""
+    rubric = world_dimensions(world)
     held_out = held_out_call_ids(world=world)
     picks = list(frozen_picks(world))
     moments_dialogues_load(pick.pair.moment for pick in picks)
     pairs = []
     for pick in picks:
         moment = pick.pair.moment
-        if moment.call_id in held_out:
+        # A pair row says the chosen reply beat the rejected one: a tie or both bad says
+        # neither did, so the fit (a pairwise loss) leaves them out.
+        if moment.call_id in held_out or pick.kind != Pick.Kind.PREFERENCE:
             continue
         pairs.append(
             pair_row(
@@ -59,6 +65,7 @@ def judge_fit_rows(world: World) -> dict[str, list[dict[str, Any]]]:
                 chosen=pick.chosen_reply.text,
                 rejected=pick.rejected_reply.text,
                 reasons=pick.reasons or (),
+                rubric=rubric,
             )
         )
     overridden = list(
@@ -73,6 +80,7 @@ def judge_fit_rows(world: World) -> dict[str, list[dict[str, Any]]]:
             context=override.reply.moment.dialogue(),
             reply=override.reply.text,
             scores=override.scores or {},
+            rubric=rubric,
         )
         for override in overridden
     ]
@@ -83,11 +91,14 @@ def judge_fit_rows(world: World) -> dict[str, list[dict[str, Any]]]:
         .prefetch_related("turns")
     )
     outcomes = outcome_rows(
-        {
-            "id": call.external_id,
-            "outcome": call.outcome,
-            "turns": [{"speaker": t.speaker, "text": t.text} for t in call.turns.all()],
-        }
-        for call in calls
+        (
+            {
+                "id": call.external_id,
+                "outcome": call.outcome,
+                "turns": [{"speaker": t.speaker, "text": t.text} for t in call.turns.all()],
+            }
+            for call in calls
+        ),
+        rubric,
     )
     return {"pairs": pairs, "overrides": overrides, "outcomes": outcomes}

@@ -61,6 +61,7 @@ from arena.services.queue import (
     duel_skip,
     pick_reasons_clean,
     pick_submit,
+    pick_undo,
 )
 from arena.services.worlds import (
     LETTINGS_WORLD_SLUG,
@@ -111,6 +112,7 @@ __all__ = [
     "duel_versions",
     "pick_reasons_clean",
     "pick_submit",
+    "pick_undo",
     "preference_freeze",
     "preference_version_write",
     "world_create",

@@ -50,6 +50,7 @@ COPY (
            translate(pick.reasons::text, '[]" ', ''),
            pick.reviewer_name,
            to_char(pick.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+           {kind_and_note}
     FROM {pick} AS pick
     JOIN {world} AS world ON world.id = pick.world_id
     JOIN {pair} AS pair ON pair.id = pick.pair_id
@@ -63,8 +64,20 @@ COPY (
 ) TO STDOUT
 """
 
+# A pick's kind (preference, tie, both bad) and the reviewer's note: the last two columns of
+# the current format (arena.preference_format.COLUMNS).
+_KIND_AND_NOTE_SQL = ", pick.kind, pick.note"
 
 COPY_BUFFER_BYTES = 1 << 20
+
+
+def _picks_have_kinds() -> bool:
+    """Whether the picks table has its kind and note yet. Migration 0012 writes versions with
+    preference_files_write before migration 0013 adds them: those files are written in format
+    1 (every pick a preference), which every reader still reads."""
+    with connection.cursor() as cursor:
+        columns = connection.introspection.get_table_description(cursor, Pick._meta.db_table)
+    return any(column.name == "kind" for column in columns)
 
 
 @dataclass(frozen=True)
@@ -136,9 +149,12 @@ def preference_files_write(
     """
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / f"v{number}.tsv"
+    with_kinds = _picks_have_kinds()
+    columns = preference_format.COLUMNS if with_kinds else preference_format.COLUMNS_V1
     statement = _VERSION_ROWS_SQL.format(
         last_pick_id=int(last_pick_id),
         world_id=int(world_id),
+        kind_and_note=_KIND_AND_NOTE_SQL if with_kinds else "",
         **{
             name: model._meta.db_table
             for name, model in {
@@ -156,7 +172,7 @@ def preference_files_write(
 
     def chunks() -> Iterable[bytes]:
         nonlocal count
-        yield preference_format.header_line().encode()
+        yield preference_format.header_line(columns).encode()
         # COPY hands over one row at a time: gather about a megabyte before hashing and
         # writing, which costs far less per row than doing both a million times.
         buffer: list[bytes] = []
@@ -192,6 +208,7 @@ def preference_files_write(
         sha256=sha256,
         extends=extends,
         picks_added=count - previous_count,
+        columns=columns,
     )
     manifest_path = directory / f"v{number}.manifest.json"
     _write_atomically(manifest_path, [manifest.encode()])

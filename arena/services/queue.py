@@ -1,13 +1,14 @@
 """The Duel's queue and picks: serving a reviewer the first free pair in the order asked
 (weakest first, or most informative first), reserved for a while, skipping, recording a
-pick exactly once, asking for another opinion and releasing reservations."""
+pick exactly once (a preference, a tie or both bad, with an optional note), undoing one's
+own last pick until it is frozen, asking for another opinion and releasing reservations."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import (
     Case,
     Exists,
@@ -21,21 +22,29 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from arena.errors import DuelBadInput, DuelConflict
+from arena.errors import DuelBadInput, DuelConflict, DuelNotFound
+from arena.judge.dimensions import world_dimension_names
 from arena.judge.rubric import DIMENSIONS
-from arena.models import DuelPair, PairSkip, Pick, World
+from arena.models import DuelPair, PairSkip, Pick, PreferenceVersion, World
 from arena.selectors import (
     QueueSelection,
     duel_pair_get,
     duel_pairs_shown,
+    picks_frozen_up_to,
     reply_authors,
     reply_source_label,
 )
 from arena.services.pairs import duel_pairs_request
 
+# The reasons of a world that keeps the description's seven; a world's own are its rubric's
+# dimensions (arena.judge.dimensions.world_dimension_names).
 REASONS: tuple[str, ...] = DIMENSIONS
 # How long a served pair stays with its reviewer; after that the queue may serve it again.
 RESERVATION = timedelta(minutes=5)
+# A note is a reviewer's remark on one pick, not an essay: kept short so a page of picks and
+# a frozen version stay readable.
+NOTE_MAX_CHARS = 1000
+PICK_KINDS: tuple[str, ...] = tuple(Pick.Kind.values)
 
 
 def queue_ordered(pairs: QuerySet[DuelPair], order: str = "weakest") -> QuerySet[DuelPair]:
@@ -131,21 +140,24 @@ def duel_skip(*, pair: DuelPair, reviewer) -> None:
         )
 
 
-def pick_reasons_clean(reasons: Any) -> list[str]:
-    """The reasons as a list in rubric order, or DuelBadInput naming the unknown ones."""
+def pick_reasons_clean(reasons: Any, world: World | None = None) -> list[str]:
+    """The reasons as a list in the order of the world's rubric (the seven without a world),
+    or DuelBadInput naming `reasons` and the unknown ones."""
+    names = world_dimension_names(world)
     if reasons is None or reasons == "":
         return []
     if isinstance(reasons, str):
         reasons = [reason.strip() for reason in reasons.split(",") if reason.strip()]
     if not isinstance(reasons, list | tuple) or not all(isinstance(r, str) for r in reasons):
         raise DuelBadInput("'reasons' must be a list of reason names.")
-    unknown = [reason for reason in reasons if reason not in REASONS]
+    unknown = [reason for reason in reasons if reason not in names]
     if unknown:
         raise DuelBadInput(
-            f"Unknown reason(s): {', '.join(repr(reason) for reason in unknown)}. "
-            f"Reasons are {', '.join(REASONS)}."
+            f"Unknown reason(s): {', '.join(repr(reason) for reason in unknown)}"
+            + (f" in {world.name}" if world is not None else "")
+            + f". 'reasons' may be any of {', '.join(names)}."
         )
-    return [reason for reason in REASONS if reason in reasons]
+    return [reason for reason in names if reason in reasons]
 
 
 def _side_clean(chosen: Any) -> str:
@@ -155,15 +167,50 @@ def _side_clean(chosen: Any) -> str:
     return side
 
 
-def pick_submit(*, pair_id: Any, reviewer, chosen: Any, reasons: Any = None) -> Pick:
-    """Record the reviewer's preference on a pair they hold.
+def pick_kind_clean(kind: Any) -> str:
+    """The pick's kind ("preference" when none is given), or DuelBadInput naming `kind`."""
+    cleaned = str(kind or Pick.Kind.PREFERENCE).strip().lower()
+    if cleaned not in PICK_KINDS:
+        raise DuelBadInput(f"'kind' must be one of {', '.join(PICK_KINDS)}, not {kind!r}.")
+    return cleaned
 
-    Refused, with nothing written: an unknown reason or side, a pair not in this workspace,
-    a frozen pair, a pair the reviewer already picked or does not hold.
+
+def pick_note_clean(note: Any) -> str:
+    """The note as kept (surrounding blanks dropped), or DuelBadInput naming `note`."""
+    if note is None:
+        return ""
+    if not isinstance(note, str):
+        raise DuelBadInput("'note' must be text.")
+    cleaned = note.strip()
+    if len(cleaned) > NOTE_MAX_CHARS:
+        raise DuelBadInput(
+            f"'note' is {len(cleaned)} characters; a note holds at most {NOTE_MAX_CHARS}: "
+            "shorten it."
+        )
+    return cleaned
+
+
+def pick_submit(
+    *,
+    pair_id: Any,
+    reviewer,
+    chosen: Any = None,
+    reasons: Any = None,
+    kind: Any = None,
+    note: Any = None,
+) -> Pick:
+    """Record the reviewer's verdict on a pair they hold: a preference for `chosen` ("A" or
+    "B"), or with `kind` a tie or both bad (no side: chosen and rejected are then A and B as
+    shown), with the reasons ticked and an optional note.
+
+    Refused, with nothing written: an unknown reason, side or kind, a note too long, a pair
+    not in this workspace, a frozen pair, a pair the reviewer already picked or does not hold.
     """
-    side = _side_clean(chosen)
-    cleaned_reasons = pick_reasons_clean(reasons)
+    cleaned_kind = pick_kind_clean(kind)
+    side = _side_clean(chosen) if cleaned_kind == Pick.Kind.PREFERENCE else "A"
+    cleaned_note = pick_note_clean(note)
     pair = duel_pair_get(pair_id=pair_id)
+    cleaned_reasons = pick_reasons_clean(reasons, pair.world)  # the pair's world's reasons
     if pair.frozen_in_id is not None:
         raise DuelConflict(
             f"Pair {pair.pk} was frozen into {pair.frozen_in.label} and takes no more picks: "
@@ -204,6 +251,8 @@ def pick_submit(*, pair_id: Any, reviewer, chosen: Any, reasons: Any = None) -> 
                 chosen_source=reply_source_label(chosen_reply, authors),
                 rejected_source=reply_source_label(rejected_reply, authors),
                 reasons=cleaned_reasons,
+                kind=cleaned_kind,
+                note=cleaned_note,
                 reviewer=reviewer,
                 reviewer_name=reviewer.get_username(),
             )
@@ -231,6 +280,76 @@ def pick_submit(*, pair_id: Any, reviewer, chosen: Any, reasons: Any = None) -> 
         raise DuelConflict(
             f"You already picked pair {pair.pk}; each reviewer picks a pair once."
         ) from None
+
+
+def pick_undo(*, reviewer, world: World | None = None, pick_id: Any = None) -> Pick:
+    """Take back the reviewer's own most recent pick (in `world` when given), or the pick
+    `pick_id` names when it is that one: the pick is deleted, and its pair goes back into the
+    queue (one pick fewer) reserved for the reviewer, so the Duel serves it to them again.
+    Returns the pick as it was.
+
+    Refused with DuelConflict, nothing changed: the reviewer has no pick; the pick named is
+    another reviewer's, or not their latest; a preference version of its world holds it
+    (a frozen version never changes). DuelNotFound: no such pick in this workspace.
+    """
+    with transaction.atomic():
+        # ROW EXCLUSIVE on the picks table, as the DELETE below takes anyway, but first: it
+        # waits for a freeze in progress (SHARE ROW EXCLUSIVE) and keeps the next one out, so
+        # the watermark read below is the one that holds when the pick goes.
+        with connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLE {Pick._meta.db_table} IN ROW EXCLUSIVE MODE")
+        mine = Pick.objects.filter(reviewer=reviewer)
+        if pick_id is not None:
+            try:
+                named = Pick.objects.select_related("world").get(pk=int(pick_id))
+            except (TypeError, ValueError):
+                raise DuelBadInput(f"'pick' is a pick id (a number), not {pick_id!r}.") from None
+            except Pick.DoesNotExist:
+                raise DuelNotFound(f"No pick {pick_id} in this workspace.") from None
+            if named.reviewer_id != reviewer.pk:
+                raise DuelConflict(
+                    f"Pick {named.pk} is not yours ({named.reviewer_name} made it): "
+                    "you can undo only your own last pick."
+                )
+            world = named.world
+        if world is not None:
+            mine = mine.filter(world=world)
+        pick = mine.select_related("world", "pair").order_by("-pk").first()
+        where = f" in {world.name}" if world is not None else ""
+        if pick is None:
+            raise DuelConflict(f"You have no pick{where} to undo.")
+        if pick_id is not None and pick.pk != named.pk:
+            raise DuelConflict(
+                f"Pick {named.pk} is not your last pick{where} (pick {pick.pk} is): "
+                "only the last one can be undone."
+            )
+        if pick.pk <= picks_frozen_up_to(pick.world):
+            version = (
+                PreferenceVersion.objects.filter(world=pick.world, last_pick_id__gte=pick.pk)
+                .order_by("number")
+                .first()
+            )
+            raise DuelConflict(
+                f"Your last pick{where} (pick {pick.pk}) is frozen into "
+                f"{version.label if version else 'a preference version'}, which never "
+                "changes: it can no longer be undone."
+            )
+        pick.delete()
+        # Back into the queue, one pick fewer, and reserved for the reviewer who takes it
+        # back (they are about to pick it again) unless another reviewer holds it now. A
+        # pair a freeze closed already (another reviewer's frozen pick on it) stays closed.
+        now = timezone.now()
+        open_again = Q(frozen_in__isnull=True)
+        free = open_again & (Q(reserved_by__isnull=True) | Q(reserved_until__lte=now))
+        DuelPair.objects.filter(pk=pick.pair_id).update(
+            pick_count=Case(When(pick_count__gt=0, then=F("pick_count") - 1), default=Value(0)),
+            is_open=Case(When(open_again, then=Value(True)), default=Value(False)),
+            reserved_by=Case(When(free, then=Value(reviewer.pk)), default=F("reserved_by")),
+            reserved_until=Case(
+                When(free, then=Value(now + RESERVATION)), default=F("reserved_until")
+            ),
+        )
+    return pick
 
 
 def duel_pairs_request_opinion(*, pairs: QuerySet[DuelPair]) -> int:
