@@ -41,12 +41,14 @@ from arena.models import (
 from arena.preference_format import read_rows, spreadsheet_lines, trl_lines
 from arena.selectors import (
     QUEUE_ORDERS,
+    PickFilters,
     QueueSelection,
     duel_item,
     duel_pair_get,
+    duel_pairs_shown,
     duel_stats,
     pair_reveal,
-    picks_with_version,
+    picks_listed,
     policy_versions_numbered,
     preference_version_get,
     preference_version_path,
@@ -67,6 +69,7 @@ from arena.services import (
     duel_pairs_request,
     duel_skip,
     pick_submit,
+    pick_undo,
     preference_freeze,
     preferences_import,
     world_create,
@@ -74,6 +77,7 @@ from arena.services import (
 )
 from arena.services.calls import CONVERT_TO_REAL_CALLS, CallImportRefused
 from arena.services.preferences import preference_imported_ids
+from arena.services.queue import NOTE_MAX_CHARS
 from levers9.jobs.api import JobSerializer
 from levers9.roles import MANAGER, REVIEWER, HasRole
 
@@ -91,8 +95,29 @@ class MoveSerializer(serializers.Serializer):
     )
 
 
+class DimensionSerializer(serializers.Serializer):
+    """One dimension of a world's rubric, which is also a reason its reviewers tick."""
+
+    name = serializers.CharField(help_text="The key of every score and reason: a slug")
+    label = serializers.CharField(help_text="What the Duel's reason tag and the radar say")
+    help = serializers.CharField(allow_blank=True, help_text="Its one-line meaning")
+    weight = serializers.FloatField(help_text="Its weight in the judge's total (0 to 10)")
+
+
+# Sent as given: the service checks each item and answers 400 on "dimensions" naming the
+# item and its field (arena.services.worlds.dimensions_clean).
+_DIMENSIONS_HELP = (
+    "2 to 12 objects {name, label?, help?, weight?}: a unique slug name, a one-line meaning "
+    "(at most 200 characters) and a weight above 0 and at most 10. They are the world's "
+    "reasons in the Duel and what its judge scores; none given: the description's seven."
+)
+
+
 class WorldSerializer(serializers.ModelSerializer):
     moves = MoveSerializer(many=True, read_only=True)
+    dimensions = DimensionSerializer(
+        many=True, read_only=True, help_text="The world's rubric and reason tags, in order"
+    )
     scenarios = ScenarioSerializer(many=True, read_only=True)
     call_count = serializers.IntegerField(read_only=True)
     won_count = serializers.IntegerField(read_only=True)
@@ -239,6 +264,9 @@ class WorldCreateSerializer(serializers.Serializer):
         help_text="2 to 16 moves with unique names; none given: the generic set (greet, ask, "
         "inform, handle the objection, reassure, propose the next step, close).",
     )
+    dimensions = serializers.ListField(
+        child=serializers.DictField(), required=False, help_text=_DIMENSIONS_HELP
+    )
 
 
 class WorldUpdateSerializer(serializers.Serializer):
@@ -248,6 +276,9 @@ class WorldUpdateSerializer(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True)
     system_prompt = serializers.CharField(required=False, allow_blank=True, max_length=4000)
     moves = MoveSerializer(many=True, required=False, help_text="2 to 16, unique names")
+    dimensions = serializers.ListField(
+        child=serializers.DictField(), required=False, help_text=_DIMENSIONS_HELP
+    )
 
 
 def _world_bad_input(error: WorldBadInput) -> Response:
@@ -289,6 +320,7 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
                 description=data["description"],
                 system_prompt=data["system_prompt"],
                 moves=data.get("moves"),
+                dimensions=data.get("dimensions"),
             )
         except WorldBadInput as error:
             return _world_bad_input(error)
@@ -299,7 +331,8 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
         request=WorldUpdateSerializer, responses={200: WorldSerializer, 400: ErrorDetail}
     )
     def partial_update(self, request, pack: str):
-        """Change a world's name, description, agent system prompt or moves (managers)."""
+        """Change a world's name, description, agent system prompt, moves or its reasons and
+        rubric (`dimensions`) (managers)."""
         world = self.get_object()
         allowed = set(WorldUpdateSerializer().fields)
         sent = set(request.data) if isinstance(request.data, dict) else set()
@@ -608,6 +641,12 @@ class PickSerializer(serializers.ModelSerializer):
         help_text="The first preference version holding this pick; null until frozen.",
     )
     reasons = serializers.ListField(child=serializers.CharField())
+    kind = serializers.ChoiceField(
+        choices=Pick.Kind.choices,
+        read_only=True,
+        help_text="preference (chosen_side was better), tie or both_bad (chosen_side is then "
+        "A: chosen and rejected are A and B as shown)",
+    )
 
     class Meta:
         model = Pick
@@ -615,10 +654,12 @@ class PickSerializer(serializers.ModelSerializer):
             "id",
             "pair",
             "pack",
+            "kind",
             "chosen_side",
             "chosen_source",
             "rejected_source",
             "reasons",
+            "note",
             "reviewer_name",
             "created_at",
             "frozen_in",
@@ -634,11 +675,31 @@ class PickResultSerializer(PickSerializer):
 
 class PickRequestSerializer(serializers.Serializer):
     pair = serializers.IntegerField(help_text="The pair you were served by duel/next.")
-    chosen = serializers.CharField(help_text="'A' or 'B': the better reply.")
+    chosen = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="'A' or 'B': the better reply. Needed for a preference; a tie or both bad "
+        "has none.",
+    )
+    kind = serializers.ChoiceField(
+        choices=Pick.Kind.choices,
+        required=False,
+        default=Pick.Kind.PREFERENCE,
+        help_text="preference (the default), tie (as good as each other) or both_bad "
+        "(neither would do). Ties and both bad are frozen as such; training skips them.",
+    )
+    note = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=NOTE_MAX_CHARS,
+        trim_whitespace=True,
+        help_text=f"Your own words on the pick, at most {NOTE_MAX_CHARS} characters.",
+    )
     reasons = serializers.ListField(
         child=serializers.CharField(),
         required=False,
-        help_text=f"Any of {', '.join(REASONS)}.",
+        help_text="Any of the pair's world's reasons (its rubric's dimensions, GET "
+        f"/api/rl/packs/<pack>/); a world that keeps the defaults: {', '.join(REASONS)}.",
     )
 
 
@@ -763,19 +824,42 @@ class DuelViewSet(DuelErrorsMixin, viewsets.ViewSet):
         return Response({"made": requested.made, "later": requested.later, "job": job}, status=201)
 
 
+class PickUndoRequestSerializer(serializers.Serializer):
+    pack = serializers.CharField(
+        required=False, help_text="The world whose last pick of yours to undo; default: any"
+    )
+    pick = serializers.IntegerField(
+        required=False, help_text="The pick you expect to undo; refused unless it is your last"
+    )
+
+
+class PickUndoneSerializer(serializers.Serializer):
+    undone = serializers.IntegerField(help_text="The id the pick had")
+    pair = serializers.IntegerField(help_text="Its pair, back in the queue")
+    pack = serializers.CharField()
+    item = DuelItemSerializer(
+        allow_null=True,
+        help_text="The pair again, reserved for you to pick anew; null when another reviewer "
+        "holds it now or a freeze closed it",
+    )
+
+
 class PickViewSet(
     DuelErrorsMixin, mixins.ListModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
 ):
-    """Picks (preferences) of this workspace; submit one for the pair you hold."""
+    """Picks (preferences, ties, both bad) of this workspace; submit one for the pair you
+    hold, or undo your own last pick until it is frozen."""
 
     permission_classes = [HasRole.at_least(REVIEWER)]
     serializer_class = PickSerializer
+    lookup_value_regex = r"[0-9]+"
 
     def get_queryset(self):
-        picks = picks_with_version(Pick.objects.select_related("world")).order_by("-id")
         pack = self.request.query_params.get("pack")
-        if pack:
-            picks = picks.filter(world__slug=pack)
+        filters = PickFilters.from_params(
+            self.request.query_params, world=world_by_slug(pack) if pack else None
+        )
+        picks = picks_listed(filters)
         if self.request.query_params.get("mine"):
             picks = picks.filter(reviewer=self.request.user)
         return picks
@@ -784,16 +868,67 @@ class PickViewSet(
         parameters=[
             OpenApiParameter("pack", str, description="Only picks in this world"),
             OpenApiParameter("mine", bool, description="Only your own picks"),
+            OpenApiParameter("reviewer", str, description="Only this reviewer's (their email)"),
+            OpenApiParameter("reason", str, description="Only picks with this reason ticked"),
+            OpenApiParameter("kind", str, enum=list(Pick.Kind.values), description="Only these"),
+            OpenApiParameter("since", OpenApiTypes.DATE, description="Picked on or after"),
+            OpenApiParameter("until", OpenApiTypes.DATE, description="Picked on or before"),
         ]
     )
     def list(self, request, *args, **kwargs):
         return super().list(request, *args, **kwargs)
 
+    def _undone(self, request, *, pick_id=None, pack=None) -> Response:
+        undone = pick_undo(
+            reviewer=request.user,
+            world=world_by_slug(str(pack)) if pack else None,
+            pick_id=pick_id,
+        )
+        pair = (
+            duel_pairs_shown()
+            .filter(pk=undone.pair_id, reserved_by=request.user, is_open=True)
+            .first()
+        )
+        return Response(
+            {
+                "undone": undone.pk,
+                "pair": undone.pair_id,
+                "pack": undone.world.slug,
+                "item": duel_item(pair) if pair is not None else None,
+            }
+        )
+
+    @extend_schema(
+        request=PickUndoRequestSerializer,
+        responses={200: PickUndoneSerializer},
+        description="Undo your own most recent pick (in `pack` when given) while no preference "
+        "version holds it: it is deleted and its pair goes back into the queue, reserved for "
+        "you. 409 naming why: you have no pick, `pick` is not yours or not your last, or it "
+        "is frozen.",
+    )
+    @action(detail=False, methods=["post"])
+    def undo(self, request):
+        body = PickUndoRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return self._undone(
+            request, pick_id=body.validated_data.get("pick"), pack=body.validated_data.get("pack")
+        )
+
+    @extend_schema(
+        responses={200: PickUndoneSerializer},
+        description="Undo this pick: the same as POST picks/undo/ naming it (only your own "
+        "last pick, until it is frozen; 409 naming why).",
+    )
+    def destroy(self, request, pk: str):
+        return self._undone(request, pick_id=pk)
+
     @extend_schema(
         request=PickRequestSerializer,
         responses={201: PickResultSerializer},
-        description="Pick the better reply of a pair you hold. Answers with the pick and the "
-        "reveal: who wrote A and B and the judge's scores. 400: unknown reason or side; "
+        description="Pick the better reply of a pair you hold, or say it is a tie or both bad, "
+        "with an optional note. Answers with the pick and the "
+        "reveal: who wrote A and B and the judge's scores. 400: unknown reason, side or kind, "
+        "or a note over 1000 characters (naming note); "
         "404: no such pair in this workspace; 409: you do not hold the pair, already picked "
         "it, or it was frozen.",
     )
@@ -803,8 +938,10 @@ class PickViewSet(
         pick = pick_submit(
             pair_id=body.validated_data["pair"],
             reviewer=request.user,
-            chosen=body.validated_data["chosen"],
+            chosen=body.validated_data.get("chosen"),
             reasons=body.validated_data.get("reasons", []),
+            kind=body.validated_data["kind"],
+            note=body.validated_data.get("note", ""),
         )
         data = PickSerializer(pick).data
         data["reveal"] = pair_reveal(pick.pair)

@@ -1,8 +1,9 @@
 """Workspace-schema models of the arena: worlds, scenarios, real calls, moments, replies,
 judgements, and the Duel's pairs, picks, reviewer overrides and frozen preference versions.
 
-A world (also called a pack) is where an agent is measured: its moves, the seven rubric
-dimensions, its scenarios (simulated customers) and its real recorded calls.
+A world (also called a pack) is where an agent is measured: its moves, its rubric's
+dimensions (the seven by default), its scenarios (simulated customers) and its real
+recorded calls.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.functional import cached_property
 
-from arena.judge.rubric import DIMENSIONS
+from arena.judge.rubric import DEFAULT_RUBRIC
 from arena.judge.standing import AT_CHANCE, report_standing
 from arena.moves import generic_moves, move_names
 
@@ -35,8 +36,9 @@ def default_moves() -> list[dict[str, str]]:
     return generic_moves()
 
 
-def default_dimensions() -> list[str]:
-    return list(DIMENSIONS)
+def default_dimensions() -> list[dict[str, object]]:
+    """A world's rubric until its owner names its own: the description's seven."""
+    return [dimension.as_dict() for dimension in DEFAULT_RUBRIC]
 
 
 class World(models.Model):
@@ -54,7 +56,13 @@ class World(models.Model):
         default=default_moves,
         help_text="The moves the agent can make here, each a name and a one-line description.",
     )
-    dimensions = models.JSONField(default=default_dimensions)
+    # The world's rubric, which is also its reason tags: [{"name", "label", "help", "weight"}],
+    # 2 to 12 of them (arena.services.worlds.dimensions_clean); read it through
+    # arena.judge.dimensions.world_dimensions.
+    dimensions = models.JSONField(
+        default=default_dimensions,
+        help_text="The rubric's dimensions (the Duel's reasons): name, label, meaning, weight.",
+    )
     # Environment → Judge. "rubric" is the deterministic default; model judges come later.
     judge_provider = models.CharField(max_length=40, default=DEFAULT_JUDGE)
     judge_model = models.CharField(max_length=200, blank=True)

@@ -1,15 +1,20 @@
 """Arena pages: the Duel (compare, approve, freeze), real calls, the World page (what describes
-a world's business: name, description, the agent's prompt, its moves; and new worlds),
+a world's business: name, description, the agent's prompt, its moves, its reasons and rubric;
+and new worlds),
 Environment → Judge (each world's judge and the rubric), and the mission pages later work
 fills in."""
 
 from __future__ import annotations
 
+import csv
+import io
+import re
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.core.validators import validate_slug
-from django.http import Http404
+from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -18,8 +23,8 @@ from django.views.decorators.http import require_POST
 from arena.agents import agents
 from arena.errors import DuelError, JudgeFitError
 from arena.judge.agreement import judge_measure_start, judge_measurement_latest
+from arena.judge.dimensions import world_dimensions
 from arena.judge.fitting import judge_fit_start
-from arena.judge.rubric import DIMENSION_HELP, DIMENSION_LABELS, DIMENSIONS
 from arena.judge.standing import (
     MIN_HELD_OUT_ITEMS,
     measure_items,
@@ -28,7 +33,7 @@ from arena.judge.standing import (
     scorer_text,
 )
 from arena.judge.versions import judge_version_latest
-from arena.models import Call, JudgeConnection, World
+from arena.models import Call, JudgeConnection, Pick, World
 from arena.moves import (
     MAX_MOVES,
     MIN_MOVES,
@@ -37,11 +42,16 @@ from arena.moves import (
     moves_as_text,
     moves_from_text,
 )
+from arena.preference_format import spreadsheet_cell
 from arena.selectors import (
     QUEUE_ORDERS,
+    PickFilters,
     QueueSelection,
     duel_item,
     duel_stats,
+    pick_filter_choices,
+    picks_listed,
+    picks_reviewer_counts,
     policy_versions_numbered,
     preference_versions,
     world_customer_label,
@@ -58,6 +68,7 @@ from arena.services import (
     world_create,
     world_update,
 )
+from arena.services.worlds import MAX_DIMENSIONS, MIN_DIMENSIONS
 from levers9.jobs.progress import job_payloads
 from levers9.providers import provider_choices
 from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required
@@ -88,8 +99,10 @@ KEYS = [
     ("A or ←", "A is better"),
     ("B or →", "B is better"),
     ("1–7", "tick a reason"),
+    ("T / X", "a tie / both bad"),
     ("S", "skip"),
     ("N or Enter", "next pair, after the pick"),
+    ("U", "undo my last pick (until it is frozen)"),
 ]
 
 
@@ -112,16 +125,7 @@ def duel(request):
     context.update(
         {
             "item": duel_item(pair) if pair else None,
-            "reasons": [
-                {
-                    "key": number,
-                    "name": name,
-                    "label": DIMENSION_LABELS[name],
-                    "help": DIMENSION_HELP[name],
-                }
-                for number, name in enumerate(DIMENSIONS, start=1)
-            ],
-            "dimensions": [(name, DIMENSION_LABELS[name]) for name in DIMENSIONS],
+            **_duel_reasons(world, context["keys"]),
             "versions": preference_versions(world)[:10],
             "answering": agents().answering(world=world),
             "can_freeze": has_role(request.user, MANAGER),
@@ -133,6 +137,26 @@ def duel(request):
     pairs_jobs = list(duel_pairs_jobs_active(world))
     context.update({"pairs_jobs": pairs_jobs, "pairs_job_payloads": job_payloads(pairs_jobs)})
     return render(request, "arena/duel.html", context)
+
+
+def _duel_reasons(world: World, keys: list[tuple[str, str]]) -> dict:
+    """The world's own reason tags (its rubric's dimensions), keys 1 to 9 on the first nine,
+    and the dimensions the reveal shows the judge's scores on."""
+    rubric = world_dimensions(world)
+    reason_keys = f"1–{min(9, len(rubric))}"
+    return {
+        "reasons": [
+            {
+                "key": number if number <= 9 else "",
+                "name": dimension.name,
+                "label": dimension.label,
+                "help": dimension.help,
+            }
+            for number, dimension in enumerate(rubric, start=1)
+        ],
+        "dimensions": [(dimension.name, dimension.label) for dimension in rubric],
+        "keys": [(reason_keys if what == "tick a reason" else key, what) for key, what in keys],
+    }
 
 
 def _duel_panel_context(request, world: World, selection: QueueSelection) -> dict:
@@ -255,12 +279,42 @@ def _typed(request, fields: tuple[str, ...]) -> dict[str, str]:
     return {field: request.POST.get(field, "") for field in fields}
 
 
+# The rubric form's columns: one input of each per dimension row (a row with no name is left
+# out), and the blank rows offered for new dimensions.
+_RUBRIC_COLUMNS = ("name", "label", "help", "weight")
+_RUBRIC_BLANK_ROWS = 2
+
+
+def _rubric_typed(request) -> list[dict[str, str]]:
+    columns = {column: request.POST.getlist(f"dimension_{column}") for column in _RUBRIC_COLUMNS}
+    rows = max(len(values) for values in columns.values())
+    return [
+        {column: values[i] if i < len(values) else "" for column, values in columns.items()}
+        for i in range(rows)
+    ]
+
+
+def _rubric_rows(world: World, typed: list[dict[str, str]] | None) -> list[dict[str, str]]:
+    """The rubric form's rows: as typed after a refusal, else the world's rubric; then blank
+    rows for new dimensions, up to the most a world may have."""
+    rows = typed
+    if rows is None:
+        rows = [
+            {"name": d.name, "label": d.label, "help": d.help, "weight": f"{d.weight:g}"}
+            for d in world_dimensions(world)
+        ]
+    rows = [row for row in rows if any(value.strip() for value in row.values())]
+    blanks = max(0, min(_RUBRIC_BLANK_ROWS, MAX_DIMENSIONS - len(rows)))
+    return rows + [dict.fromkeys(_RUBRIC_COLUMNS, "") for _ in range(blanks)]
+
+
 def _world_page_render(
     request,
     world: World | None,
     *,
     typed_settings: dict[str, str] | None = None,
     typed_new: dict[str, str] | None = None,
+    typed_rubric: list[dict[str, str]] | None = None,
 ):
     """The World page; after a refused form, that form shows what was typed (the refusal
     is in the page's messages), never an empty form or the saved values."""
@@ -284,6 +338,10 @@ def _world_page_render(
                     "system_prompt": world.system_prompt,
                     "moves": moves_as_text(world.moves),
                 },
+                "rubric": world_dimensions(world),
+                "rubric_form": _rubric_rows(world, typed_rubric),
+                "min_dimensions": MIN_DIMENSIONS,
+                "max_dimensions": MAX_DIMENSIONS,
             }
         )
     context["new_world"] = typed_new or {}
@@ -314,6 +372,42 @@ def world_settings_save(request, slug: str):
         return _world_page_render(request, world, typed_settings=_typed(request, _SETTINGS_FIELDS))
     messages.success(request, f"{world.name} is saved: its moves, prompt and description.")
     return redirect(_world_page(world))
+
+
+@require_POST
+@role_required(MANAGER)
+def world_rubric_save(request, slug: str):
+    """The World page's reasons and rubric: one row per dimension (name, label, one-line
+    meaning, weight; a row left without a name is dropped), all checked before any is saved.
+    The Duel's reason tags, the judge and the radar follow."""
+    world = get_object_or_404(World, slug=slug)
+    typed = _rubric_typed(request)
+    named = [(number, row) for number, row in enumerate(typed, start=1) if row["name"].strip()]
+    try:
+        world = world_update(
+            world=world,
+            dimensions=[
+                {column: value for column, value in row.items() if value.strip()}
+                for _number, row in named
+            ],
+        )
+    except WorldBadInput as error:
+        # "dimensions[2].weight" in the service's words is "row 4's weight" on the page.
+        rows = [number for number, _row in named]
+        said = re.sub(
+            r"dimensions\[(\d+)\]\.?(\w*)",
+            lambda match: (
+                f"row {rows[int(match[1])]}" + (f"'s {match[2]}" if match[2] else "")
+                if int(match[1]) < len(rows)
+                else match[0]
+            ),
+            str(error),
+        )
+        messages.error(request, f"Reasons and rubric not saved: {said}")
+        return _world_page_render(request, world, typed_rubric=typed)
+    names = ", ".join(dimension.label for dimension in world_dimensions(world))
+    messages.success(request, f"{world.name}'s reasons and rubric are saved: {names}.")
+    return redirect(_world_page(world) + "#world-rubric")
 
 
 @require_POST
@@ -397,8 +491,10 @@ def environment_page(request):
             # context), and these pairs made it an empty box on this page.
             "judge_settings": [(world, connections.get(world.pk)) for world in worlds],
             "choices": {choice.provider: choice for choice in provider_choices()},
+            # The rubric of the world in view (each world has its own: the World page).
             "dimensions": [
-                (name, DIMENSION_LABELS[name], DIMENSION_HELP[name]) for name in DIMENSIONS
+                (dimension.name, dimension.label, dimension.help)
+                for dimension in world_dimensions(world_in_view(request))
             ],
             "agreement": [_judge_panel(world) for world in worlds],
             "min_held_out": MIN_HELD_OUT_ITEMS,
@@ -436,3 +532,90 @@ def world_judge_fit(request, slug: str):
     else:
         messages.success(request, f"Fitting the judge of {world.name}: job {job.pk}.")
     return redirect("environment")
+
+
+# --- Picks: every pick of a world, filtered, with each reviewer's counts ---------------------
+
+PICKS_PER_PAGE = 50
+PICKS_CSV_COLUMNS = (
+    "pick_id",
+    "pack",
+    "picked_at",
+    "reviewer",
+    "kind",
+    "chosen_side",
+    "chosen_source",
+    "rejected_source",
+    "reasons",
+    "note",
+    "frozen_in",
+)
+
+
+@role_required(REVIEWER)
+def picks_page(request):
+    """The Picks page: the world in view's picks filtered by reviewer, reason, kind and date,
+    newest first, a page at a time, with each reviewer's counts (picks, ties, both bad, notes)
+    in the filtered set; ?download=csv gives the filtered picks as CSV."""
+    world = world_in_view(request)
+    context: dict = {"page": "picks", "picks_world": world}
+    if world is None:
+        return render(request, "arena/picks.html", context)
+    try:
+        filters = PickFilters.from_params(request.GET, world=world)
+    except DuelError as error:
+        messages.error(request, str(error))
+        filters = PickFilters(world=world)
+    picks = picks_listed(filters)
+    if request.GET.get("download") == "csv":
+        return _picks_csv(picks, world)
+    page = Paginator(picks, PICKS_PER_PAGE).get_page(request.GET.get("page"))
+    query = {"world": world.slug, **filters.as_params()}
+    context.update(
+        {
+            "filters": filters,
+            "picks": page,
+            "reviewer_counts": picks_reviewer_counts(picks),
+            "choices": pick_filter_choices(world),
+            "kinds": Pick.Kind.choices,
+            "worlds": World.objects.order_by("name"),
+            "query": urlencode(query),
+            "csv_query": urlencode({**query, "download": "csv"}),
+        }
+    )
+    return render(request, "arena/picks.html", context)
+
+
+def _picks_csv(picks, world: World) -> StreamingHttpResponse:
+    """The filtered picks as CSV, every cell made inert for a spreadsheet (a reviewer's name
+    or note that starts like a formula is shown, never run)."""
+
+    def lines():
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\r\n")
+        writer.writerow(PICKS_CSV_COLUMNS)
+        for pick in picks.iterator(chunk_size=2000):
+            writer.writerow(
+                spreadsheet_cell(str(value))
+                for value in (
+                    pick.pk,
+                    pick.world.slug,
+                    pick.created_at.isoformat(),
+                    pick.reviewer_name,
+                    pick.kind,
+                    pick.chosen_side,
+                    pick.chosen_source,
+                    pick.rejected_source,
+                    ",".join(pick.reasons or ()),
+                    pick.note,
+                    pick.frozen_in_number or "",
+                )
+            )
+            yield buffer.getvalue()
+            buffer.seek(0)
+            buffer.truncate()
+        yield buffer.getvalue()
+
+    response = StreamingHttpResponse(lines(), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="picks-{world.slug}.csv"'
+    return response

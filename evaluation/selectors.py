@@ -12,7 +12,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from arena.held_out import TURNS_PER_CALL
-from arena.judge.rubric import DIMENSION_LABELS, DIMENSIONS, RubricJudge
+from arena.judge.dimensions import world_dimensions
+from arena.judge.rubric import Dimension, RubricJudge, dimension_default
 from arena.judge.standing import AT_CHANCE
 from arena.models import (
     Call,
@@ -54,15 +55,20 @@ OBSERVATIONAL_NOTE = (
 Scored = dict[tuple[str, int], tuple[float, dict[str, float]]]
 
 
-def _radar(score_sets: list[dict[str, float]]) -> dict[str, float | None]:
+def _radar(
+    score_sets: list[dict[str, float]], rubric: tuple[Dimension, ...]
+) -> dict[str, float | None]:
+    """The mean score of each dimension of the world's rubric (its own, not the seven)."""
     return {
-        name: scoring.mean([float(scores[name]) for scores in score_sets if name in scores])
-        for name in DIMENSIONS
+        dimension.name: scoring.mean(
+            [float(scores[dimension.name]) for scores in score_sets if dimension.name in scores]
+        )
+        for dimension in rubric
     }
 
 
-def _dimension_rows() -> list[dict[str, str]]:
-    return [{"name": name, "label": DIMENSION_LABELS[name]} for name in DIMENSIONS]
+def _dimension_rows(rubric: tuple[Dimension, ...]) -> list[dict[str, str]]:
+    return [{"name": dimension.name, "label": dimension.label} for dimension in rubric]
 
 
 def _held_moments(call_set: EvaluationCallSet) -> list[HeldOutMoment]:
@@ -198,16 +204,17 @@ def _side_figures(
     errors: dict[str, int],
     per_call: list[dict[str, Any]],
     yardstick_label: str,
+    rubric: tuple[Dimension, ...],
 ) -> dict[str, Any]:
     """One side's figures: a version's (with how often it beat the yardstick), or with no
-    version the yardstick's own."""
+    version the yardstick's own; its radar on the world's rubric."""
     totals = [scored[(side, h.pk)][0] for h in held if (side, h.pk) in scored]
     call_means = [row[side] for row in per_call if row.get(side) is not None]
     figures = {
         "mean_reward": scoring.mean(totals),
         # A call's mean over its judged turns, averaged over calls: the lens's scale.
         "mean_call_score": scoring.mean(call_means),
-        "radar": _radar([scored[(side, h.pk)][1] for h in held if (side, h.pk) in scored]),
+        "radar": _radar([scored[(side, h.pk)][1] for h in held if (side, h.pk) in scored], rubric),
         "answered": len(totals),
     }
     if version is not None:
@@ -257,7 +264,9 @@ def evaluation_summary_compute(evaluation: Evaluation) -> dict[str, Any]:
         outcomes, row = _call_figures(moments, scored)
         outcomes_by_call.append(outcomes)
         per_call.append(row)
+    rubric = world_dimensions(evaluation.world)
     side_inputs = {
+        "rubric": rubric,
         "held": held,
         "scored": scored,
         "errors": errors,
@@ -277,7 +286,7 @@ def evaluation_summary_compute(evaluation: Evaluation) -> dict[str, Any]:
         "candidate": _side_figures("candidate", evaluation.candidate, **side_inputs),
         "baseline": _side_figures("baseline", evaluation.baseline, **side_inputs),
         "yardstick": _side_figures("yardstick", None, **side_inputs),
-        "dimensions": _dimension_rows(),
+        "dimensions": _dimension_rows(rubric),
         "per_call": per_call,
         "regressions": _regressions(per_call),
     }
@@ -740,15 +749,15 @@ def _judgement_dict(judgement: Judgement | None) -> dict[str, Any] | None:
         "reasons": judgement.reasons,
         "judge_model": judgement.judge_model,
         "error": judgement.error,
+        # The dimensions the judge scored, in its order (its world's rubric when it judged).
         "rows": [
             {
                 "name": name,
-                "label": DIMENSION_LABELS[name],
-                "score": judgement.scores.get(name),
+                "label": dimension_default(name).label,
+                "score": score,
                 "reason": (judgement.reasons or {}).get(name, ""),
             }
-            for name in DIMENSIONS
-            if name in (judgement.scores or {})
+            for name, score in (judgement.scores or {}).items()
         ],
     }
 
@@ -879,7 +888,7 @@ def evaluation_episode(evaluation: Evaluation, position: int) -> dict[str, Any] 
         "labels": labels,
         "summary": row,
         "regression": position in (evaluation.summary or {}).get("regressions", []),
-        "dimensions": _dimension_rows(),
+        "dimensions": _dimension_rows(world_dimensions(evaluation.world)),
         "turns": turns,
     }
 
@@ -888,12 +897,14 @@ def evaluation_chart_data(evaluation: Evaluation) -> dict[str, Any]:
     """What the radar chart draws: mean judge score per dimension of each version and of
     the yardstick."""
     summary = evaluation.summary or {}
+    # The dimensions the summary was computed on (its world's rubric then).
+    rows = summary.get("dimensions") or _dimension_rows(world_dimensions(evaluation.world))
     return {
-        "dimensions": [DIMENSION_LABELS[name] for name in DIMENSIONS],
+        "dimensions": [row["label"] for row in rows],
         "series": [
             {
                 "name": summary.get(side, {}).get("label", side),
-                "values": [summary.get(side, {}).get("radar", {}).get(name) for name in DIMENSIONS],
+                "values": [summary.get(side, {}).get("radar", {}).get(row["name"]) for row in rows],
             }
             for side in ("candidate", "baseline", "yardstick")
             if summary.get(side)

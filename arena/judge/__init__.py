@@ -1,6 +1,7 @@
-"""The judge: what scores an agent's reply in its call on the seven rubric dimensions, and
-everything a world does with its judge. Each idea has one module; import from it by name
-(this package re-exports nothing, so importing one part never loads the others).
+"""The judge: what scores an agent's reply in its call on its world's rubric (the seven
+dimensions by default, or the world's own), and everything a world does with its judge. Each
+idea has one module; import from it by name (this package re-exports nothing, so importing one
+part never loads the others).
 
 Kinds of judge (pure Python, no Django; apps and benchmarks share them):
   rubric     the rubric, its dimensions and weights, the deterministic RubricJudge (the cold
@@ -9,6 +10,8 @@ Kinds of judge (pure Python, no Django; apps and benchmarks share them):
   fitted     FittedJudge: a world's fitted version at scoring time, and the rows a fit reads
 
 A world's judge (workspace schema):
+  dimensions the world's rubric, which is also its reason tags (world_dimensions): the one
+             resolver the Duel, picks, judges, the fit, overrides, agreement and the radar ask
   resolve    which judge scores a world's moments (judge_for_world): the one resolver
   versions   the world's numbered fitted versions: the newest, and a version as a judge
   setting    Environment → Judge: naming the world's judge (world_judge_set)

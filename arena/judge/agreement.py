@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from arena.errors import JudgeFitError
+from arena.judge.dimensions import world_dimensions
 from arena.judge.model import comparisons_agreement, model_judge_compare
 from arena.judge.resolve import judged_by_a_model, model_judge_for_world
 from arena.judge.rows import judge_fit_rows
-from arena.judge.rubric import DIMENSION_LABELS, DIMENSIONS, Turn
+from arena.judge.rubric import Turn
 from arena.models import JudgeOverride, World
 from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
@@ -29,18 +30,20 @@ AGREEMENT_TOLERANCE = 0.25
 
 
 def judge_agreement(world: World | None = None) -> dict[str, dict[str, Any]]:
-    """Per dimension: how often reviewers who looked at a reply agreed with the judge.
+    """Per dimension of the world's rubric (the seven without a world): how often reviewers
+    who looked at a reply agreed with the judge.
 
     Every override counts once per dimension: a dimension the reviewer left alone is an
     agreement; one they set agrees when within AGREEMENT_TOLERANCE of the judge's score.
     """
+    rubric = world_dimensions(world)
     overrides = JudgeOverride.objects.all()
     if world is not None:
         overrides = overrides.filter(reply__moment__world=world)
     reviewed: Counter[str] = Counter()
     agreed: Counter[str] = Counter()
     for scores, judge_scores in overrides.values_list("scores", "judge_scores").iterator():
-        for dimension in DIMENSIONS:
+        for dimension in (dimension.name for dimension in rubric):
             reviewed[dimension] += 1
             if dimension not in scores:
                 agreed[dimension] += 1
@@ -52,15 +55,15 @@ def judge_agreement(world: World | None = None) -> dict[str, dict[str, Any]]:
             ):
                 agreed[dimension] += 1
     return {
-        dimension: {
-            "label": DIMENSION_LABELS[dimension],
-            "reviewed": reviewed[dimension],
-            "agreed": agreed[dimension],
-            "rate": round(agreed[dimension] / reviewed[dimension], 4)
-            if reviewed[dimension]
+        dimension.name: {
+            "label": dimension.label,
+            "reviewed": reviewed[dimension.name],
+            "agreed": agreed[dimension.name],
+            "rate": round(agreed[dimension.name] / reviewed[dimension.name], 4)
+            if reviewed[dimension.name]
             else None,
         }
-        for dimension in DIMENSIONS
+        for dimension in rubric
     }
 
 

@@ -23,9 +23,9 @@ from django.db.models import Max
 
 from arena.errors import JudgeFitError
 from arena.judge.agreement import judge_measure_soon
+from arena.judge.dimensions import world_dimension_names
 from arena.judge.reading import features_dir, features_sweep, judge_fit_place
 from arena.judge.rows import frozen_picks, judge_fit_rows
-from arena.judge.rubric import DIMENSIONS
 from arena.models import JudgeOverride, JudgeVersion, World
 from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
@@ -53,7 +53,8 @@ def _judge_fit_pack(
         )
     spec = {
         "world": world.slug,
-        "dimensions": list(DIMENSIONS),
+        # The world's own: a head per dimension its reviewers tick often enough.
+        "dimensions": list(world_dimension_names(world)),
         "seed": seed,
         "output_dir": str(_fit_folder(world)),
         # The base that reads every reply (arena.judge.reading); "" for the words alone.

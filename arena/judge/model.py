@@ -1,7 +1,8 @@
 """A judge that is a model: the rubric as a JSON prompt, the model's verdict parsed back.
 
-The model is asked for a score from 0 to 1 and one short reason on each of the seven rubric
-dimensions, as a JSON object. An answer that is not that object (no JSON, a dimension
+The model is asked for a score from 0 to 1 and one short reason on each dimension of its
+world's rubric (the seven by default), with each dimension's one-line meaning, as a JSON
+object. An answer that is not that object (no JSON, a dimension
 missing, a score outside 0..1) is asked for once more, with the problem named; a second bad
 answer raises JudgeOutputError, and the caller records it as an error (Judgement.error),
 never as a score. A provider that does not answer at all (timeout, 5xx after its retries, no
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from arena.judge.rubric import (
-    DIMENSION_HELP,
-    DIMENSIONS,
+    DEFAULT_RUBRIC,
+    Dimension,
     Judge,
     Judgement,
     Turn,
@@ -61,7 +62,7 @@ class JudgeExample:
 
 
 SYSTEM_PROMPT = """You judge one reply of a sales agent on a call, given the call so far.
-Score the reply on each of these seven dimensions, from 0 (bad) to 1 (good):
+Score the reply on each of these dimensions, from 0 (bad) to 1 (good):
 {dimensions}
 
 Answer with one JSON object and nothing else, exactly of this shape:
@@ -80,14 +81,23 @@ def _transcript(context: Sequence[Turn]) -> str:
     return "\n".join(f"{turn.speaker.capitalize()}: {turn.text}" for turn in context)
 
 
+def _described(rubric: Sequence[Dimension]) -> str:
+    return "\n".join(
+        f"- {dimension.name}: {dimension.help or dimension.label}" for dimension in rubric
+    )
+
+
 def judge_messages(
-    context: Sequence[Turn], reply: str, examples: Sequence[JudgeExample] = ()
+    context: Sequence[Turn],
+    reply: str,
+    examples: Sequence[JudgeExample] = (),
+    rubric: Sequence[Dimension] = DEFAULT_RUBRIC,
 ) -> list[dict[str, str]]:
     """The rubric prompt for one reply."""
     system = SYSTEM_PROMPT.format(
-        dimensions="\n".join(f"- {name}: {DIMENSION_HELP[name]}" for name in DIMENSIONS),
-        score_shape=", ".join(f'"{name}": 0.0' for name in DIMENSIONS),
-        reason_shape=", ".join(f'"{name}": "..."' for name in DIMENSIONS),
+        dimensions=_described(rubric),
+        score_shape=", ".join(f'"{dimension.name}": 0.0' for dimension in rubric),
+        reason_shape=", ".join(f'"{dimension.name}": "..."' for dimension in rubric),
     )
     if examples:
         lines = [EXAMPLES_HEADER]
@@ -106,8 +116,12 @@ def judge_messages(
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 
 
-def verdict_parse(text: str) -> tuple[dict[str, float], dict[str, str]]:
-    """Scores and reasons from a model's answer, or ValueError naming what is wrong."""
+def verdict_parse(
+    text: str, rubric: Sequence[Dimension] = DEFAULT_RUBRIC
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Scores and reasons on the rubric's dimensions from a model's answer, or ValueError
+    naming what is wrong."""
+    names = [dimension.name for dimension in rubric]
     body = _FENCE.sub("", text.strip())
     start, end = body.find("{"), body.rfind("}")
     if start < 0 or end <= start:
@@ -119,11 +133,11 @@ def verdict_parse(text: str) -> tuple[dict[str, float], dict[str, str]]:
     if not isinstance(verdict, dict) or not isinstance(verdict.get("scores"), dict):
         raise ValueError('the JSON has no "scores" object')
     raw_scores: dict[str, Any] = verdict["scores"]
-    missing = [name for name in DIMENSIONS if name not in raw_scores]
+    missing = [name for name in names if name not in raw_scores]
     if missing:
         raise ValueError(f"scores are missing for {', '.join(missing)}")
     scores: dict[str, float] = {}
-    for name in DIMENSIONS:
+    for name in names:
         value = raw_scores[name]
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"the score for {name} is not a number")
@@ -131,7 +145,7 @@ def verdict_parse(text: str) -> tuple[dict[str, float], dict[str, str]]:
             raise ValueError(f"the score for {name} ({value}) is outside 0..1")
         scores[name] = round(float(value), _PRECISION)
     raw_reasons = verdict.get("reasons") if isinstance(verdict.get("reasons"), dict) else {}
-    reasons = {name: str(raw_reasons.get(name, "") or "")[:300] for name in DIMENSIONS}
+    reasons = {name: str(raw_reasons.get(name, "") or "")[:300] for name in names}
     return scores, reasons
 
 
@@ -145,11 +159,13 @@ class ModelJudge:
         model_name: str,
         examples: Sequence[JudgeExample] = (),
         max_tokens: int = JUDGE_MAX_TOKENS,
+        rubric: Sequence[Dimension] = DEFAULT_RUBRIC,
     ) -> None:
         self.provider = provider
         self.model_name = model_name
         self.examples = tuple(examples)
         self.max_tokens = max_tokens
+        self.rubric = tuple(rubric)
 
     def _ask(self, messages: list[dict[str, str]]) -> str:
         try:
@@ -159,10 +175,10 @@ class ModelJudge:
 
     def score(self, context: Sequence[Turn], reply: str) -> Judgement:
         """Judge `reply` after `context`; JudgeError when no usable verdict comes back."""
-        messages = judge_messages(context, reply, self.examples)
+        messages = judge_messages(context, reply, self.examples, self.rubric)
         answer = self._ask(messages)
         try:
-            scores, reasons = verdict_parse(answer)
+            scores, reasons = verdict_parse(answer, self.rubric)
         except ValueError as first_problem:
             # One more try, telling the model what was wrong with its answer.
             retry = [
@@ -176,7 +192,7 @@ class ModelJudge:
             ]
             answer = self._ask(retry)
             try:
-                scores, reasons = verdict_parse(answer)
+                scores, reasons = verdict_parse(answer, self.rubric)
             except ValueError as second_problem:
                 raise JudgeOutputError(
                     f"{self.model_name} answered twice without a usable verdict: "
@@ -184,7 +200,7 @@ class ModelJudge:
                 ) from None
         return Judgement(
             scores=scores,
-            total=weighted_total(scores),
+            total=weighted_total(scores, self.rubric),
             judge_model=self.model_name,
             reasons=reasons,
         )
@@ -206,10 +222,13 @@ class Comparison:
     consistent: bool
 
 
-def compare_messages(context: Sequence[Turn], first: str, second: str) -> list[dict[str, str]]:
-    system = COMPARE_PROMPT.format(
-        dimensions="\n".join(f"- {name}: {DIMENSION_HELP[name]}" for name in DIMENSIONS)
-    )
+def compare_messages(
+    context: Sequence[Turn],
+    first: str,
+    second: str,
+    rubric: Sequence[Dimension] = DEFAULT_RUBRIC,
+) -> list[dict[str, str]]:
+    system = COMPARE_PROMPT.format(dimensions=_described(rubric))
     user = (
         f"Call so far:\n{_transcript(context)}\n\nReply 1:\n{first}\n\nReply 2:\n{second}\n\n"
         "Which reply is better?"
@@ -233,8 +252,8 @@ def model_judge_compare(
 ) -> Comparison:
     """Ask in both orders (A first, then B first): a model that prefers a position rather
     than a reply answers "1" both times, and that counts as a tie, not as a verdict."""
-    first = _better(judge._ask(compare_messages(context, reply_a, reply_b)))
-    second = _better(judge._ask(compare_messages(context, reply_b, reply_a)))
+    first = _better(judge._ask(compare_messages(context, reply_a, reply_b, judge.rubric)))
+    second = _better(judge._ask(compare_messages(context, reply_b, reply_a, judge.rubric)))
     picked_first = {1: "a", 2: "b"}.get(first)
     picked_second = {1: "b", 2: "a"}.get(second)
     if picked_first is not None and picked_first == picked_second:

@@ -14,26 +14,31 @@ from django.db.models import Q
 
 from arena.errors import DuelBadInput, DuelConflict, DuelNotFound
 from arena.judge.agreement import judge_agreement
+from arena.judge.dimensions import world_dimension_names, world_dimensions
 from arena.judge.fitting import judge_fit_soon
-from arena.judge.rubric import DIMENSIONS, weighted_total
+from arena.judge.rubric import Dimension, weighted_total
 from arena.models import DuelPair, Judgement, JudgeOverride, Reply, World
 from arena.selectors import reply_judgements
 
 
-def judge_override_scores_clean(scores: Any) -> dict[str, float]:
+def judge_override_scores_clean(scores: Any, world: World | None = None) -> dict[str, float]:
+    """The reviewer's verdicts on dimensions of the world's rubric (the seven without a
+    world), or DuelBadInput naming what is wrong."""
+    names = world_dimension_names(world)
     if not isinstance(scores, dict) or not scores:
         raise DuelBadInput(
             "'scores' must name at least one dimension with the reviewer's verdict, "
             'e.g. {"respect": 0.0}.'
         )
-    unknown = [name for name in scores if name not in DIMENSIONS]
+    unknown = [name for name in scores if name not in names]
     if unknown:
         raise DuelBadInput(
-            f"Unknown dimension(s): {', '.join(repr(name) for name in unknown)}. "
-            f"Dimensions are {', '.join(DIMENSIONS)}."
+            f"Unknown dimension(s): {', '.join(repr(name) for name in unknown)}"
+            + (f" in {world.name}" if world is not None else "")
+            + f". 'scores' may name any of {', '.join(names)}."
         )
     cleaned = {}
-    for name in DIMENSIONS:
+    for name in names:
         if name not in scores:
             continue
         value = scores[name]
@@ -47,15 +52,16 @@ def judge_override_scores_clean(scores: Any) -> dict[str, float]:
 
 def judge_override_submit(*, reply_id: Any, reviewer, scores: Any, note: str = "") -> JudgeOverride:
     """The reviewer overrules the judge on some dimensions of a reply; saying it again
-    replaces their earlier verdict. Used by the next rescoring."""
-    cleaned = judge_override_scores_clean(scores)
+    replaces their earlier verdict. Used by the next rescoring. The dimensions are the reply's
+    world's."""
     try:
         reply_id = int(reply_id)
     except (TypeError, ValueError):
         raise DuelBadInput(f"'reply' must be a reply id (a number), not {reply_id!r}.") from None
-    reply = Reply.objects.filter(pk=reply_id).first()
+    reply = Reply.objects.filter(pk=reply_id).select_related("moment__world").first()
     if reply is None:
         raise DuelNotFound(f"No reply {reply_id} in this workspace.")
+    cleaned = judge_override_scores_clean(scores, reply.moment.world)
     judged = (
         Judgement.objects.filter(reply=reply, overruled=False, error="")
         .order_by("-created_at", "-id")
@@ -79,6 +85,11 @@ def judge_override_submit(*, reply_id: Any, reviewer, scores: Any, note: str = "
     return override
 
 
+def _said(score: Any) -> str:
+    # A dimension added to the world's rubric after the judge scored the reply has no score.
+    return f"{float(score):.2f}" if score is not None else "nothing (the dimension is newer)"
+
+
 @dataclass
 class RescoreReport:
     replies_rescored: int
@@ -95,12 +106,14 @@ class RescoreReport:
         }
 
 
-def _total_after(judged: Judgement, scores: dict[str, float]) -> float:
+def _total_after(
+    judged: Judgement, scores: dict[str, float], rubric: tuple[Dimension, ...]
+) -> float:
     """The judge's own total moved by what the reviewers' scores change in the rubric's
     weighted total: a fitted judge's total, or one the on-topic guard capped, is not the
     weighted sum of its dimensions, and recomputing it from them lost both (a capped
     off-topic reply came back uncapped once its overrides were removed)."""
-    moved = weighted_total(scores) - weighted_total(dict(judged.scores))
+    moved = weighted_total(scores, rubric) - weighted_total(dict(judged.scores), rubric)
     return round(min(1.0, max(0.0, float(judged.total) + moved)), 4)
 
 
@@ -121,23 +134,30 @@ def judgements_rescore(*, world: World | None = None) -> RescoreReport:
         replies_with_rescore.values_list("reply_id", flat=True)
     )
     base: dict[tuple[int, str], Judgement] = {}
-    for judgement in Judgement.objects.filter(
-        reply_id__in=reply_ids, overruled=False, error=""
-    ).order_by("created_at", "id"):
+    for judgement in (
+        Judgement.objects.filter(reply_id__in=reply_ids, overruled=False, error="")
+        .select_related("reply__moment__world")
+        .order_by("created_at", "id")
+    ):
         base[(judgement.reply_id, judgement.judge_model)] = judgement
+    rubrics: dict[int, tuple[Dimension, ...]] = {}
     in_force = reply_judgements(list(reply_ids))
     new = []
     for (reply_id, judge_model), judged in base.items():
         scores = dict(judged.scores)
         reasons = dict(judged.reasons)
         given = verdicts.get((reply_id, judge_model), [])
-        for name in DIMENSIONS:
+        reply_world = judged.reply.moment.world
+        if reply_world.pk not in rubrics:
+            rubrics[reply_world.pk] = world_dimensions(reply_world)
+        rubric = rubrics[reply_world.pk]
+        for name in (dimension.name for dimension in rubric):
             values = [float(verdict[name]) for verdict in given if name in verdict]
             if values:
                 scores[name] = round(sum(values) / len(values), 4)
                 reasons[name] = (
                     f"Overruled by {len(values)} reviewer(s); the judge said "
-                    f"{float(judged.scores[name]):.2f}. {judged.reasons.get(name, '')}"
+                    f"{_said(judged.scores.get(name))}. {judged.reasons.get(name, '')}"
                 ).strip()
         current = in_force.get(reply_id)
         if current is not None and current.scores == scores:
@@ -148,7 +168,7 @@ def judgements_rescore(*, world: World | None = None) -> RescoreReport:
                 judge_model=judge_model,
                 scores=scores,
                 reasons=reasons,
-                total=_total_after(judged, scores),
+                total=_total_after(judged, scores, rubric),
                 overruled=bool(given),
             )
         )

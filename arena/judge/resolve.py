@@ -10,6 +10,7 @@ tables of the world in view).
 
 from __future__ import annotations
 
+from arena.judge.dimensions import world_dimensions
 from arena.judge.model import JudgeExample, ModelJudge
 from arena.judge.rubric import Judge, RubricJudge, Turn
 from arena.judge.topic import topic_guard_for_world
@@ -30,7 +31,8 @@ def judged_by_a_model(world: World) -> bool:
 def judge_for_world(world: World) -> Judge:
     """The judge a world names (World.judge_provider / judge_model): a ModelJudge on that
     provider's model with the reviewers' overrides as examples; by default the world's newest
-    fitted judge version, and the rubric judge (the cold start) until the world has one.
+    fitted judge version, and the rubric judge (the cold start) until the world has one; each
+    scores the world's own rubric (arena.judge.dimensions.world_dimensions).
     Whichever it is, the world's on-topic guard (arena.judge.topic) caps what it gives a reply
     that belongs to another business."""
     return judge_guarded(_judge_named(world), topic_guard_for_world(world))
@@ -50,7 +52,9 @@ def judge_reads_with_a_base(world: World) -> bool:
 def _judge_named(world: World) -> Judge:
     if not judged_by_a_model(world):
         version = judge_version_latest(world)
-        return fitted_judge_for(version) if version is not None else RubricJudge()
+        if version is not None:
+            return fitted_judge_for(version)
+        return RubricJudge(world_dimensions(world))
     return model_judge_for_world(world)
 
 
@@ -106,4 +110,5 @@ def model_judge_for_world(world: World) -> ModelJudge:
         provider_for(target, limits=CallLimits.from_environment()),
         model_name=judge_model_name(target),
         examples=judge_override_examples(world),
+        rubric=world_dimensions(world),
     )

@@ -1,10 +1,13 @@
 """The default rubric judge: deterministic, model-free scoring of one agent reply.
 
-It scores the reply the agent gives next, given the call so far, on the seven rubric
-dimensions a reviewer ticks in the Duel (dialect, respect, accuracy, progress, family,
-timing, compliance). Each dimension is one small rule function below whose docstring
-says what it rewards and what it penalises, so a reviewer can read why a reply scored
-what it did; each rule also returns one short human sentence (the `reasons`).
+It scores the reply the agent gives next, given the call so far, on its world's rubric: the
+dimensions a reviewer ticks as reasons in the Duel. A world keeps the description's seven
+(dialect, respect, accuracy, progress, family, timing, compliance; DEFAULT_RUBRIC) or names
+its own (`Dimension`: a name, a label, a one-line meaning and a weight). Each of the seven is
+one small rule function below whose docstring says what it rewards and what it penalises, so
+a reviewer can read why a reply scored what it did; each rule also returns one short human
+sentence (the `reasons`). A world's own dimension has no hand-written rule: one general
+mechanism scores it from its meaning (`rule_by_meaning`).
 
 Pure Python on purpose: no Django, no network, no model. Apps (judging moments,
 auto-pairs, Evaluate) and trainers (reward shaping on the simulator) both import it.
@@ -17,6 +20,7 @@ general conversational habits and are deliberately not tuned to either data set.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +32,9 @@ __all__ = [
     "DIMENSION_HELP",
     "DIMENSION_LABELS",
     "DIMENSION_WEIGHTS",
+    "DEFAULT_RUBRIC",
     "RULES",
+    "Dimension",
     "Judge",
     "Judgement",
     "RubricJudge",
@@ -84,6 +90,68 @@ DIMENSION_WEIGHTS: dict[str, float] = {
 _PRECISION = 4  # scores are rounded so equal inputs give byte-equal judgements
 
 
+@dataclass(frozen=True)
+class Dimension:
+    """One dimension of a world's rubric, and the reason tag reviewers tick for it: its name
+    (a slug, the key of every score and reason), its label, its one-line meaning (`help`,
+    shown on the Duel's tag and given to a model judge) and its weight in the total."""
+
+    name: str
+    label: str
+    help: str
+    weight: float
+
+    def as_dict(self) -> dict[str, object]:
+        return {"name": self.name, "label": self.label, "help": self.help, "weight": self.weight}
+
+
+def dimension_label(name: str) -> str:
+    """The label a name gets when none is given: "bike-condition" -> "Bike Condition"."""
+    return name.replace("-", " ").replace("_", " ").strip().title()
+
+
+def dimension_default(name: str) -> Dimension:
+    """One of the seven as the description defines it; any other name with a label made from
+    it, no meaning and weight 1."""
+    if name in DIMENSION_LABELS:
+        label, meaning = DIMENSION_LABELS[name], DIMENSION_HELP[name]
+        return Dimension(name, label, meaning, DIMENSION_WEIGHTS[name])
+    return Dimension(name, dimension_label(name), "", 1.0)
+
+
+# The rubric of a world that names none of its own: the description's seven.
+DEFAULT_RUBRIC: tuple[Dimension, ...] = tuple(dimension_default(name) for name in DIMENSIONS)
+
+
+def rubric_from_stored(stored: object) -> tuple[Dimension, ...]:
+    """A rubric from what a world stores (World.dimensions): a list of {name, label, help,
+    weight}; a bare name (the field's earlier form) or a missing part is filled in as
+    `dimension_default` fills it. Nothing usable: the seven."""
+    dimensions: list[Dimension] = []
+    seen: set[str] = set()
+    for item in stored if isinstance(stored, list | tuple) else ():
+        raw = {"name": item} if isinstance(item, str) else item
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+            continue
+        name = raw["name"].strip()
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        default = dimension_default(name)
+        weight = raw.get("weight", default.weight)
+        dimensions.append(
+            Dimension(
+                name=name,
+                label=str(raw.get("label") or default.label),
+                help=str(raw["help"]) if isinstance(raw.get("help"), str) else default.help,
+                weight=float(weight)
+                if isinstance(weight, int | float) and not isinstance(weight, bool) and weight > 0
+                else default.weight,
+            )
+        )
+    return tuple(dimensions) or DEFAULT_RUBRIC
+
+
 # --- public types ---------------------------------------------------------------------
 
 
@@ -114,10 +182,10 @@ class Judgement:
     def to_dict(self) -> dict[str, object]:
         """Plain values only (for JSON, task results and the database)."""
         return {
-            "scores": {name: float(self.scores[name]) for name in DIMENSIONS},
+            "scores": {name: float(score) for name, score in self.scores.items()},
             "total": float(self.total),
             "judge_model": str(self.judge_model),
-            "reasons": {name: str(self.reasons[name]) for name in DIMENSIONS},
+            "reasons": {name: str(self.reasons.get(name, "")) for name in self.scores},
         }
 
 
@@ -748,6 +816,52 @@ def rule_compliance(call: _Call, reply: _Reply) -> Verdict:
     return _settle(0.95, adjustments, "No pressure tactics or non-compliant claims")
 
 
+# Words of a dimension's meaning that say nothing about what it is about: every meaning is
+# phrased "Whether the reply ... the customer ...".
+_MEANING_FILLER_TEXT = "whether reply replies agent agents customer customers call calls said says"
+_MEANING_FILLER = frozenset(_MEANING_FILLER_TEXT.split())
+_MEANING_NEUTRAL = 0.5
+
+
+def _stem(word: str) -> str:
+    """A crude stem, enough to meet "conditions" with "condition" and "honestly" with
+    "honest": the possessive and a plural s dropped, then the first six letters."""
+    word = word.removesuffix("'s")
+    if len(word) > 4 and word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    return word[:6]
+
+
+@functools.lru_cache(maxsize=256)
+def _meaning_stems(name: str, label: str, meaning: str) -> frozenset[str]:
+    text = " ".join((name.replace("-", " ").replace("_", " "), label, meaning)).lower()
+    content = _content_words(_words(_normalise(text))) - _MEANING_FILLER
+    return frozenset(_stem(word) for word in content)
+
+
+def rule_by_meaning(dimension: Dimension, call: _Call, reply: _Reply) -> Verdict:
+    """A world's own dimension, which no hand-written rule knows: how much the reply takes up
+    what the dimension is about, read from its name, label and one-line meaning.
+
+    The meaning's content words (no stop words, none of "whether", "reply", "customer"; each
+    cut to a crude stem) are the dimension's topic. A reply using none of them says nothing
+    about it: a neutral 0.5. Otherwise the share of the topic it uses is squashed into
+    0.5..0.95: 0.5 + 0.45 x (1 - e^(-4 x share)), so one word of four gives about 0.78. It
+    cannot tell a reply that gets the dimension wrong from one that gets it right; that is
+    what the world's fitted judge learns from the reviewers' ticks of this reason
+    (arena.judge.fitting), with this score as one of its features.
+    """
+    topic = _meaning_stems(dimension.name, dimension.label, dimension.help)
+    words_by_stem = {_stem(word): word for word in sorted(_content_words(reply.words))}
+    used = sorted(topic & set(words_by_stem))
+    if not used:
+        return _MEANING_NEUTRAL, f"Says nothing about {dimension.label.lower()}"
+    share = len(used) / len(topic)
+    score = round(_MEANING_NEUTRAL + 0.45 * (1.0 - math.exp(-4.0 * share)), _PRECISION)
+    shown = ", ".join(f"'{words_by_stem[stem]}'" for stem in used[:3])
+    return score, f"Speaks to {dimension.label.lower()} ({shown})"
+
+
 RULES: dict[str, Callable[[_Call, _Reply], Verdict]] = {
     "dialect": rule_dialect,
     "respect": rule_respect,
@@ -762,17 +876,29 @@ RULES: dict[str, Callable[[_Call, _Reply], Verdict]] = {
 # --- the judge ------------------------------------------------------------------------
 
 
-def weighted_total(scores: Mapping[str, float]) -> float:
-    """A verdict's total: the dimensions' scores weighted by DIMENSION_WEIGHTS (every judge
-    and a rescoring add them up the same way)."""
-    weighted = sum(DIMENSION_WEIGHTS[name] * float(scores[name]) for name in DIMENSIONS)
-    return round(weighted / sum(DIMENSION_WEIGHTS.values()), _PRECISION)
+def weighted_total(
+    scores: Mapping[str, float], rubric: Sequence[Dimension] = DEFAULT_RUBRIC
+) -> float:
+    """A verdict's total: the weighted mean of the rubric's dimensions' scores,
+    sum(weight x score) / sum(weight), with the world's weights (every judge and a rescoring
+    add them up the same way). A dimension the scores lack is left out of both sums."""
+    present = [dimension for dimension in rubric if dimension.name in scores]
+    weights = sum(dimension.weight for dimension in present)
+    if not weights:
+        return _MEANING_NEUTRAL
+    weighted = sum(dimension.weight * float(scores[dimension.name]) for dimension in present)
+    return round(weighted / weights, _PRECISION)
 
 
 class RubricJudge:
-    """The default judge: the rules above, no model; same inputs, same judgement."""
+    """The default judge: the rules above, no model; same inputs, same judgement. It scores
+    the rubric it is given (a world's: arena.judge.dimensions.world_dimensions), the seven by
+    default: each of the seven by its rule, any other dimension by `rule_by_meaning`."""
 
     model_name = "rubric-v1"
+
+    def __init__(self, rubric: Sequence[Dimension] = DEFAULT_RUBRIC) -> None:
+        self.rubric = tuple(rubric)
 
     def score(self, context: Sequence[Turn], reply: str) -> Judgement:
         """Judge `reply`, the agent's next turn, after `context` (oldest turn first)."""
@@ -780,11 +906,16 @@ class RubricJudge:
         analysed = _analyse_reply(reply)
         scores: dict[str, float] = {}
         reasons: dict[str, str] = {}
-        for name in DIMENSIONS:
-            scores[name], reasons[name] = RULES[name](call, analysed)
+        for dimension in self.rubric:
+            rule = RULES.get(dimension.name)
+            scores[dimension.name], reasons[dimension.name] = (
+                rule(call, analysed)
+                if rule is not None
+                else rule_by_meaning(dimension, call, analysed)
+            )
         return Judgement(
             scores=scores,
-            total=weighted_total(scores),
+            total=weighted_total(scores, self.rubric),
             judge_model=self.model_name,
             reasons=reasons,
         )

@@ -10,8 +10,10 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from arena.judge.dimensions import world_dimensions
 from arena.judge.fitted import FittedJudge
 from arena.judge.reading import base_reader, features_dir
+from arena.judge.rubric import Dimension
 from arena.models import JudgeVersion, World
 
 
@@ -25,11 +27,17 @@ def judge_version_name(version: JudgeVersion) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _loaded(model_dir: str, name: str, features: str) -> FittedJudge:
+def _loaded(model_dir: str, name: str, features: str, rubric: tuple[Dimension, ...]) -> FittedJudge:
     # A version's files never change once written: one load per process (per workspace's
-    # feature cache, which the cache key names).
-    return FittedJudge.load(Path(model_dir), model_name=name, reader_for=base_reader)
+    # feature cache and per rubric of its world, which the cache key names).
+    return FittedJudge.load(Path(model_dir), model_name=name, reader_for=base_reader, rubric=rubric)
 
 
 def fitted_judge_for(version: JudgeVersion) -> FittedJudge:
-    return _loaded(version.model_dir, judge_version_name(version), str(features_dir()))
+    """The version as a judge, scoring its world's rubric as it is now."""
+    return _loaded(
+        version.model_dir,
+        judge_version_name(version),
+        str(features_dir()),
+        world_dimensions(version.world),
+    )

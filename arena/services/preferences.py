@@ -17,7 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from arena import preference_format
-from arena.judge.rubric import DIMENSIONS
+from arena.judge.dimensions import world_dimension_names
 from arena.models import DuelPair, Moment, Pick, Reply, World
 from arena.services.calls import ImportProblem, import_text_decode, json_line_parse
 
@@ -101,7 +101,7 @@ def _dialogue(prompt: Any) -> list[dict[str, str]]:
     return turns
 
 
-def _record(line: int, raw: str) -> _Record:
+def _record(line: int, raw: str, reasons_allowed: tuple[str, ...]) -> _Record:
     value = json_line_parse(raw)
     if not isinstance(value, dict):
         raise ValueError("a line must be one JSON object")
@@ -112,9 +112,11 @@ def _record(line: int, raw: str) -> _Record:
         raise ValueError(f"'id' is longer than {MAX_ID_LENGTH} characters")
     reasons = value.get("reasons") or []
     if not isinstance(reasons, list) or any(
-        not isinstance(reason, str) or reason not in DIMENSIONS for reason in reasons
+        not isinstance(reason, str) or reason not in reasons_allowed for reason in reasons
     ):
-        raise ValueError(f"'reasons' must list rubric dimensions ({', '.join(DIMENSIONS)})")
+        raise ValueError(
+            f"'reasons' must list the world's rubric dimensions ({', '.join(reasons_allowed)})"
+        )
     reviewer = value.get("reviewer") or ""
     if not isinstance(reviewer, str) or len(reviewer) > 200:
         raise ValueError("'reviewer' must be a label of at most 200 characters")
@@ -135,15 +137,17 @@ def _record(line: int, raw: str) -> _Record:
     )
 
 
-def preferences_validate(text: str | bytes) -> list[_Record]:
-    """Every line checked; PreferenceImportError naming each bad one (and repeated ids)."""
+def preferences_validate(text: str | bytes, *, world: World | None = None) -> list[_Record]:
+    """Every line checked; PreferenceImportError naming each bad one (and repeated ids).
+    Reasons must be the world's (its rubric's dimensions; the seven without a world)."""
+    reasons_allowed = world_dimension_names(world)
     records, problems, seen = [], [], {}
     text = import_text_decode(text, error=PreferenceImportError)
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
         try:
-            record = _record(number, raw)
+            record = _record(number, raw, reasons_allowed)
         except ValueError as error:
             problems.append(ImportProblem(number, str(error)))
             continue
@@ -165,7 +169,7 @@ def preferences_import(
     *, world: World, text: str | bytes, source: str = ""
 ) -> PreferenceImportReport:
     """Import preference pairs into `world` as picks: all or nothing, idempotent by id."""
-    records = preferences_validate(text)
+    records = preferences_validate(text, world=world)
     report = PreferenceImportReport()
     label = f"{IMPORTED}:{source}"[:300] if source else IMPORTED
     with transaction.atomic():
