@@ -137,3 +137,15 @@ def test_a_removed_user_cannot_sign_in_and_keeps_their_name_on_picks(owner):
     assert not Token.objects.filter(user=rita).exists()
     # The row stays, so what the user did keeps its name (picks store reviewer_name).
     assert get_user_model().objects.filter(username="rita@acme.test").exists()
+
+
+def test_a_removed_user_invited_again_comes_back_with_the_new_role(owner):
+    from levers9.services import workspace_user_create
+
+    rita = workspace_user_create(email="rita@acme.test", password=PASSWORD, role=REVIEWER)
+    user_remove(user=rita)
+    _invitation, token = invitation_create(email="rita@acme.test", role=MANAGER, invited_by=owner)
+    back = invitation_accept(token=token, password=NEW_PASSWORD)
+    assert back.pk == rita.pk  # the same row: their past picks still name them
+    assert back.is_active
+    assert user_role(back) == MANAGER

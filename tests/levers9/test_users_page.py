@@ -174,3 +174,11 @@ def test_another_workspaces_owner_sees_and_changes_nothing(
     assert rival.post(f"/users/{rita.pk}/remove/").status_code == 404
     assert "rita@acme.test" not in rival.get("/users/").content.decode()
     assert _user(workspace, "rita@acme.test").is_active
+
+
+def test_the_admin_lists_invitations_for_owners_only(owner_client, reviewer_client):
+    _invite(owner_client)
+    listed = owner_client.get("/admin/users/invitation/")
+    assert listed.status_code == 200
+    assert "nina@acme.test" in listed.content.decode()
+    assert reviewer_client.get("/admin/users/invitation/").status_code == 403
