@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from evaluation.models import Evaluation, EvaluationCallSet, HeldOutCall
-from evaluation.selectors import evaluation_estimate
+from evaluation.selectors import evaluation_estimate, evaluation_regressions
 from evaluation.services import EvaluationError, evaluation_start
 from levers9.roles import MANAGER, REVIEWER, RoleAdminMixin, has_role
 
@@ -71,13 +71,15 @@ class EvaluationAdmin(RoleAdminMixin, admin.ModelAdmin):
             return "—"
         if decided.sentence:
             return decided.sentence
+        if decided.licensed_by:
+            return f"{decided.label} (judge, licensed by its {decided.licensed_by})"
         return f"{decided.label} ({decided.source})"
 
     @admin.display(description="Regressions")
     def regression_count(self, evaluation: Evaluation) -> int | str:
         if evaluation.state != Evaluation.State.DONE:
             return "—"
-        return len((evaluation.summary or {}).get("regressions", []))
+        return len(evaluation_regressions(evaluation)["positions"])
 
     @admin.display(description="Results")
     def results_page(self, evaluation: Evaluation) -> str:

@@ -25,6 +25,7 @@ from arena.models import World
 from evaluation.models import Evaluation
 from evaluation.selectors import (
     evaluation_episode,
+    evaluation_regressions,
     evaluation_versions_default,
     judge_agreement_shown,
 )
@@ -64,13 +65,26 @@ class EvaluationSerializer(serializers.ModelSerializer):
         'world\'s judge is at chance (AUC 0.50 [0.42, 0.59])", "judge_win_rate", '
         '"judge_ci"}'
     )
+    verdict_licensed_by = serializers.SerializerMethodField(
+        help_text="The judge's figures that licensed its verdict: \"AUC 0.68 [0.58, 0.77] on 116 "
+        'held-out calls" (those whose interval lies above chance); "" for the simulator\'s '
+        "verdict and where there is none"
+    )
+    verdict_not_counted = serializers.SerializerMethodField(
+        help_text="The judge's other figures, which did not license it: \"its pair accuracy is "
+        'too few to measure (n = 5)"; "" when none'
+    )
     summary = serializers.JSONField(
         read_only=True,
         help_text="Once done: win_rate with its bootstrap interval ci, wins/ties/losses, per "
         "version (candidate, baseline) mean_reward, mean_call_score, radar (mean judge score "
         "per dimension), beat_yardstick (how often it beat the real agent); the yardstick's "
-        "own figures; per_call means; regressions (positions of calls where the candidate "
-        "scored lower, worst first); on scripted customers, the simulator's returns on the "
+        "own figures; per_call means (each with its noise and whether it is a regression); "
+        "regressions (positions of calls where the candidate scored lower by more than the "
+        "judge's noise, worst first) and regression_noise (that noise: spread, the per-turn "
+        "difference's standard deviation within calls, pooled; degrees; calls; z; confidence; "
+        "turns; noise, z x spread / sqrt(turns) for a call of that many turns); on scripted "
+        "customers, the simulator's returns on the "
         "held-out calls and the simulated duel (simulator: won_share and mean_return per "
         "version on 1,000 seeded customers each, won_share_difference and return_difference "
         "with their bootstrap intervals, verdict; or unavailable: why); verdict_source "
@@ -87,6 +101,12 @@ class EvaluationSerializer(serializers.ModelSerializer):
     def get_no_verdict(self, evaluation: Evaluation) -> dict | None:
         return evaluation.verdict_decided.why_none()
 
+    def get_verdict_licensed_by(self, evaluation: Evaluation) -> str:
+        return evaluation.verdict_decided.licensed_by
+
+    def get_verdict_not_counted(self, evaluation: Evaluation) -> str:
+        return evaluation.verdict_decided.not_counted
+
     def to_representation(self, evaluation: Evaluation) -> dict:
         data = super().to_representation(evaluation)
         summary = data.get("summary")
@@ -95,6 +115,15 @@ class EvaluationSerializer(serializers.ModelSerializer):
             data["summary"] = {
                 **summary,
                 "judge_agreement": judge_agreement_shown(summary["judge_agreement"]),
+            }
+        if isinstance(summary, dict) and summary.get("per_call"):
+            # So are those kept before the regressions' noise rule.
+            regressions = evaluation_regressions(evaluation)
+            data["summary"] = {
+                **data["summary"],
+                "regressions": regressions["positions"],
+                "regression_noise": regressions["noise"],
+                "per_call": regressions["per_call"],
             }
         return data
 
@@ -117,6 +146,8 @@ class EvaluationSerializer(serializers.ModelSerializer):
             "verdict",
             "verdict_source",
             "no_verdict",
+            "verdict_licensed_by",
+            "verdict_not_counted",
             "summary",
             "error",
             "created_at",
@@ -184,6 +215,11 @@ class ScoreBandSerializer(serializers.Serializer):
     won_rate = serializers.FloatField(allow_null=True)
     ci_low = serializers.FloatField(allow_null=True, help_text="Wilson 95% interval")
     ci_high = serializers.FloatField(allow_null=True)
+    share_low = serializers.FloatField(
+        help_text="The share of the world's scored calls below this band: where the chart "
+        "starts it, so equal-count bands are drawn equally wide however their scores bunch"
+    )
+    share_high = serializers.FloatField(help_text="The share at its top: where the chart ends it")
 
 
 class LensVersionSerializer(serializers.Serializer):
@@ -193,6 +229,11 @@ class LensVersionSerializer(serializers.Serializer):
     score = serializers.FloatField(help_text="Its mean judge score on the replayed openings")
     band = serializers.IntegerField(allow_null=True)
     band_won_rate = serializers.FloatField(allow_null=True)
+    share = serializers.FloatField(
+        allow_null=True,
+        help_text="The share of the world's scored calls scoring below it (ties half): where "
+        "the chart places it",
+    )
 
 
 class ScoreVsOutcomeSerializer(serializers.Serializer):

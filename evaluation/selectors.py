@@ -123,16 +123,19 @@ def _moments_by_call(held: list[HeldOutMoment]) -> dict[int, list[HeldOutMoment]
 
 def _call_figures(
     moments: list[HeldOutMoment], scored: Scored
-) -> tuple[list[float], dict[str, Any]]:
-    """One held-out call: the pairwise outcome at each moment both versions were judged, and
-    its row of means (the delta is the candidate's mean less the baseline's)."""
+) -> tuple[list[float], list[float], dict[str, Any]]:
+    """One held-out call: the pairwise outcome and the paired difference (the candidate's total
+    less the baseline's) at each moment both versions were judged, and its row of means (the
+    delta is the candidate's mean less the baseline's)."""
     held_call = moments[0].held_out_call
     outcomes: list[float] = []
+    differences: list[float] = []
     means: dict[str, list[float]] = defaultdict(list)
     for held_moment in moments:
         pair = [scored.get((side, held_moment.pk)) for side in SIDES]
         if all(pair):
             outcomes.append(scoring.pairwise_outcome(pair[0][0], pair[1][0]))
+            differences.append(pair[0][0] - pair[1][0])
             means["candidate"].append(pair[0][0])
             means["baseline"].append(pair[1][0])
         yard = scored.get(("yardstick", held_moment.pk))
@@ -157,7 +160,7 @@ def _call_figures(
         "wins": sum(1 for outcome in outcomes if outcome == 1.0),
         "losses": sum(1 for outcome in outcomes if outcome == 0.0),
     }
-    return outcomes, row
+    return outcomes, differences, row
 
 
 def _win_figures(outcomes_by_call: list[list[float]], *, seed: int) -> dict[str, Any]:
@@ -234,36 +237,55 @@ def _side_figures(
     return figures
 
 
-def _regressions(per_call: list[dict[str, Any]]) -> list[int]:
-    """The positions of the calls where the candidate scored lower than the baseline, worst
-    first."""
+def _regressions(
+    per_call: list[dict[str, Any]], differences_by_call: list[list[float]], *, turns_per_call: int
+) -> tuple[list[int], dict[str, Any]]:
+    """The positions of the calls where the candidate scored lower than the baseline by more
+    than the judge's noise (evaluation.scoring.call_difference_noise), worst first, and that
+    noise: each row gets its own ("noise", by its number of judged turns) and whether it is a
+    "regression"; the noise dict says it for a call of `turns_per_call` turns ("noise")."""
+    noise = scoring.call_difference_noise(differences_by_call)
+    noise["turns"] = turns_per_call
+    noise["noise"] = scoring.noise_of_call(noise, turns_per_call)
+    for row in per_call:
+        row["noise"] = scoring.noise_of_call(noise, row["turns"])
+        row["regression"] = scoring.beyond_noise_below(row["delta"], row["noise"])
     regressions = sorted(
-        (
-            row
-            for row in per_call
-            if row["delta"] is not None and row["delta"] < -scoring.TIE_TOLERANCE
-        ),
+        (row for row in per_call if row["regression"]),
         key=lambda row: (row["delta"], row["position"]),
     )
-    return [row["position"] for row in regressions]
+    return [row["position"] for row in regressions], noise
+
+
+def _per_call(
+    held: list[HeldOutMoment], scored: Scored
+) -> tuple[list[list[float]], list[list[float]], list[dict[str, Any]]]:
+    """Each held-out call's outcomes, paired differences and row, in the call set's order."""
+    outcomes_by_call: list[list[float]] = []
+    differences_by_call: list[list[float]] = []
+    per_call: list[dict[str, Any]] = []
+    for moments in _moments_by_call(held).values():
+        outcomes, differences, row = _call_figures(moments, scored)
+        outcomes_by_call.append(outcomes)
+        differences_by_call.append(differences)
+        per_call.append(row)
+    return outcomes_by_call, differences_by_call, per_call
 
 
 def evaluation_summary_compute(evaluation: Evaluation) -> dict[str, Any]:
     """Every figure of an evaluation from its stored answers, as plain values: the win rate
     with its bootstrap interval, mean reward (the judge's total) and radar per version, how
     often each beat the yardstick, each call's means and the regressions (calls where the
-    candidate scored lower than the baseline), worst first."""
+    candidate scored lower than the baseline by more than the judge's noise), worst first, with
+    that noise ("regression_noise")."""
     call_set = evaluation.call_set
     held = _held_moments(call_set)
     scored, errors = _answer_scores(evaluation)
     scored.update(_yardstick_scores(held, evaluation.judge_model))
-    by_call = _moments_by_call(held)
-    outcomes_by_call: list[list[float]] = []
-    per_call: list[dict[str, Any]] = []
-    for moments in by_call.values():
-        outcomes, row = _call_figures(moments, scored)
-        outcomes_by_call.append(outcomes)
-        per_call.append(row)
+    outcomes_by_call, differences_by_call, per_call = _per_call(held, scored)
+    regressions, noise = _regressions(
+        per_call, differences_by_call, turns_per_call=call_set.turns_per_call
+    )
     rubric = world_dimensions(evaluation.world)
     side_inputs = {
         "rubric": rubric,
@@ -280,7 +302,7 @@ def evaluation_summary_compute(evaluation: Evaluation) -> dict[str, Any]:
         "kind": call_set.kind,
         "judge_model": evaluation.judge_model,
         "seed": evaluation.seed,
-        "calls": len(by_call),
+        "calls": len(per_call),
         "moments": len(held),
         **win_figures,
         "candidate": _side_figures("candidate", evaluation.candidate, **side_inputs),
@@ -288,7 +310,8 @@ def evaluation_summary_compute(evaluation: Evaluation) -> dict[str, Any]:
         "yardstick": _side_figures("yardstick", None, **side_inputs),
         "dimensions": _dimension_rows(rubric),
         "per_call": per_call,
-        "regressions": _regressions(per_call),
+        "regressions": regressions,
+        "regression_noise": noise,
     }
 
 
@@ -463,7 +486,8 @@ def verdict_explained(summary: dict[str, Any], *, candidate: str, baseline: str)
     whether the judge's verdict and the simulator's "disagree", one "sentence" saying what
     each found (and, when they disagree, which to believe; with no verdict, why, and the
     judge's raw win rate), the duel's figures as printed, and the judge's measured agreement
-    in words ("judge_sentence")."""
+    in words ("judge_sentence"), and the figure of the judge that licensed its verdict
+    ("licence": "Licensed by the judge's AUC 0.68 [0.58, 0.77] on 116 held-out calls, …")."""
     summary = summary or {}
     decided = verdict_decide(summary)
     judge = _judge_clause(summary, candidate, baseline)
@@ -482,6 +506,8 @@ def verdict_explained(summary: dict[str, Any], *, candidate: str, baseline: str)
         "simulator": None,
         "judge_sentence": _judge_agreement_sentence(summary.get("judge_agreement")),
         "judge_at_chance": decided.reason == AT_CHANCE,
+        # Which of the judge's figures licensed its verdict (and which did not count).
+        "licence": decided.licence_words,
     }
     if decided.source == "simulator":
         simulator = _simulator_clause(duel, candidate)
@@ -688,6 +714,8 @@ def _verdict_words(evaluation: Evaluation, decided: Verdict) -> str:
         words += f"{decided.sentence.removeprefix('no verdict: ')}; the judge's raw {judged}"
     else:
         words += judged
+        if decided.licensed_by:
+            words += f", licensed by the judge's {decided.licensed_by}"
     words += f" on {evaluation.world.name} (#{evaluation.pk})"
     return words
 
@@ -707,7 +735,8 @@ def version_verdicts() -> dict[int, dict[str, Any]]:
     it: {"summary": words, "lost": whether it did worse than its opponent more often than
     better, "verdict" (evaluation.verdicts' outcome) and its "label", "source", "sentence"
     (why there is none), "simulator" (its won share in words, or ""), the judge's "win_rate"
-    and "interval", "against", "judge", "evaluation": id}."""
+    and "interval", "licensed_by" (the judge's figures that licensed its verdict, or ""),
+    "against", "judge", "evaluation": id}."""
     verdicts = {}
     for version_id, evaluation in _latest_as_candidate().items():
         summary = evaluation.summary or {}
@@ -726,6 +755,7 @@ def version_verdicts() -> dict[int, dict[str, Any]]:
             else "",
             "win_rate": decided.judge_win_rate,
             "interval": decided.judge_ci,
+            "licensed_by": decided.licensed_by,
             "against": evaluation.baseline.label,
             "judge": evaluation.judge_model,
             "evaluation": evaluation.pk,
@@ -733,11 +763,55 @@ def version_verdicts() -> dict[int, dict[str, Any]]:
     return verdicts
 
 
-def regressions_rows(evaluation: Evaluation) -> list[dict[str, Any]]:
-    """The regressions of a finished evaluation as table rows, worst first."""
+def evaluation_regressions(evaluation: Evaluation) -> dict[str, Any]:
+    """A finished evaluation's regressions as every page, the API and the admin read them:
+    "positions" (worst first), "noise" (the judge's noise they are beyond, see
+    evaluation.scoring.call_difference_noise) and "per_call" (each row with its own "noise"
+    and whether it is a "regression"). A summary kept before the noise rule listed every call
+    that scored lower at all: its regressions are worked out again from the stored answers."""
     summary = evaluation.summary or {}
-    rows = {row["position"]: row for row in summary.get("per_call", [])}
-    return [rows[position] for position in summary.get("regressions", []) if position in rows]
+    if "regression_noise" in summary or not summary.get("per_call"):
+        return {
+            "positions": summary.get("regressions", []),
+            "noise": summary.get("regression_noise"),
+            "per_call": summary.get("per_call", []),
+        }
+    scored, _errors = _answer_scores(evaluation)
+    _outcomes, differences_by_call, per_call = _per_call(_held_moments(evaluation.call_set), scored)
+    positions, noise = _regressions(
+        per_call, differences_by_call, turns_per_call=evaluation.call_set.turns_per_call
+    )
+    return {"positions": positions, "noise": noise, "per_call": per_call}
+
+
+def regressions_rows(
+    evaluation: Evaluation, regressions: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The regressions of a finished evaluation as table rows, worst first (from
+    evaluation_regressions, worked out here unless given)."""
+    regressions = regressions or evaluation_regressions(evaluation)
+    rows = {row["position"]: row for row in regressions["per_call"]}
+    return [rows[position] for position in regressions["positions"] if position in rows]
+
+
+def regression_noise_words(noise: dict[str, Any] | None) -> str:
+    """The judge's noise a regression is beyond, in words for the pages: "±0.0123 on a call of
+    4 turns (1.96 × 0.0126, the spread of the turn-by-turn difference within a call, pooled
+    over 40 calls, ÷ √4)"; "" when unmeasured."""
+    if not noise:
+        return ""
+    if noise.get("noise") is None:
+        return (
+            "the judge's noise cannot be measured here: no call had two turns where both "
+            "versions were judged, so no call is listed"
+        )
+    turns = noise["turns"]
+    return (
+        f"±{noise['noise']:.4f} on a call of {turns} turns ({noise['z']:.2f} × "
+        f"{noise['spread']:.4f}, the spread of the turn-by-turn difference within a call, pooled "
+        f"over {noise['calls']} calls, ÷ √{turns}; {noise['confidence'] * 100:.0f}% of a call's "
+        "differences fall inside it by chance)"
+    )
 
 
 def _judgement_dict(judgement: Judgement | None) -> dict[str, Any] | None:
@@ -887,7 +961,7 @@ def evaluation_episode(evaluation: Evaluation, position: int) -> dict[str, Any] 
         "call": held_call.call_id,
         "labels": labels,
         "summary": row,
-        "regression": position in (evaluation.summary or {}).get("regressions", []),
+        "regression": position in evaluation_regressions(evaluation)["positions"],
         "dimensions": _dimension_rows(world_dimensions(evaluation.world)),
         "turns": turns,
     }
@@ -974,10 +1048,16 @@ def _latest_real_evaluation(world: World) -> Evaluation | None:
 
 
 def _versions_placed(
-    evaluation: Evaluation | None, *, world: World, edges: list[float], rows: list[dict[str, Any]]
+    evaluation: Evaluation | None,
+    *,
+    world: World,
+    edges: list[float],
+    rows: list[dict[str, Any]],
+    ordered_scores: list[float],
 ) -> list[dict[str, Any]]:
     """The evaluation's two versions placed on the lens by their mean call score: the band
-    each falls in and that band's won rate."""
+    each falls in, that band's won rate, and the share of the world's calls scoring below it
+    (where the chart draws it, evaluation.scoring.share_below)."""
     versions = []
     if evaluation is not None and evaluation.world_id == world.pk and evaluation.summary:
         for role in SIDES:
@@ -994,6 +1074,7 @@ def _versions_placed(
                     "score": score,
                     "band": band,
                     "band_won_rate": rows[band]["won_rate"] if band is not None else None,
+                    "share": scoring.share_below(ordered_scores, score) if rows else None,
                 }
             )
     return versions
@@ -1004,8 +1085,9 @@ def score_vs_outcome(
 ) -> dict[str, Any]:
     """The lead-to-order lens on the world's real calls: the calls cut into `bands` bands of
     equal count by their opening judge score, each band's won rate with its count and a
-    Wilson interval, and the two versions of an evaluation placed on it by their mean
-    score on the replayed opening turns (the given evaluation, else the latest done)."""
+    Wilson interval and the span of the world's calls it is drawn over, and the two versions
+    of an evaluation placed on it by their mean score on the replayed opening turns (the given
+    evaluation, else the latest done)."""
     outcomes = dict(world.calls.values_list("id", "outcome"))
     scores, with_openings = _opening_call_scores(world, judge_model)
     labelled = [
@@ -1016,7 +1098,13 @@ def score_vs_outcome(
     edges, rows = scoring.won_rate_by_score_band(labelled, bands=bands)
     if evaluation is None:
         evaluation = _latest_real_evaluation(world)
-    versions = _versions_placed(evaluation, world=world, edges=edges, rows=rows)
+    versions = _versions_placed(
+        evaluation,
+        world=world,
+        edges=edges,
+        rows=rows,
+        ordered_scores=sorted(score for score, _won in labelled),
+    )
     won = sum(1 for _score, call_won in labelled if call_won)
     return {
         "pack": world.slug,

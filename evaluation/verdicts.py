@@ -5,7 +5,11 @@ mission, and the admin's evaluations and "Last evaluation".
 - Where the simulator played the duel (a simulated world's versions), its verdict is the one:
   it knows who won.
 - Elsewhere the judge's win rate gives one only when the judge is measured above chance on
-  enough held-out items (arena.judge.standing). A judge at chance, measured on too few
+  enough held-out items (arena.judge.standing), and the verdict names the figure that
+  licensed it ("licensed by the judge's AUC 0.68 [0.58, 0.77] on 116 held-out calls"), with
+  the judge's other figure beside it when that one does not count ("its pair accuracy is too
+  few to measure (n = 5)"): a reader sees what the verdict stands on. A judge at chance,
+  measured on too few
   items, or not measured at all gives "no verdict", said with why
   ("no verdict: this world's judge is at chance (AUC 0.50 [0.42, 0.59])"), and its raw win
   rate is shown beside it, never as a win or a loss.
@@ -23,7 +27,10 @@ from typing import Any
 from arena.judge.standing import (
     ABOVE_CHANCE,
     AT_CHANCE,
+    MEASURE_KINDS,
     measure_shown,
+    measure_text,
+    measures_above_chance,
     standing,
     standing_words,
 )
@@ -43,6 +50,10 @@ class Verdict:
     judge_outcome: str  # the judge's own reading of its win rate's interval
     judge_win_rate: float | None
     judge_ci: list[float] | None
+    # The judge's figures that licensed its verdict, in words ("" for the simulator's verdict
+    # and where there is none), and its other figures, which did not ("" when none).
+    licensed_by: str = ""
+    not_counted: str = ""
 
     @property
     def label(self) -> str:
@@ -69,6 +80,18 @@ class Verdict:
         if self.outcome != NO_VERDICT:
             return ""
         return "; ".join(part for part in (self.sentence, self.raw_rate_words) if part)
+
+    @property
+    def licence_words(self) -> str:
+        """What a judge's verdict stands on, in one sentence for the pages: "Licensed by the
+        judge's AUC 0.68 [0.58, 0.77] on 116 held-out calls, above chance; its pair accuracy
+        is too few to measure (n = 5) and does not count." ("" when it has no licence)."""
+        if not self.licensed_by:
+            return ""
+        words = f"Licensed by the judge's {self.licensed_by}, above chance"
+        if self.not_counted:
+            words += f"; {self.not_counted} and does not count"
+        return words + "."
 
     def why_none(self) -> dict[str, Any] | None:
         """Why there is no verdict, as the API gives it; None when there is one."""
@@ -132,6 +155,29 @@ def agreement_standing(agreement: Mapping[str, Any] | None) -> dict[str, Any]:
     return standing(zip(("pairs", "outcomes"), _agreement_measures_of(agreement), strict=True))
 
 
+def _licence(agreement: Mapping[str, Any]) -> tuple[str, str]:
+    """(the judge's figures above chance, its other figures) in words, from a stored
+    judge_agreement: ("AUC 0.68 [0.58, 0.77] on 116 held-out calls", "its pair accuracy is
+    too few to measure (n = 5)")."""
+    licensing: list[str] = []
+    others: list[str] = []
+    measures = zip(("pairs", "outcomes"), _agreement_measures_of(dict(agreement)), strict=True)
+    for kind, measure in measures:
+        if not measure:
+            continue
+        above = measures_above_chance([(kind, measure)])
+        if above:
+            licensing += above
+            continue
+        name, text = MEASURE_KINDS[kind][2], measure_text(measure, kind, digits=2)
+        others.append(
+            f"its {name} is {text}"
+            if text.startswith("too few")
+            else f"its {name} {text} reaches chance"
+        )
+    return " and ".join(licensing), " and ".join(others)
+
+
 def verdict_decide(summary: Mapping[str, Any] | None) -> Verdict:
     """What a finished evaluation's summary found (see the module's docstring)."""
     summary = summary or {}
@@ -150,7 +196,16 @@ def verdict_decide(summary: Mapping[str, Any] | None) -> Verdict:
         return Verdict(outcome=judge_outcome, source="judge", reason="", sentence="", **common)
     judge_standing = agreement_standing(summary.get("judge_agreement"))
     if judge_standing["state"] == ABOVE_CHANCE:
-        return Verdict(outcome=judge_outcome, source="judge", reason="", sentence="", **common)
+        licensed_by, not_counted = _licence(summary.get("judge_agreement") or {})
+        return Verdict(
+            outcome=judge_outcome,
+            source="judge",
+            reason="",
+            sentence="",
+            licensed_by=licensed_by,
+            not_counted=not_counted,
+            **common,
+        )
     return Verdict(
         outcome=NO_VERDICT,
         source="judge",

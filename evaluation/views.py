@@ -8,6 +8,8 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
 
 from arena.models import World
 from arena.selectors import world_in_view
@@ -17,8 +19,10 @@ from evaluation.selectors import (
     evaluation_episode,
     evaluation_estimate,
     evaluation_latest_done,
+    evaluation_regressions,
     evaluation_versions_default,
     evaluations_recent,
+    regression_noise_words,
     regressions_rows,
     verdict_explained,
 )
@@ -36,6 +40,7 @@ from policies.selectors import policies_answering
 def _results_context(evaluation: Evaluation | None) -> dict:
     if evaluation is None or evaluation.state != Evaluation.State.DONE:
         return {}
+    regressions = evaluation_regressions(evaluation)
     return {
         "results": evaluation.summary,
         "verdict_words": verdict_explained(
@@ -43,7 +48,10 @@ def _results_context(evaluation: Evaluation | None) -> dict:
             candidate=evaluation.candidate.label,
             baseline=evaluation.baseline.label,
         ),
-        "regressions": regressions_rows(evaluation),
+        "regressions": regressions_rows(evaluation, regressions),
+        # The judge's noise the regressions are beyond, and every call's row with its own.
+        "regression_noise": regression_noise_words(regressions["noise"]),
+        "per_call": regressions["per_call"],
         "radar": evaluation_chart_data(evaluation),
     }
 
@@ -87,18 +95,41 @@ def evaluate(request):
     )
 
 
+def _evaluate_page(world: World | None):
+    """Back to the Evaluate page of the world the form named, so its lists are that world's."""
+    if world is None:
+        return redirect("evaluate")
+    return redirect(f"{reverse('evaluate')}?{urlencode({'world': world.slug})}")
+
+
+def _versions_refused(request, world: World | None) -> str:
+    """Why the posted versions cannot be evaluated in the posted world, naming the field ("" when
+    both are the world's own)."""
+    if world is None:
+        return "World: choose a world, then two of its versions."
+    versions = PolicyVersion.objects.filter(world=world)
+    for field, name in (("candidate", "New version"), ("baseline", "Against")):
+        posted = request.POST.get(field, "")
+        if not posted.isdigit() or not versions.filter(pk=int(posted)).exists():
+            return (
+                f"{name}: choose one of {world.name}'s versions; each world evaluates its own, "
+                "and the lists show the world chosen above."
+            )
+    return ""
+
+
 def _evaluate_start(request, world: World | None):
-    versions = {str(version.pk): version for version in PolicyVersion.objects.filter(world=world)}
-    candidate = versions.get(request.POST.get("candidate", ""))
-    baseline = versions.get(request.POST.get("baseline", ""))
     try:
         seed = int(request.POST.get("seed") or 0)
     except ValueError:
         messages.error(request, "The seed must be a whole number.")
-        return redirect("evaluate")
-    if world is None or candidate is None or baseline is None:
-        messages.error(request, "Choose a world and two versions.")
-        return redirect("evaluate")
+        return _evaluate_page(world)
+    refused = _versions_refused(request, world)
+    if refused:
+        messages.error(request, refused)
+        return _evaluate_page(world)
+    versions = {str(version.pk): version for version in PolicyVersion.objects.filter(world=world)}
+    candidate, baseline = versions[request.POST["candidate"]], versions[request.POST["baseline"]]
     # A long evaluation says how long and asks once: the page answers with the estimate and a
     # Confirm that posts the same form again with confirm=1 (no script, no dialog).
     estimate = evaluation_estimate(world=world, candidate=candidate, baseline=baseline)
@@ -126,7 +157,7 @@ def _evaluate_start(request, world: World | None):
         )
     except EvaluationError as error:
         messages.error(request, str(error))
-        return redirect("evaluate")
+        return _evaluate_page(world)
     messages.success(request, f"Started evaluation {evaluation.pk}: {evaluation.title}.")
     return redirect("evaluate-detail", evaluation_id=evaluation.pk)
 
@@ -160,7 +191,7 @@ def evaluation_episode_view(request, evaluation_id: int, position: int):
     if episode is None:
         raise Http404("No such call in this evaluation.")
     positions = [row["position"] for row in (evaluation.summary or {}).get("per_call", [])]
-    regressions = (evaluation.summary or {}).get("regressions", [])
+    regressions = evaluation_regressions(evaluation)["positions"]
     following = [p for p in regressions if p != position]
     return render(
         request,

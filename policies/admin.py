@@ -95,6 +95,7 @@ class _Panel:
             "interval": verdict.get("interval") or None,
             "against": verdict.get("against") or "",
             "judge": verdict.get("judge") or "",
+            "licensed_by": verdict.get("licensed_by") or "",
         }
 
 
@@ -128,6 +129,8 @@ def _evaluation_text(figures: dict[str, Any] | None) -> str:
         text += f"; {judged}"
     if figures["judge"]:
         text += f", judge {figures['judge']}"
+    if figures.get("licensed_by"):
+        text += f", licensed by its {figures['licensed_by']}"
     return text
 
 
@@ -254,9 +257,9 @@ class CanaryForm(forms.Form):
 
 
 class EvaluateForm(forms.Form):
-    world = forms.ModelChoiceField(
-        queryset=World.objects.order_by("name"), to_field_name="slug", empty_label=None
-    )
+    # No World field: both versions are of the version's own world, which the action names and
+    # posts as a hidden field (offering every world let an operator pick one whose versions
+    # these are not).
     seed = forms.IntegerField(min_value=0, initial=0)
 
 
@@ -588,10 +591,12 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
             action="evaluate_against_live",
             title=f"Evaluate {version.label} against {live.label} (live)",
             submit="Start the evaluation",
-            # Both versions are of one world: its calls are the ones they answer.
-            form=EvaluateForm(initial={"world": version.world.slug}),
+            # Both versions are of one world: its calls are the ones they answer, and it is
+            # the only world offered.
+            form=EvaluateForm(),
             form_url=reverse("evaluate"),
-            hidden={"candidate": version.pk, "baseline": live.pk},
+            hidden={"world": version.world.slug, "candidate": version.pk, "baseline": live.pk},
+            details=[("World", version.world.name)],
             lead="Both versions answer the same held-out calls of the world; the judge scores "
             "every answer. It runs as a job on the CPU pool.",
         )

@@ -1,5 +1,6 @@
-// Evaluate: the radar of an evaluation's results, the lead-to-order lens, and a reload when
-// a followed evaluation ends (its row's state pill is kept live by jobs.js).
+// Evaluate: the World select that reloads for its world, the radar of an evaluation's results,
+// the lead-to-order lens, and a reload when a followed evaluation ends (its row's state pill is
+// kept live by jobs.js).
 (function () {
   const config = { displayModeBar: false, responsive: true };
   const colours = ["#3b5bdb", "#868e96", "#2b8a3e"];
@@ -29,15 +30,21 @@
 
   const lens = data("lens-data");
   if (lens && lens.bands.length && window.Plotly && document.getElementById("lens-chart")) {
-    // Bars over the score axis, as wide as their band; the versions as vertical lines.
+    // The bands are drawn on the world's own score distribution (evaluation.scoring): each
+    // spans its share of the world's calls, so equal-count bands are equally wide however
+    // their scores bunch, and each is labelled with its score range on two short lines, so
+    // neighbouring labels never overlap. The versions stand at their share of the calls
+    // scoring below them.
     const bands = lens.bands;
+    const range = (b) => b.low.toFixed(3) + "–<br>" + b.high.toFixed(3);
     const bars = {
       type: "bar",
-      x: bands.map((b) => (b.low + b.high) / 2),
-      width: bands.map((b) => Math.max(b.high - b.low, 0.002)),
+      x: bands.map((b) => (b.share_low + b.share_high) / 2),
+      width: bands.map((b) => b.share_high - b.share_low),
       y: bands.map((b) => b.won_rate),
-      text: bands.map((b) => b.calls + " calls"),
-      hovertemplate: "score %{x:.3f}<br>won rate %{y:.3f}<br>%{text}<extra></extra>",
+      text: bands.map((b) => b.calls + " calls, score " + b.low.toFixed(3) + "–" + b.high.toFixed(3)),
+      textposition: "none",
+      hovertemplate: "won rate %{y:.3f}<br>%{text}<extra></extra>",
       error_y: {
         type: "data", symmetric: false,
         array: bands.map((b) => (b.ci_high ?? b.won_rate) - b.won_rate),
@@ -48,18 +55,32 @@
     };
     const shapes = [], annotations = [];
     lens.versions.forEach((version, index) => {
-      shapes.push({ type: "line", x0: version.score, x1: version.score, yref: "paper", y0: 0, y1: 1,
+      if (version.share === null || version.share === undefined) return;
+      shapes.push({ type: "line", x0: version.share, x1: version.share, yref: "paper", y0: 0, y1: 1,
         line: { color: index ? "#868e96" : "#c92a2a", dash: "dash", width: 2 } });
-      annotations.push({ x: version.score, yref: "paper", y: index ? 0.9 : 1.0, text: version.label,
-        showarrow: false, xanchor: "left", font: { size: 11 } });
+      annotations.push({ x: version.share, yref: "paper", y: index ? 0.9 : 1.0, text: version.label,
+        showarrow: false, xanchor: version.share > 0.7 ? "right" : "left", font: { size: 11 } });
     });
     Plotly.newPlot("lens-chart", [bars], {
-      margin: { t: 20, r: 20, b: 45, l: 55 },
-      xaxis: { title: "judge score of the call's opening (band)" },
+      margin: { t: 20, r: 20, b: 70, l: 55 },
+      xaxis: {
+        title: { text: "judge score of the call's opening (band)", standoff: 4 },
+        range: [0, 1], tickmode: "array",
+        tickvals: bands.map((b) => (b.share_low + b.share_high) / 2),
+        ticktext: bands.map(range), tickangle: 0, tickfont: { size: 10 },
+      },
       yaxis: { title: "won rate", range: [0, 1] },
       shapes, annotations, showlegend: false, bargap: 0,
     }, config);
   }
+
+  // The World select reloads the page for its world (a plain GET), so the version lists are
+  // that world's; without this script its button does the same.
+  document.querySelectorAll("select[data-reload-on-change]").forEach((select) => {
+    const button = select.form && select.form.querySelector("[data-reload-button]");
+    if (button) button.hidden = true;
+    select.addEventListener("change", () => select.form.submit());
+  });
 
   // Reload when an evaluation followed on this page ends, to show its results.
   const ended = ["state-done", "state-failed", "state-cancelled"];

@@ -127,6 +127,23 @@ def _counts(measure: Mapping[str, Any], kind: str) -> bool:
     )
 
 
+def _above_chance(measure: Mapping[str, Any], kind: str) -> bool:
+    """A measure that counts and whose interval lies wholly above a half."""
+    return _counts(measure, kind) and measure[f"{MEASURE_KINDS[kind][0]}_ci"][0] > 0.5
+
+
+def measures_above_chance(measures: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[str]:
+    """The measures that let a judge's verdicts stand (those standing() finds above chance),
+    each in words with what it counts: "AUC 0.68 [0.58, 0.77] on 116 held-out calls". A
+    verdict names them, so a reader sees which figure licensed it."""
+    return [
+        f"{MEASURE_KINDS[kind][2]} {measure_text(measure, kind, digits=2)} on "
+        f"{measure_items(measure, kind)} {MEASURE_KINDS[kind][3]}"
+        for kind, measure in measures
+        if measure and _above_chance(measure, kind)
+    ]
+
+
 def standing(measures: Iterable[tuple[str, Mapping[str, Any] | None]]) -> dict[str, Any]:
     """A judge's standing from its (kind, measure) pairs: "state" (above_chance, at_chance,
     too_few, not_measured), "figures" (the measures that count, as "AUC 0.50 [0.42, 0.59]",
@@ -142,7 +159,7 @@ def standing(measures: Iterable[tuple[str, Mapping[str, Any] | None]]) -> dict[s
     items = " and ".join(
         f"{measure_items(measure, kind)} {MEASURE_KINDS[kind][3]}" for kind, measure in given
     )
-    if any(measure[f"{MEASURE_KINDS[kind][0]}_ci"][0] > 0.5 for kind, measure in counted):
+    if any(_above_chance(measure, kind) for kind, measure in counted):
         state = ABOVE_CHANCE
     elif counted:
         state = AT_CHANCE

@@ -103,6 +103,10 @@ def test_it_serves_the_lens_at_the_described_address(owner_client, workspace, re
     assert lens["pack"] == "persuasion"
     assert lens["observational"] is True
     assert sum(band["calls"] for band in lens["bands"]) == lens["calls_labelled"] > 0
+    # Where the chart draws each band: over its share of the world's calls (issue 40).
+    for band in lens["bands"]:
+        width = band["share_high"] - band["share_low"]
+        assert width == pytest.approx(band["calls"] / lens["calls_labelled"], abs=1e-3)
     with schema_context(workspace.schema_name):
         from evaluation.services import world_score_vs_outcome
 

@@ -1,10 +1,13 @@
 """An evaluation's results: deterministic for the same seed, a bootstrap interval around the
 win rate, mean reward and radar per version, how often each beat the yardstick, and the
-regressions — exactly the calls where the candidate scored lower."""
+regressions — exactly the calls where the candidate scored lower by more than the judge's noise."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+
+import pytest
 
 from arena.judge.rubric import DIMENSIONS
 from arena.models import Judgement, Reply
@@ -57,25 +60,39 @@ def test_it_scores_the_same_versions_even(lettings, baseline, evaluate):
     assert summary["regressions"] == []
 
 
-def test_it_lists_as_regressions_exactly_the_calls_where_the_candidate_scored_lower(
+def test_it_lists_as_regressions_exactly_the_calls_lower_beyond_the_judges_noise(
     lettings, pushy, baseline, evaluate
 ):
     evaluation = evaluate(lettings, pushy, baseline)
-    totals: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    differences: dict[int, dict[int, float]] = defaultdict(dict)
+    totals: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
     for answer in EvaluationAnswer.objects.filter(evaluation=evaluation).select_related(
         "held_out_moment__held_out_call"
     ):
         position = answer.held_out_moment.held_out_call.position
-        totals[position][answer.side].append(answer.total)
+        totals[(position, answer.held_out_moment_id)][answer.side] = answer.total
+    for (position, moment), sides in totals.items():
+        differences[position][moment] = sides["candidate"] - sides["baseline"]
+    # The noise, worked out here from the answers: the per-turn difference's spread within
+    # calls, pooled over the calls, times 1.96 over the square root of the call's turns.
+    squares = degrees = 0.0
+    for by_moment in differences.values():
+        values = list(by_moment.values())
+        squares += sum((value - sum(values) / len(values)) ** 2 for value in values)
+        degrees += len(values) - 1
+    spread = math.sqrt(squares / degrees)
     lower = {
         position
-        for position, sides in totals.items()
-        if sum(sides["candidate"]) / len(sides["candidate"])
-        < sum(sides["baseline"]) / len(sides["baseline"]) - 1e-6
+        for position, by_moment in differences.items()
+        if sum(by_moment.values()) / len(by_moment)
+        < -1.96 * spread / math.sqrt(len(by_moment)) - 1e-6
     }
     summary = evaluation.summary
     assert lower, "the pushy version should do worse somewhere"
     assert set(summary["regressions"]) == lower
+    assert summary["regression_noise"]["spread"] == pytest.approx(spread, abs=1e-6)
+    within = {p for p, by_moment in differences.items() if sum(by_moment.values()) < 0} - lower
+    assert within, "some calls score lower only within the noise, and are not listed"
     deltas = {row["position"]: row["delta"] for row in summary["per_call"]}
     # Worst first.
     assert [deltas[p] for p in summary["regressions"]] == sorted(

@@ -80,6 +80,9 @@ def test_it_places_the_evaluated_versions_on_the_lens(real_world, evaluate):
         assert placed[role]["score"] == summary[role]["mean_call_score"]
         assert placed[role]["band"] == band_of(lens["edges"], placed[role]["score"])
         assert placed[role]["band_won_rate"] == lens["bands"][placed[role]["band"]]["won_rate"]
+        # Drawn inside its band, at its share of the world's calls scoring below it.
+        band = lens["bands"][placed[role]["band"]]
+        assert band["share_low"] <= placed[role]["share"] <= band["share_high"]
 
 
 def test_it_reads_the_cached_scores_the_second_time(real_world, django_assert_max_num_queries):
