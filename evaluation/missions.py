@@ -10,7 +10,7 @@ from levers9.game import Mission
 def _last_words(evaluation: Evaluation) -> str:
     """The last evaluation's verdict and what it rests on: on the simulator, the won-share
     difference with the judge's win rate beside it; with no verdict, why and the judge's raw
-    win rate; elsewhere the judge's win rate."""
+    win rate; elsewhere the judge's win rate and the figure of the judge that licensed it."""
     summary = evaluation.summary or {}
     decided = evaluation.verdict_decided
     words = f"last: {evaluation.title} — {decided.label or 'done'}"
@@ -27,6 +27,8 @@ def _last_words(evaluation: Evaluation) -> str:
         words += f" ({decided.words.removeprefix('no verdict: ')})"
     elif win_rate is not None:
         words += f", win rate {win_rate:.2f}"
+        if decided.licensed_by:
+            words += f", licensed by the judge's {decided.licensed_by}"
     return words
 
 

@@ -195,6 +195,8 @@ def test_the_pages_and_the_api_name_the_figure_that_licensed_the_verdict(
     assert api["verdict_licensed_by"] == "AUC 0.68 [0.58, 0.77] on 116 held-out calls"
     policies = owner_client.get("/policies/").content.decode()
     assert "licensed by the judge&#x27;s AUC 0.68 [0.58, 0.77] on 116 held-out calls" in policies
+    home = owner_client.get("/").content.decode()
+    assert "licensed by the judge&#x27;s AUC 0.68 [0.58, 0.77] on 116 held-out calls" in home
     licensed = "licensed by its AUC 0.68 [0.58, 0.77] on 116 held-out calls"
     assert licensed in owner_client.get("/admin/policies/policyversion/").content.decode()
     assert licensed in owner_client.get("/admin/evaluation/evaluation/").content.decode()
