@@ -10,6 +10,7 @@ import pytest
 from django_tenants.utils import schema_context
 
 from arena.held_out import HELD_OUT_CALLS, held_out_call_ids
+from arena.judge.dimensions import world_dimension_names
 from arena.judge.fitting import judge_fit_finish, judge_fit_start
 from arena.judge.rows import judge_fit_rows
 from arena.models import Call, JudgeVersion, World
@@ -86,7 +87,7 @@ def test_a_world_fits_with_one_call_and_the_scoring_api_answers_with_the_new_ver
     for result in body["results"]:
         assert 0 <= result["total"] <= 1
         assert 0 <= result["won_probability"] <= 1
-        assert set(result["scores"]) == set(World.objects.get(pk=persuasion.pk).dimensions)
+        assert set(result["scores"]) == set(world_dimension_names(persuasion))
 
 
 def test_picks_frozen_while_a_fit_runs_are_fitted_once_it_ends(
