@@ -57,6 +57,7 @@ def _batches(iterable, size: int = BATCH):
 
 def _create_data(world, moments: int, picks: int, reviewers: list) -> None:
     """Moments, two replies each, their judgements, a pair per moment, and picks."""
+    from arena.judge.dimensions import world_dimension_names
     from arena.models import DuelPair, Judgement, Moment, Pick, Reply
     from arena.preference_format import dialogue_json
 
@@ -67,7 +68,7 @@ def _create_data(world, moments: int, picks: int, reviewers: list) -> None:
         {"speaker": "agent", "text": "Good afternoon, thank you for calling. How may I help?"},
     ]
     dialogue_text = dialogue_json(dialogue)
-    scores = {name: 0.5 for name in world.dimensions}
+    scores = {name: 0.5 for name in world_dimension_names(world)}
     pair_ids: list[int] = []
     for numbers in _batches(range(moments)):
         made = Moment.objects.bulk_create(
