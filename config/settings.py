@@ -290,6 +290,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "SpeakerEnum": ["agent", "customer"],
         "WorkspaceRoleEnum": "levers9.roles.ROLES",
+        "PickKindEnum": "arena.models.Pick.Kind",
     },
     # The interactive docs' assets are served from our own static files (no CDN here).
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -1,5 +1,6 @@
-// The Duel page: pick A or B (keys A/← and B/→), tick reasons (1–7), skip (S), next (N or
-// Enter). It talks to the same API integrations use (/api/rl/...), with the page's session.
+// The Duel page: pick A or B (keys A/← and B/→), or call it a tie (T) or both bad (X), tick
+// reasons (1–7), add a note, skip (S), next (N or Enter), undo one's last pick (U) until it
+// is frozen. It talks to the same API integrations use (/api/rl/...), with the page's session.
 // The server keeps which version wrote A and B; this page learns it only from the pick's
 // answer, and shows it with the judge's scores and a form to overrule the judge.
 (function () {
@@ -12,7 +13,13 @@
   const dimensions = JSON.parse(document.getElementById("duel-dimensions").textContent);
   const csrf = JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"];
   const $ = (id) => document.getElementById(id);
-  const state = { item: JSON.parse($("duel-first-item").textContent), picked: false, busy: false };
+  const state = {
+    item: JSON.parse($("duel-first-item").textContent),
+    picked: false,
+    busy: false,
+    lastPick: null, // the id of this reviewer's last pick on this page, while it can be undone
+  };
+  const VERDICTS = { tie: "You called it a tie.", both_bad: "You said both are bad." };
 
   function say(text, isError) {
     const message = $("duel-message");
@@ -77,6 +84,9 @@
       $(`pick-${side}`).disabled = false;
     }
     for (const box of reasonBoxes()) box.checked = false;
+    for (const button of document.querySelectorAll("button[data-kind]")) button.disabled = false;
+    $("pick-note").value = "";
+    $("pick-note").disabled = false;
     $("skip").disabled = false;
     $("next").disabled = true;
     root.dataset.pair = String(item.pair);
@@ -103,11 +113,12 @@
     return value === null || value === undefined ? "—" : value.toFixed(2);
   }
 
-  function renderReveal(side, info, chosen) {
+  function renderReveal(side, info, chosen, kind) {
     const box = $(`reveal-${side}`);
     box.replaceChildren();
     const who = document.createElement("p");
-    const verdict = chosen ? "You chose this one." : "You passed this one over.";
+    const verdict =
+      VERDICTS[kind] || (chosen ? "You chose this one." : "You passed this one over.");
     who.innerHTML = "";
     const strong = document.createElement("strong");
     strong.textContent = info.label;
@@ -160,27 +171,56 @@
     box.hidden = false;
   }
 
-  async function pick(side) {
+  // side: "A" or "B" for a preference; kind: "tie" or "both_bad" (no side).
+  async function pick(side, kind) {
     if (!state.item || state.picked || state.busy) return;
     state.busy = true;
     say("");
     const reasons = reasonBoxes().filter((box) => box.checked).map((box) => box.value);
+    const note = $("pick-note").value.trim();
+    const body = { pair: state.item.pair, reasons, note, kind: kind || "preference" };
+    if (!kind) body.chosen = side;
     try {
-      const answer = await api("POST", "/api/rl/picks/", {
-        pair: state.item.pair,
-        chosen: side,
-        reasons,
-      });
+      const answer = await api("POST", "/api/rl/picks/", body);
       state.picked = true;
+      state.lastPick = answer.id;
       root.dataset.picked = "true";
       for (const each of ["A", "B"]) {
         $(`pick-${each}`).disabled = true;
-        $(`reply-${each}`).classList.add(each === side ? "chosen" : "rejected");
-        renderReveal(each, answer.reveal[each], each === side);
+        if (!kind) $(`reply-${each}`).classList.add(each === side ? "chosen" : "rejected");
+        renderReveal(each, answer.reveal[each], each === side, kind);
       }
+      for (const button of document.querySelectorAll("button[data-kind]")) button.disabled = true;
+      $("pick-note").disabled = true;
       $("skip").disabled = true;
       $("next").disabled = false;
-      say(`Saved: ${side} is better${reasons.length ? ` (${reasons.join(", ")})` : ""}.`);
+      $("undo").hidden = false;
+      const what = kind === "tie" ? "a tie" : kind === "both_bad" ? "both bad" : `${side} is better`;
+      say(`Saved: ${what}${reasons.length ? ` (${reasons.join(", ")})` : ""}${note ? ", with your note" : ""}.`);
+    } catch (error) {
+      say(error.message, true);
+    } finally {
+      state.busy = false;
+    }
+  }
+
+  // Take the last pick back (refused with the reason once a frozen version holds it): the
+  // pair comes back reserved for this reviewer, shown again to pick anew.
+  async function undo() {
+    if (!state.lastPick || state.busy) return;
+    state.busy = true;
+    say("");
+    try {
+      const answer = await api("POST", "/api/rl/picks/undo/", { pack, pick: state.lastPick });
+      state.lastPick = null;
+      $("undo").hidden = true;
+      if (answer.item) show(answer.item);
+      say(`Undone: pick ${answer.undone} is gone and its pair is back in the queue.`);
+      if (window.htmx && $("duel-panel")) window.htmx.trigger($("duel-panel"), "duel-refresh");
+      if (!answer.item) {
+        state.busy = false;
+        await next();
+      }
     } catch (error) {
       say(error.message, true);
     } finally {
@@ -226,10 +266,13 @@
     const target = event.target;
     // Typing in a field or choosing in a list keeps its own keys.
     if (target.closest && target.closest("select, textarea, input:not([type=checkbox])")) return;
-    if ($("duel-item").hidden && !["n", "N", "Enter"].includes(event.key)) return;
+    if ($("duel-item").hidden && !["n", "N", "Enter", "u", "U"].includes(event.key)) return;
     const key = event.key;
     if (key === "a" || key === "A" || key === "ArrowLeft") pick("A");
     else if (key === "b" || key === "B" || key === "ArrowRight") pick("B");
+    else if (key === "t" || key === "T") pick(null, "tie");
+    else if (key === "x" || key === "X") pick(null, "both_bad");
+    else if ((key === "u" || key === "U") && state.lastPick) undo();
     else if (/^[1-7]$/.test(key)) toggleReason(Number(key));
     else if (key === "s" || key === "S") skip();
     else if (key === "n" || key === "N" || key === "Enter") {
@@ -242,6 +285,10 @@
   for (const button of document.querySelectorAll("button[data-pick]")) {
     button.addEventListener("click", () => pick(button.dataset.pick));
   }
+  for (const button of document.querySelectorAll("button[data-kind]")) {
+    button.addEventListener("click", () => pick(null, button.dataset.kind));
+  }
+  $("undo").addEventListener("click", undo);
   $("skip").addEventListener("click", skip);
   $("next").addEventListener("click", next);
   show(state.item);

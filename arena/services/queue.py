@@ -13,6 +13,7 @@ from django.db.models import (
     Case,
     Exists,
     F,
+    IntegerField,
     OuterRef,
     Q,
     QuerySet,
@@ -334,7 +335,9 @@ def pick_undo(*, reviewer, world: World | None = None, pick_id: Any = None) -> P
                 f"{version.label if version else 'a preference version'}, which never "
                 "changes: it can no longer be undone."
             )
+        undone_id = pick.pk
         pick.delete()
+        pick.pk = undone_id  # delete() clears it; the caller says which pick went
         # Back into the queue, one pick fewer, and reserved for the reviewer who takes it
         # back (they are about to pick it again) unless another reviewer holds it now. A
         # pair a freeze closed already (another reviewer's frozen pick on it) stays closed.
@@ -344,7 +347,11 @@ def pick_undo(*, reviewer, world: World | None = None, pick_id: Any = None) -> P
         DuelPair.objects.filter(pk=pick.pair_id).update(
             pick_count=Case(When(pick_count__gt=0, then=F("pick_count") - 1), default=Value(0)),
             is_open=Case(When(open_again, then=Value(True)), default=Value(False)),
-            reserved_by=Case(When(free, then=Value(reviewer.pk)), default=F("reserved_by")),
+            reserved_by=Case(
+                When(free, then=Value(reviewer.pk)),
+                default=F("reserved_by"),
+                output_field=IntegerField(),
+            ),
             reserved_until=Case(
                 When(free, then=Value(now + RESERVATION)), default=F("reserved_until")
             ),
