@@ -527,6 +527,7 @@ class PickAdmin(RoleAdminMixin, admin.ModelAdmin):
         "id",
         "world",
         "pair",
+        "kind",
         "chosen_side",
         "chosen_source",
         "rejected_source",
@@ -535,8 +536,8 @@ class PickAdmin(RoleAdminMixin, admin.ModelAdmin):
         "created_at",
         "frozen_in",
     ]
-    list_filter = [PickFrozenFilter, "world", "chosen_side", "chosen_source"]
-    search_fields = ["reviewer_name", "chosen_reply__text", "rejected_reply__text"]
+    list_filter = [PickFrozenFilter, "world", "kind", "chosen_side", "chosen_source"]
+    search_fields = ["reviewer_name", "note", "chosen_reply__text", "rejected_reply__text"]
     list_select_related = ["world"]
     readonly_fields = [
         "pair",
@@ -547,6 +548,8 @@ class PickAdmin(RoleAdminMixin, admin.ModelAdmin):
         "chosen_source",
         "rejected_source",
         "reasons",
+        "kind",
+        "note",
         "reviewer",
         "reviewer_name",
         "created_at",

@@ -197,3 +197,13 @@ def test_the_leaderboard_counts_a_preference_between_versions_but_no_tie(letting
         ReplyAuthor.objects.update_or_create(reply=pick.chosen_reply, defaults={"version": v2})
         ReplyAuthor.objects.update_or_create(reply=pick.rejected_reply, defaults={"version": v1})
     assert leaderboard_games(world=lettings) == [(v2.label, v1.label)]
+
+
+def test_the_admin_lists_and_filters_picks_by_kind(workspace, mixed_picks):
+    client = client_for(workspace, "owner@acme.test")
+    ties = client.get("/admin/arena/pick/", {"kind__exact": "tie"})
+    assert ties.status_code == 200
+    assert [pick.pk for pick in ties.context["cl"].result_list] == [mixed_picks[1].pk]
+    assert "Both bad" in client.get("/admin/arena/pick/").content.decode()
+    noted = client.get("/admin/arena/pick/", {"q": "warmer"})
+    assert [pick.pk for pick in noted.context["cl"].result_list] == [mixed_picks[1].pk]
