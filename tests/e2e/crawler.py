@@ -6,6 +6,9 @@ every form and presses every button on it, and reports what a person would meet 
   or any API answer, where a page was expected);
 - a console error or an uncaught exception in the page's scripts;
 - a page wider than a phone: at 390 px, document.documentElement.scrollWidth > 390;
+- a phone's layout (390 x 844) that hides or cuts what it shows: a header taller than a
+  quarter of the screen, a box that scrolls sideways without its cue (levers9.css's edge
+  shadows, `.scroll-x`; a table is its own), and a plot or a list wider than the screen;
 - a list (select) whose every option is blank.
 
 Forms that start long jobs are not submitted: the caller names them, each with the reason, in
@@ -25,6 +28,9 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 PHONE_WIDTH = 390
+PHONE_HEIGHT = 844
+# The header may take at most this share of a phone's screen before the page's own content.
+HEADER_SHARE = 0.25
 
 # (method, path pattern) -> why it is not submitted. Each starts a job that runs for minutes.
 LONG_JOBS: dict[tuple[str, str], str] = {
@@ -74,6 +80,42 @@ _OVERFLOW = """width => {
   return {scrollWidth: document.documentElement.scrollWidth, wide: wide.slice(0, 5)};
 }"""
 
+# What a phone's screen shows wrongly. A box that scrolls sideways must say so: its background
+# carries the scroll shadows (a gradient) that levers9.css gives a table and `.scroll-x`, the
+# cue that there is more to the side. A plot must fit the screen even inside such a box (it is
+# drawn, not read across), and a list (select) must fit unless a scrolling box holds it.
+_PHONE_LAYOUT = """([width, height]) => {
+  const name = element => element.tagName.toLowerCase() + (element.id ? '#' + element.id : '')
+    + (element.className && typeof element.className === 'string'
+       ? '.' + element.className.trim().split(/\\s+/).join('.') : '');
+  const scrolls = element => element.scrollWidth > element.clientWidth + 1
+    && ['auto', 'scroll'].includes(getComputedStyle(element).overflowX);
+  const header = document.querySelector('body > header');
+  const headerHeight = header ? Math.round(header.getBoundingClientRect().height) : 0;
+  const uncued = [], wide = [];
+  for (const element of document.querySelectorAll('body *')) {
+    if (element.offsetParent === null && getComputedStyle(element).position !== 'fixed') continue;
+    if (scrolls(element) && !getComputedStyle(element).backgroundImage.includes('gradient')) {
+      uncued.push(name(element) + ' (' + element.scrollWidth + ' px in '
+        + element.clientWidth + ' px)');
+    }
+  }
+  for (const element of document.querySelectorAll('.js-plotly-plot, select')) {
+    const box = element.getBoundingClientRect();
+    if (box.width === 0) continue;
+    let held = false;
+    for (let parent = element.parentElement; parent; parent = parent.parentElement) {
+      if (scrolls(parent)) { held = true; break; }
+    }
+    const plot = element.matches('.js-plotly-plot');
+    if (box.width > width || (box.right > width + 1 && (plot || !held))) {
+      wide.push((plot ? 'plot ' : 'list ') + name(element) + ' (' + Math.round(box.width)
+        + ' px wide, right edge ' + Math.round(box.right) + ' px)');
+    }
+  }
+  return {headerHeight, uncued: uncued.slice(0, 5), wide: wide.slice(0, 5)};
+}"""
+
 # Shown lists whose every option is blank: an empty box to choose from (the header's world
 # selector was one on Environment, its options fed the page's own "worlds").
 _EMPTY_LISTS = """() => Array.from(document.querySelectorAll('select'))
@@ -108,6 +150,7 @@ class Crawler:
     visited: list[str] = field(default_factory=list)
     submitted: list[str] = field(default_factory=list)
     pressed: list[str] = field(default_factory=list)
+    downloaded: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._console: list[str] = []
@@ -117,8 +160,9 @@ class Crawler:
         self._buttons_done: set[tuple] = set()
         self._too_wide: set[tuple] = set()
         self._empty_lists: set[tuple] = set()
+        self._phone_layout: set[tuple] = set()
         self._button_tries: dict[tuple, int] = {}
-        self.page.set_viewport_size({"width": PHONE_WIDTH, "height": 844})
+        self.page.set_viewport_size({"width": PHONE_WIDTH, "height": PHONE_HEIGHT})
         self.page.on("console", self._on_console)
         self.page.on("pageerror", lambda error: self._console.append(f"uncaught: {error}"))
         self.page.on("response", self._on_response)
@@ -183,6 +227,7 @@ class Crawler:
             try:
                 seen = self.page.evaluate(_OVERFLOW, PHONE_WIDTH)
                 empty_lists = self.page.evaluate(_EMPTY_LISTS)
+                layout = self.page.evaluate(_PHONE_LAYOUT, [PHONE_WIDTH, PHONE_HEIGHT])
             except Exception:  # noqa: BLE001 - mid-navigation: the next look measures it
                 return
             shape = self._shape(self.page.url, "")[:2]
@@ -200,6 +245,26 @@ class Crawler:
                         + ", ".join(seen["wide"]),
                     )
                 )
+            self._report_phone_layout(where, shape, layout)
+
+    def _report_phone_layout(self, where: str, shape: tuple, layout: dict) -> None:
+        """A phone's header, sideways scrolling and wide plots or lists, once a page each."""
+        tallest = int(PHONE_HEIGHT * HEADER_SHARE)
+        problems = []
+        if layout["headerHeight"] > tallest:
+            problems.append(
+                f"the header is {layout['headerHeight']} px tall at {PHONE_WIDTH} x "
+                f"{PHONE_HEIGHT} px (at most {tallest} px, a quarter of the screen)"
+            )
+        problems.extend(f"scrolls sideways with no cue: {name}" for name in layout["uncued"])
+        problems.extend(f"wider than the screen: {name}" for name in layout["wide"])
+        for problem in problems:
+            # Keyed by what, less the figures: a page's forms would repeat it, a htmx swap
+            # would move its pixels.
+            key = (shape, re.sub(r"\(.*", "", problem))
+            if key not in self._phone_layout:
+                self._phone_layout.add(key)
+                self.findings.append(Finding(where, problem))
 
     def _content_type(self) -> str:
         try:
@@ -246,15 +311,27 @@ class Crawler:
                 queue.extend(self._visit(url, world))
         return self.findings
 
-    def _goto(self, url: str) -> None:
+    def _goto(self, url: str) -> bool:
+        """Opens `url`: False where it is a download (a file, e.g. the Picks page's CSV),
+        which the browser saves rather than shows."""
+        from playwright.sync_api import Error as BrowserError
+
         self._in_flight.clear()  # what the last page's scripts left unanswered is gone
-        self.page.goto(url)
+        try:
+            self.page.goto(url)
+        except BrowserError as error:
+            if "Download is starting" not in str(error):
+                raise
+            return False
         self.page.wait_for_load_state("networkidle")
+        return True
 
     def _visit(self, url: str, world: str) -> list[str]:
         where = self._path(url)
         self.visited.append(where)
-        self._goto(url)
+        if not self._goto(url):
+            self.downloaded.append(where)
+            return []
         self._collect(where)
         if "json" in self._content_type():
             return []

@@ -59,3 +59,47 @@ def test_it_reports_a_dead_link_a_console_error_and_overflow(page, e2e_server, e
     assert any("console error: planted: the button broke" in f for f in findings), findings
     assert any(f.startswith("/noisy/: ") and "px wide at 390 px" in f for f in findings)
     assert "/noisy/: the list world offers nothing" in findings
+
+
+# A phone's page as it was before issue 40: a header of more than a quarter of the screen, a
+# box that scrolls sideways with no cue, a plot drawn 432 px wide and a list wider than the
+# screen. The same page on the product's stylesheet, with a header that fits and the box
+# marked `.scroll-x`, is not reported.
+PHONE_PAGE = """<!doctype html><html><head><meta name="viewport" content="width=device-width">
+{stylesheet}<style>
+.bare {{ display:block; overflow-x:auto; background:#fff; }}</style></head><body>
+<header style="height:{header}px">a header</header><main>
+<div class="{scroller}" id="runs"><div style="width:900px">Make live · Runs on</div></div>
+<div class="js-plotly-plot" id="reliability" style="width:{plot}px;height:50px"></div>
+<select name="world" style="width:{select}px"><option>Persuasion for Good</option></select>
+</main></body></html>"""
+
+STYLESHEET = '<link rel="stylesheet" href="/static/levers9.css">'
+
+
+def test_it_reports_a_tall_header_an_uncued_scroller_and_a_wide_plot_or_list(
+    page, e2e_server, e2e_workspace
+):
+    sign_in(page, e2e_server, e2e_workspace.slug, e2e_workspace.owner_email)
+    base = e2e_server.url_for(e2e_workspace.slug, "").rstrip("/")
+    _plant(
+        page,
+        f"{base}/phone/",
+        PHONE_PAGE.format(stylesheet="", header=570, scroller="bare", plot=432, select=420),
+    )
+    _plant(
+        page,
+        f"{base}/fits/",
+        PHONE_PAGE.format(
+            stylesheet=STYLESHEET, header=200, scroller="scroll-x", plot=432, select=420
+        ),
+    )
+
+    findings = [str(finding) for finding in Crawler(page, base).crawl(["/phone/", "/fits/"])]
+
+    phone = [f for f in findings if f.startswith("/phone/: ")]
+    assert any("the header is 570 px tall" in f and "at most 211 px" in f for f in phone), findings
+    assert any("scrolls sideways with no cue: div#runs.bare" in f for f in phone), findings
+    assert any("wider than the screen: plot div#reliability" in f for f in phone), findings
+    assert any("wider than the screen: list select" in f for f in phone), findings
+    assert not [f for f in findings if f.startswith("/fits/: ")], findings
