@@ -259,9 +259,9 @@ class Crawler:
         problems.extend(f"scrolls sideways with no cue: {name}" for name in layout["uncued"])
         problems.extend(f"wider than the screen: {name}" for name in layout["wide"])
         for problem in problems:
-            # Keyed by what, less the figures: a page's forms would repeat it, a htmx swap
-            # would move its pixels.
-            key = (shape, re.sub(r"\(.*", "", problem))
+            # Keyed by the page's path and what, less the figures: its forms (a filter's
+            # query) would repeat it, a htmx swap would move its pixels.
+            key = (shape[0], re.sub(r"\(.*", "", problem))
             if key not in self._phone_layout:
                 self._phone_layout.add(key)
                 self.findings.append(Finding(where, problem))
