@@ -44,11 +44,13 @@ BIKE_CALLS = [
         "outcome": "won" if number % 2 else "lost",
         "turns": [
             {"speaker": "customer", "text": f"Hi, is the {colour} road bike still for sale?"},
-            {"speaker": "agent", "text": "Yes it is! It has a few scratches but rides well."},
+            # Each call's agent words differ, as real agents' do: the baseline answers with
+            # another call's reply, and a pair needs two different replies.
+            {"speaker": "agent", "text": f"Yes it is! The {colour} one has a few scratches."},
             {"speaker": "customer", "text": "What would you take for it?"},
             {"speaker": "agent", "text": f"I am asking {150 + 10 * number} dollars, fair price."},
             {"speaker": "customer", "text": "Any faults with the gears or brakes?"},
-            {"speaker": "agent", "text": "The brakes are new; the gears need a small tune."},
+            {"speaker": "agent", "text": f"The brakes are new; the gears need {number} turns."},
         ],
     }
     for number, colour in enumerate(("red", "blue", "green", "black", "white", "grey"))
@@ -60,7 +62,7 @@ def bikes(workspace):
     with schema_context(workspace.schema_name):
         world = world_create(slug="bikes", name="Second-hand bikes", dimensions=BIKE_RUBRIC)
         calls_import(world=world, text="\n".join(json.dumps(call) for call in BIKE_CALLS))
-        duel_pairs_generate(world=world, count=4)
+        assert duel_pairs_generate(world=world, count=4) > 0
         return world
 
 

@@ -98,7 +98,7 @@ def test_it_duels_overrules_freezes_and_downloads(page, e2e_server, e2e_workspac
     sign_in(page, e2e_server, e2e_workspace.slug, e2e_workspace.owner_email)
     page.goto(e2e_server.url_for(e2e_workspace.slug, "/duel/#freeze"))
     page.click("#freeze-button")
-    page.wait_for_selector("text=Froze preferences v1: 3 new picks, 3 in all.")
+    page.wait_for_selector("text=Froze Lettings preferences v1: 3 new picks, 3 in all.")
     with page.expect_download() as download_info:
         page.click("a.download[data-version='1']")
     download = download_info.value

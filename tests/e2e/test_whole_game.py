@@ -64,7 +64,7 @@ def test_it_plays_the_whole_game(page, game_server, e2e_workspace):
         )
     page.goto(f"{base}/duel/#freeze")
     page.click("#freeze-button")
-    page.wait_for_selector("text=Froze preferences v1")
+    page.wait_for_selector("text=Froze Lettings preferences v1")
 
     # Mission 4: the Move strategy card makes v2, with live progress on the page.
     page.goto(f"{base}/train/")

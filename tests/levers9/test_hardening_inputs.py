@@ -168,8 +168,8 @@ def test_it_answers_a_call_of_the_wrong_type_in_the_api(owner_client, workspace)
 @pytest.mark.parametrize(
     ("change", "words"),
     [
-        ({"reasons": [{"a": 1}]}, "'reasons' must list rubric dimensions"),
-        ({"reasons": [["dialect"]]}, "'reasons' must list rubric dimensions"),
+        ({"reasons": [{"a": 1}]}, "'reasons' must list the world's rubric dimensions"),
+        ({"reasons": [["dialect"]]}, "'reasons' must list the world's rubric dimensions"),
         ({"prompt": [{"role": ["user"], "content": "hi"}]}, "'prompt[0]' must be"),
         ({"prompt": [{"role": "user", "content": {"t": 1}}]}, "'prompt[0]' must be"),
         ({"chosen": {"role": "assistant"}}, "'chosen' must be text"),
