@@ -109,5 +109,7 @@ def test_it_duels_overrules_freezes_and_downloads(page, e2e_server, e2e_workspac
     assert sorted((row.chosen, row.rejected, row.reasons) for row in rows) == sorted(expected)
     assert {row.reviewer for row in rows} == {reviewer}
     assert {row.pack for row in rows} == {"lettings"}
-    frozen_file = e2e_server.datasets_dir / e2e_workspace.schema_name / "preferences" / "v1.tsv"
+    frozen_file = (
+        e2e_server.datasets_dir / e2e_workspace.schema_name / "preferences" / "lettings" / "v1.tsv"
+    )
     assert frozen_file.read_bytes() == open(path, "rb").read()  # noqa: SIM115
