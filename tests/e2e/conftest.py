@@ -194,6 +194,20 @@ def sign_in(page, server: E2EServer, slug: str, email: str, password: str = PASS
     page.wait_for_url(server.url_for(slug, "/"))
 
 
+def reviewer_at_the_duel(page, server: E2EServer, workspace, e2e_db) -> str:
+    """A new reviewer of `workspace`, signed in and served a pair on the Lettings Duel: their
+    e-mail."""
+    from levers9.services import workspace_user_create
+
+    reviewer = f"rita@{workspace.slug}.test"
+    with e2e_db(workspace):
+        workspace_user_create(email=reviewer, password=PASSWORD, role="reviewer")
+    sign_in(page, server, workspace.slug, reviewer)
+    page.goto(server.url_for(workspace.slug, "/duel/?world=lettings"))
+    page.wait_for_selector("#duel[data-pair]")
+    return reviewer
+
+
 @pytest.fixture
 def game_server(e2e_workspace):
     """A web server (with the dashboard's job watcher) and a real worker for one workspace:

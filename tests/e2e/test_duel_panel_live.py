@@ -5,20 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from levers9.services import workspace_user_create
-from tests.conftest import PASSWORD
-from tests.e2e.conftest import sign_in
+from tests.e2e.conftest import reviewer_at_the_duel
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_the_panel_counts_a_pick_without_a_reload(page, e2e_server, e2e_workspace, e2e_db):
-    reviewer = f"rita@{e2e_workspace.slug}.test"
-    with e2e_db(e2e_workspace):
-        workspace_user_create(email=reviewer, password=PASSWORD, role="reviewer")
-    sign_in(page, e2e_server, e2e_workspace.slug, reviewer)
-    page.goto(e2e_server.url_for(e2e_workspace.slug, "/duel/?world=lettings"))
-    page.wait_for_selector("#duel[data-pair]")
+    reviewer_at_the_duel(page, e2e_server, e2e_workspace, e2e_db)
     assert page.inner_text("#picks-here") == "0"
     page.evaluate("window.loadedOnce = true")  # gone if the page reloads
     page.keyboard.press("ArrowLeft")

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from levers9.services import workspace_user_create
-from tests.conftest import PASSWORD
-from tests.e2e.conftest import sign_in
+from tests.e2e.conftest import reviewer_at_the_duel
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -16,12 +14,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 def test_a_tie_with_a_note_then_undo_serves_the_pair_again(page, e2e_server, e2e_workspace, e2e_db):
     from arena.models import Pick
 
-    reviewer = f"rita@{e2e_workspace.slug}.test"
-    with e2e_db(e2e_workspace):
-        workspace_user_create(email=reviewer, password=PASSWORD, role="reviewer")
-    sign_in(page, e2e_server, e2e_workspace.slug, reviewer)
-    page.goto(e2e_server.url_for(e2e_workspace.slug, "/duel/?world=lettings"))
-    page.wait_for_selector("#duel[data-pair]")
+    reviewer = reviewer_at_the_duel(page, e2e_server, e2e_workspace, e2e_db)
     pair = page.get_attribute("#duel", "data-pair")
     assert not page.is_visible("#undo")
 
