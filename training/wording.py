@@ -7,6 +7,7 @@ few pairs or a missing outcome world is refused on the card with the trainer's o
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -252,10 +253,19 @@ def wording_choice_check(choice: WordingChoice) -> None:
     needed = choice.min_pairs if choice.min_pairs is not None else MIN_PAIRS[choice.method]
     if choice.method == "rlhf" and choice.reward_source == "outcomes" and choice.min_pairs is None:
         needed = 0  # the reward model learns from the calls' outcomes, not from picks
-    if choice.preference_version.row_count < needed:
+    if not needed:
+        return
+    version = choice.preference_version
+    # Ties and both-bad picks are frozen but not learned from (wording_spec_build skips them),
+    # so they do not count toward the minimum.
+    kinds = Counter(pair.kind for pair in preference_pairs(version=version))
+    learnable = kinds[preference_format.PREFERENCE]
+    if learnable < needed:
+        skipped = version.row_count - learnable
+        also = f" ({skipped} ties or both-bad picks are not learned from)" if skipped else ""
         raise WordingCardError(
-            f"{METHODS[choice.method]} asks for {needed} frozen pairs; preference version "
-            f"v{choice.preference_version.number} has {choice.preference_version.row_count}. "
+            f"{METHODS[choice.method]} asks for {needed} frozen pairs with a preferred reply; "
+            f"preference version v{version.number} has {learnable}{also}. "
             "Duel more and freeze again."
         )
 

@@ -50,6 +50,28 @@ def test_it_refuses_too_few_frozen_pairs_with_the_numbers(frozen):
     assert Job.objects.count() == 0
 
 
+def test_ties_and_both_bad_picks_do_not_count_toward_the_minimum(in_workspace):
+    """Three frozen picks, one of them a tie: two pairs to learn from, so a minimum of three is
+    refused before any job, naming the tie."""
+    world = World.objects.get(slug="lettings")
+    reviewer = get_user_model().objects.get(username="owner@acme.test")
+    duel_pairs_generate(world=world, count=5)
+    for kind in (None, None, "tie"):
+        pair = duel_next(world=world, reviewer=reviewer)
+        pick_submit(
+            pair_id=pair.pk,
+            reviewer=reviewer,
+            chosen="A" if kind is None else None,
+            kind=kind,
+            reasons=["respect"],
+        )
+    version = preference_freeze(world=world, by=reviewer)
+    assert version.row_count == 3
+    with pytest.raises(WordingCardError, match=r"has 2 \(1 ties or both-bad"):
+        train_wording(choice=_choice(version, min_pairs=3))
+    assert Job.objects.count() == 0
+
+
 @pytest.mark.parametrize("base", ["https://huggingface.co/x/y", "../weights", "justaname"])
 def test_it_refuses_a_base_that_is_not_a_repo_id(frozen, base):
     with pytest.raises(WordingCardError):
