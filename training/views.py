@@ -109,6 +109,8 @@ def _checkpoint_of(version, *, against=None) -> dict | None:
         "verdict": decided.outcome,
         "verdict_label": decided.label,
         "no_verdict": decided.sentence,
+        # The judge's figure that licensed the verdict, as Evaluate says it ("" when none).
+        "licence": decided.licence_words,
         "baseline": checkpoint.baseline.label,
         "id": checkpoint.pk,
         "judge": checkpoint.judge_model,

@@ -333,6 +333,8 @@ def test_the_train_page_shows_each_methods_numbers_and_the_dpo_number_to_beat(
     assert "won 0.61 [0.54, 0.68] of moments" in html
     judged = "judged by judge v4 of lettings, measured by judge v4: agrees with reviewers 0.71"
     assert judged in html
+    # The verdict names the judge's figure that licensed it, as Evaluate's does.
+    assert "Licensed by the judge&#x27;s pair accuracy 0.71 [0.61, 0.80] on 80 held-out" in html
     # The run's own reward model and the world's judge are two models, and the page says so.
     assert 'data-field="two-yardsticks"' in html
     assert "Its own reward model on held-out" in html
