@@ -116,6 +116,12 @@ class CardAllocation(models.Model):
     requested_at = models.DateTimeField(auto_now_add=True)
     granted_at = models.DateTimeField(null=True, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)
+    expected_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="How long the holder was expected to hold the cards when it asked (a job's "
+        "estimate; empty: not known). The line's wait estimates read it.",
+    )
 
     class Meta:
         ordering = ["pool", "id"]
