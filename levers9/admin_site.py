@@ -7,6 +7,8 @@ so that a model is only reachable where its table lives and by whom may see it:
                   (users, groups, tokens) need the owner role.
 Without this, the shared queue's admin would show one workspace the tasks of every other.
 API tokens get our own admin (levers9.token_admin): a raw key is shown once, at creation.
+Every bulk action refuses a selection that holds something other than an id of its model (a
+word, a number past the column's range), with a message, where Django's filter raised a 500.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from functools import wraps
 
 from django.apps import apps
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.apps import AdminConfig
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django_tenants.utils import get_public_schema_name
 
@@ -52,6 +56,36 @@ def _scoped(method, model, model_admin):
     return check
 
 
+def _is_id(model, value: str) -> bool:
+    """Whether `value` can be an id of `model`: its type, and for an integer its column's range
+    (the field's validators hold the range)."""
+    field = model._meta.pk
+    try:
+        field.run_validators(field.to_python(value))
+    except ValidationError:
+        return False
+    return True
+
+
+def _ids_checked(response_action, model, model_admin):
+    @wraps(response_action)
+    def check(request, queryset):
+        selected = request.POST.getlist(ACTION_CHECKBOX_NAME)
+        not_ids = [value for value in selected if not _is_id(model, value)]
+        if not not_ids:
+            return response_action(request, queryset)
+        shown = not_ids[0] if len(not_ids[0]) <= 40 else f"{not_ids[0][:40]}..."
+        model_admin.message_user(
+            request,
+            f'"{shown}" is not an id of a {model._meta.verbose_name}: select the rows in the '
+            "list. No items have been changed.",
+            messages.ERROR,
+        )
+        return None  # the changelist's own answer: back to the list, where the message shows
+
+    return check
+
+
 class Levers9AdminSite(admin.AdminSite):
     site_header = "Levers9 Arena"
     site_title = "Levers9 Arena admin"
@@ -77,6 +111,9 @@ class Levers9AdminSite(admin.AdminSite):
                 continue
             for name in _PERMISSION_METHODS:
                 setattr(model_admin, name, _scoped(getattr(model_admin, name), model, model_admin))
+            model_admin.response_action = _ids_checked(
+                model_admin.response_action, model, model_admin
+            )
             model_admin._levers9_scoped = True
         return super().get_urls()
 

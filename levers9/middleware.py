@@ -1,7 +1,8 @@
 """Middleware of the API and the pages.
 
-- RefuseBadTextMiddleware: a NUL character or a lone surrogate in a query parameter or a JSON
-  string is a 400 that names the field, refused once here rather than in every view.
+- RefuseBadTextMiddleware: a NUL character or a lone surrogate in the path, a query parameter,
+  a form field or a JSON string is a 400 that names the field (JSON under /api/, a page
+  elsewhere, the admin included), refused once here rather than in every view.
 - SameOriginCsrfMiddleware: Django's CSRF check, accepting only the request's own origin, so
   one workspace's pages can never post to another's.
 - ApiSlashOptionalMiddleware: an API path with or without its trailing slash is one route
@@ -32,7 +33,7 @@ from django.urls import is_valid_path
 from django.utils.functional import cached_property
 from django.utils.html import escape
 
-from levers9.text import bad_text_path, printable, text_problem
+from levers9.text import bad_text_in_fields, bad_text_path, printable, text_problem
 
 logger = logging.getLogger(__name__)
 
@@ -83,24 +84,39 @@ _API_ERRORS = {
 
 class RefuseBadTextMiddleware:
     """PostgreSQL cannot hold NUL in text, nor can UTF-8 encode a lone surrogate, so a filter or
-    a value carrying one fails in the database (a 500); it is refused before any view runs.
+    a value carrying one fails in the database (a 500); it is refused before any view runs,
+    with the field named: JSON under /api/, a small page elsewhere (pages, forms, the admin).
     The path counts too: `/api/rl/live/calls/a%00b/outcome/` looked a call up by "a\\0b"."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if not _is_api(request):
-            problem = text_problem(request.path)
-            if problem:
-                return _refused(request, 400, f"The address cannot be read: {problem}")
+        found = (
+            _bad_text_in_path(request)
+            or bad_text_in_fields(request.GET)
+            or _bad_text_in_form(request)
+            or _bad_text_in_json(request)
+        )
+        if not found:
             return self.get_response(request)
-        found = _bad_text_in_path(request) or _bad_text_in_query(request)
-        found = found or _bad_text_in_json(request)
-        if found:
-            field, problem = found
+        field, problem = found
+        if _is_api(request):
             return JsonResponse({field: [problem]}, status=400)
-        return self.get_response(request)
+        return bad_text_page(field, problem)
+
+
+def bad_text_page(field: str, problem: str) -> HttpResponse:
+    """A page's refusal. No template: the page's context processors would read the same
+    query (the world in view) from the database."""
+    where = "The address" if field == "path" else f"The field <code>{escape(field)}</code>"
+    return HttpResponse(
+        '<!doctype html><html><head><meta charset="utf-8"><title>Cannot be read</title></head>'
+        f"<body><h1>Cannot be read</h1><p>{where} cannot be stored: {escape(problem)} "
+        "Go back, correct it and send it again.</p></body></html>",
+        status=400,
+        content_type="text/html; charset=utf-8",
+    )
 
 
 def _bad_text_in_path(request: HttpRequest) -> tuple[str, str] | None:
@@ -108,10 +124,23 @@ def _bad_text_in_path(request: HttpRequest) -> tuple[str, str] | None:
     return ("path", problem) if problem else None
 
 
-def _bad_text_in_query(request: HttpRequest) -> tuple[str, str] | None:
-    for name, values in request.GET.lists():
-        for value in (name, *values):
-            problem = text_problem(value)
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _bad_text_in_form(request: HttpRequest) -> tuple[str, str] | None:
+    """A form's fields (and the names of its files). Under /api/ only an urlencoded body: a
+    multipart body read here could no longer reach a view whose parser takes the raw bytes
+    (the imports), and the API's fields refuse a NUL themselves (DRF's CharField)."""
+    if request.method in ("GET", "HEAD", "OPTIONS") or request.content_type not in _FORM_TYPES:
+        return None
+    if _is_api(request) and request.content_type != "application/x-www-form-urlencoded":
+        return None
+    found = bad_text_in_fields(request.POST)
+    if found or request.content_type != "multipart/form-data":
+        return found
+    for name, uploads in request.FILES.lists():
+        for upload in uploads:
+            problem = text_problem(name) or text_problem(upload.name or "")
             if problem:
                 return printable(name), problem
     return None

@@ -1,4 +1,5 @@
-"""Text that PostgreSQL can store: one check for the API's middleware and every import.
+"""Text that PostgreSQL can store: one check for the middleware (API, pages, forms, admin) and
+every import.
 
 PostgreSQL's text types hold no NUL character, and UTF-8 cannot encode a lone surrogate (a
 "\\ud800" escape in JSON decodes to one); either fails in the database, as a 500, unless it is
@@ -8,7 +9,10 @@ refused first with the field named.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from django.http import QueryDict
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -51,4 +55,15 @@ def bad_text_path(value: Any, path: str = "") -> tuple[str, str] | None:
             found = bad_text_path(item, f"{path}[{index}]")
             if found:
                 return found
+    return None
+
+
+def bad_text_in_fields(fields: QueryDict) -> tuple[str, str] | None:
+    """The first field of a query or a form (its name or one of its values) that cannot be
+    stored, as (the field's name fit to echo, why); None when every one can be."""
+    for name, values in fields.lists():
+        for value in (name, *values):
+            problem = text_problem(value)
+            if problem:
+                return printable(name), problem
     return None
