@@ -124,6 +124,7 @@ def _cpu_pool() -> Any:
 
 def _evaluation_job_start(*, evaluation: Evaluation, pool: Any, checkpoint: bool) -> Any:
     """The job that runs the evaluation in the worker, followed live on the jobs websocket."""
+    from evaluation.selectors import evaluation_estimate
     from levers9.jobs.services import job_start
 
     world, candidate, baseline = evaluation.world, evaluation.candidate, evaluation.baseline
@@ -146,6 +147,11 @@ def _evaluation_job_start(*, evaluation: Evaluation, pool: Any, checkpoint: bool
         finish_needs={"evaluation": evaluation.pk},
         # A checkpoint is the finish of a training that already counted against the limits.
         within_workspace_limits=not checkpoint,
+        # Expected to be short (two simulator versions, or past runs like it): the short lane,
+        # so a move strategy's checkpoint is done within a minute of its version.
+        expected_seconds=evaluation_estimate(
+            world=world, candidate=candidate, baseline=baseline
+        ).high_seconds,
     )
 
 

@@ -10,6 +10,7 @@ from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from trainers.moves.simulator import DEFAULT_MAX_TURNS
 from trainers.moves.strategy import SCRIPTED
+from training.estimates import move_expected_seconds
 from training.runs import training_run_start
 
 MOVE_STRATEGY_ALGORITHM = "q-learning-online"
@@ -54,14 +55,19 @@ def train_move_strategy(
         "pack": world.slug,
         "parent_version": parent.number,
     }
+    pool = pool_default(gpu=False)
     return training_run_start(
         world=world,
         parent=parent,
         kind="train",
         trainer=MOVE_STRATEGY_ALGORITHM,
         spec=spec,
-        pool=pool_default(gpu=False),
+        pool=pool,
         title=f"Move strategy from {parent.label}",
         started_by=started_by,
         finish_needs={"version": "move-strategy", "parent": parent.number},
+        # Its time budget makes it short work: it starts at once beside long jobs.
+        expected_seconds=move_expected_seconds(
+            spec, trainer=MOVE_STRATEGY_ALGORITHM, pool_name=pool.name
+        ),
     )

@@ -26,6 +26,7 @@ from trainers.moves.offline_comparison import offline_agreement, outcome_policy_
 from trainers.moves.simulator import DEFAULT_MAX_TURNS, MOVES
 from trainers.moves.strategy import SCRIPTED
 from training.cards import world_scenarios_spec
+from training.estimates import move_expected_seconds
 from training.finish import version_from_move_strategy, version_from_offline_moves
 from training.models import TrainingRun
 from training.offline import (
@@ -211,16 +212,18 @@ def engines_run_start(
     else:
         spec = _simulator_spec(algorithm, knobs, world=world, parent=parent)
         title = f"Engines: {ALGORITHMS[algorithm].label}"
+    pool = pool_default(gpu=False)
     return training_run_start(
         world=world,
         parent=parent,
         kind="engines",
         trainer=algorithm,
         spec=spec,
-        pool=pool_default(gpu=False),
+        pool=pool,
         title=title,
         started_by=started_by,
         finish_needs={"promote": "by hand"},
+        expected_seconds=move_expected_seconds(spec, trainer=algorithm, pool_name=pool.name),
     )
 
 

@@ -8,14 +8,35 @@ time budget (trainers.wording.spec), give or take the loading and the held-out m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from levers9.jobs.estimates import JobEstimate, estimate_from_runs
 from levers9.jobs.selectors import job_durations_recent
+from trainers.moves.engines import ALGORITHMS, validate_knobs
 from trainers.wording.spec import CPU_STAGE_SECONDS
 
 # The stages each wording trainer runs to its budget: RLHF fits a reward model, then the policy.
 STAGES = {"rlhf": 2, "dpo": 1}
 # A stage's budget bounds its training; the base's load and the held-out measures come on top.
 BUDGET_SPREAD = (0.75, 1.25)
+# A move learner stops at its time budget; starting its process and writing its result come on
+# top.
+MOVE_LOAD_SECONDS = 20.0
+
+
+def move_expected_seconds(spec: Mapping[str, Any], *, trainer: str, pool_name: str) -> float | None:
+    """What a move learner's job is expected to take: this workspace's past runs of it on the
+    pool, else its time budget (its knob, or the knob's default where the spec leaves it) and
+    its loading; None for a learner with neither."""
+    past = job_durations_recent(trainer=trainer, pool_name=pool_name)
+    if past:
+        return max(past)
+    algorithm = spec.get("algorithm")
+    if algorithm not in ALGORITHMS:
+        return None
+    budget = float(getattr(validate_knobs(algorithm, spec.get("knobs")), "time_budget_s", 0.0))
+    return budget + MOVE_LOAD_SECONDS if budget > 0 else None
 
 
 def wording_estimate(choice) -> JobEstimate:

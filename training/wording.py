@@ -22,6 +22,7 @@ from levers9.models import GpuPool
 from policies.models import PolicyVersion
 from trainers.wording.bases import LISTED_BASES, default_base
 from trainers.wording.spec import MIN_PAIRS, outcome_examples_from_calls, parse_wording_spec
+from training.estimates import wording_estimate
 from training.runs import training_run_start
 
 # The bounds of a card's numbers: seeds are unsigned 32-bit (numpy's and torch's), and more
@@ -306,4 +307,5 @@ def train_wording(*, choice: WordingChoice, started_by=None) -> Job:
         title=f"{METHODS[choice.method]} from {choice.parent.label}" + _skipped_said(spec),
         started_by=started_by,
         finish_needs={"version": choice.method, "serve": True, "checkpoint": True},
+        expected_seconds=wording_estimate(choice).high_seconds,
     )

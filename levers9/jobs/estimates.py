@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from levers9.jobs.selectors import job_durations_recent
+
 # A job expected to run longer than this asks to be confirmed before it starts.
 CONFIRM_OVER_SECONDS = 120.0
 
@@ -46,6 +48,16 @@ def estimate_from_runs(durations: list[float], *, what: str) -> JobEstimate | No
         high_seconds=max(durations),
         basis=f"from the last {runs} {what}",
     )
+
+
+def job_expected_seconds(
+    *, trainer: str, pool_name: str, stated: float | None = None
+) -> float | None:
+    """What a new job of `trainer` on the pool is expected to take, in seconds: the longest of
+    this workspace's last runs of it there (they measured this machine), else what its starter
+    `stated` (its budget), else None (not known, so not known to be short)."""
+    past = job_durations_recent(trainer=trainer, pool_name=pool_name)
+    return max(past) if past else stated
 
 
 def _minutes(seconds: float) -> int:

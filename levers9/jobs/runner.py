@@ -31,7 +31,7 @@ from levers9.jobs.models import Job
 from levers9.jobs.processes import this_process
 from levers9.jobs.progress import job_event_send
 from levers9.models import CardAllocation
-from levers9.pools import cards_release
+from levers9.pools import SHORT_JOB, cards_release
 from trainers.runtime import parse_progress_line
 
 logger = logging.getLogger(__name__)
@@ -116,7 +116,10 @@ def _run_trainer(job: Job) -> dict[str, Any]:
     log_path = folder / "log.txt"
     out_path.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(settings.BASE_DIR)}
-    if job.background:
+    short = CardAllocation.objects.filter(pk=job.card_allocation_id, holder_kind=SHORT_JOB)
+    if job.background or short.exists():
+        # A lane beside the pool's slots (levers9.pools): one thread, so the job holding the
+        # slot keeps its cores' worth.
         env["OMP_NUM_THREADS"] = "1"
     elif job.card_type.lower() == "cpu":
         # Jobs sharing the CPU pool share its cores; oversubscribed torch threads thrash.

@@ -25,6 +25,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from levers9.jobs.estimates import job_expected_seconds
 from levers9.jobs.kinds import job_kind, produced_listeners, trainer_lookup
 from levers9.jobs.limits import job_limits_check
 from levers9.jobs.models import Job
@@ -34,7 +35,10 @@ from levers9.models import GpuPool
 from levers9.pools import (
     BACKGROUND_JOB,
     JOB_HOLDERS,
+    LANES,
     PERSON_JOB,
+    SHORT_JOB,
+    SHORT_JOB_SECONDS,
     cards_queue_standing,
     cards_release,
     cards_request,
@@ -50,6 +54,8 @@ from levers9.tasks import enqueue_in_workspace
 logger = logging.getLogger(__name__)
 
 JOB_TASK = "levers9.jobs.runner.job_run"
+# job_start's expected_seconds when its caller leaves it out: read this workspace's past runs.
+FROM_PAST_RUNS = object()
 
 
 def failure_sentence(failure: Any) -> str:
@@ -93,6 +99,7 @@ def job_start(
     finish_needs: dict[str, Any] | None = None,
     within_workspace_limits: bool = True,
     background: bool = False,
+    expected_seconds: float | None | object = FROM_PAST_RUNS,
 ) -> Job:
     """Pack the spec onto the datasets volume, ask for cards, and queue one task on the pool.
 
@@ -102,6 +109,11 @@ def job_start(
     `background` is work nobody clicked (a refit after a freeze): it waits in the pool's
     background lane and yields to jobs a person started (levers9.pools); it is never refused
     by the workspace's limits, which count what people start.
+
+    `expected_seconds` is what the caller expects the job to take (None: not known); left out,
+    it is this workspace's past runs of the trainer on the pool (levers9.jobs.estimates). Work
+    expected within SHORT_JOB_SECONDS asks in the pool's short lane (levers9.pools), so it
+    starts at once whatever long jobs hold the pool.
 
     What the job is about (its world, its parent version) is the caller's to keep, in its own
     app's table: inside an atomic block around this call, the task is queued only once that
@@ -134,12 +146,18 @@ def job_start(
         folder.mkdir(parents=True, exist_ok=True)
         spec_path = folder / "spec.json"
         spec_path.write_text(json.dumps({**spec, "job": job.pk}, indent=2, sort_keys=True))
+        expected = (
+            job_expected_seconds(trainer=trainer, pool_name=pool.name)
+            if expected_seconds is FROM_PAST_RUNS
+            else expected_seconds
+        )
         allocation = cards_request(
             pool=pool,
-            holder_kind=BACKGROUND_JOB if background else PERSON_JOB,
+            holder_kind=_holder_kind(pool, expected=expected, background=background),
             holder_id=job.pk,
             card_count=card_count,
             label=f"{connection.schema_name} job {job.pk} ({trainer})",
+            expected_seconds=expected,
         )
         Job.objects.filter(pk=job.pk).update(
             spec_path=str(spec_path), card_allocation_id=allocation.pk
@@ -147,6 +165,14 @@ def job_start(
         transaction.on_commit(lambda: job_place(job_id=job.pk))
     job.refresh_from_db()
     return job
+
+
+def _holder_kind(pool: GpuPool, *, expected: float | None, background: bool) -> str:
+    """Which lane the job asks in: short work (whoever started it) where the pool has lanes,
+    else work nobody clicked, else a person's job."""
+    if pool.is_cpu and expected is not None and expected <= SHORT_JOB_SECONDS:
+        return SHORT_JOB
+    return BACKGROUND_JOB if background else PERSON_JOB
 
 
 def job_place(*, job_id: int) -> bool:
@@ -196,14 +222,14 @@ def _job_waiting_say(job: Job) -> None:
 
 def pool_place_next(*, pool_id: int) -> None:
     """Place the jobs next in a pool's line (the line cards_try_grant serves), in whichever
-    workspace they are, for as long as the freed cards take them: on a CPU pool the people's
-    lane and the background lane each (levers9.pools), elsewhere the one line."""
+    workspace they are, for as long as the freed cards take them: on a CPU pool each lane
+    (people's, short, background: levers9.pools), elsewhere the one line."""
     pool = GpuPool.objects.get(pk=pool_id)
-    for lane in (False, True) if pool.is_cpu else (None,):
-        _lane_place_next(pool_id=pool_id, background=lane)
+    for lane in LANES if pool.is_cpu else (None,):
+        _lane_place_next(pool_id=pool_id, lane=lane)
 
 
-def _lane_place_next(*, pool_id: int, background: bool | None) -> None:
+def _lane_place_next(*, pool_id: int, lane: str | None) -> None:
     from django_tenants.utils import schema_context
 
     tried: set[int] = set()
@@ -214,7 +240,7 @@ def _lane_place_next(*, pool_id: int, background: bool | None) -> None:
                 for in_line in cards_serving_order(pool_id=pool_id)
                 if in_line.allocation.holder_kind in JOB_HOLDERS
                 and not in_line.held_back
-                and background in (None, in_line.background)
+                and lane in (None, in_line.lane)
             ),
             None,
         )
