@@ -314,9 +314,9 @@ Q_CLUSTER = {
     # must share it. Each pool's workers listen on their own queue, `cluster_name`.
     "name": "levers9",
     "cluster_name": os.environ.get("LEVERS9_Q_CLUSTER", "local-cpu"),
-    # The CPU pool's slots plus its background lane (levers9.pools.BACKGROUND_LANE_SLOTS): a
-    # judge refit never keeps a person's granted job from a worker.
-    "workers": int(os.environ.get("LEVERS9_Q_WORKERS", LEVERS9_CPU_POOL_SLOTS + 1)),
+    # The CPU pool's slots plus its short and background lanes (levers9.pools: one slot each):
+    # a judge refit or a short job never keeps a person's granted job from a worker.
+    "workers": int(os.environ.get("LEVERS9_Q_WORKERS", LEVERS9_CPU_POOL_SLOTS + 2)),
     "timeout": _TASK_TIMEOUT,
     "retry": _TASK_TIMEOUT + 600,
     "max_attempts": 1,
