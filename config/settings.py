@@ -362,7 +362,8 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_postgres.core.PostgresChannelLayer",
+            # channels_postgres, listening again after a database restart (levers9.channel_layer).
+            "BACKEND": "levers9.channel_layer.ReconnectingPostgresChannelLayer",
             # channels_postgres silently gives no layer without TIME_ZONE, and opens four
             # connections per process unless the pool starts at one.
             "CONFIG": {

@@ -8,6 +8,8 @@ A browser's socket is accepted only from the workspace's own origin (SameHostOri
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,9 +20,12 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils.crypto import constant_time_compare
 from django_tenants.utils import get_public_schema_name, remove_www, schema_context
 
+from levers9.channel_layer import layer_unreachable
 from levers9.events import TOPICS, workspace_group
 from levers9.middleware import database_unreachable
 from levers9.roles import user_role
+
+logger = logging.getLogger(__name__)
 
 
 def _header(scope: dict[str, Any], wanted: bytes) -> str | None:
@@ -120,6 +125,70 @@ def _resolve_socket(host: str, session_key: str | None):
     return workspace, user, role
 
 
+UNAVAILABLE_DETAIL = (
+    "Live updates are paused: the database cannot be reached at the moment. The page "
+    "reconnects by itself; nothing is lost, progress is kept in the database."
+)
+TRY_AGAIN_LATER = 1013
+
+
+async def ask_to_come_back_later(send) -> None:
+    """Accept the handshake, say why in one message, and close with 1013 ("try again later"),
+    on which the page's socket reconnects by itself. Accepted first because daphne answers a
+    close before the accept with an HTTP 403, which a browser reads as "not allowed", and it
+    passes on no close reason (the message carries it; the close's reason is for servers that
+    do)."""
+    await send({"type": "websocket.accept"})
+    await send(
+        {
+            "type": "websocket.send",
+            "text": json.dumps({"type": "unavailable", "detail": UNAVAILABLE_DETAIL}),
+        }
+    )
+    await send(
+        {
+            "type": "websocket.close",
+            "code": TRY_AGAIN_LATER,
+            "reason": "The database cannot be reached; try again shortly.",
+        }
+    )
+
+
+def _let_daphne_send_try_again_later() -> None:
+    """daphne closes through autobahn, which lets an application send only 1000 or 3000-4999
+    (1013 raised inside daphne and reached the browser as 1011, "server error"), and daphne
+    drops a close's reason. 1013 is RFC 6455's registered "try again later": a close with it is
+    sent as that frame, its reason included. Every other message goes through unchanged."""
+    try:
+        from autobahn.util import encode_truncate
+        from daphne.ws_protocol import WebSocketProtocol
+    except ImportError:  # served by another ASGI server
+        return
+    if getattr(WebSocketProtocol, "_levers9_try_again_later", False):
+        return
+    handle_reply = WebSocketProtocol.handle_reply
+
+    def handle_reply_sending_try_again_later(self, message):
+        if (
+            message.get("type") == "websocket.close"
+            and message.get("code") == TRY_AGAIN_LATER
+            and self.state == self.STATE_OPEN
+        ):
+            # A close frame's reason holds at most 123 bytes.
+            reason = encode_truncate(str(message.get("reason") or ""), 123)
+            self.sendCloseFrame(code=TRY_AGAIN_LATER, reasonUtf8=reason)
+            return
+        handle_reply(self, message)
+
+    WebSocketProtocol.handle_reply = handle_reply_sending_try_again_later
+    WebSocketProtocol._levers9_try_again_later = True
+
+
+# Here, not in config/asgi.py alone: this module is what sends 1013, whichever ASGI entry point
+# serves it.
+_let_daphne_send_try_again_later()
+
+
 class WorkspaceSocketMiddleware:
     """Puts `workspace`, `user` and `role` in the scope of every websocket."""
 
@@ -137,10 +206,9 @@ class WorkspaceSocketMiddleware:
         except Exception as error:
             if not database_unreachable(error):
                 raise
-            # The database is out of reach: 1013 is "try again later", and the page's socket
-            # reconnects by itself, where an exception would be a 500 and a traceback.
+            # An exception would be a 500 and a traceback.
             if (await receive())["type"] == "websocket.connect":
-                await send({"type": "websocket.close", "code": 1013})
+                await ask_to_come_back_later(send)
             return None
         scope = {**scope, "workspace": workspace, "user": user, "role": role}
         return await self.inner(scope, receive, send)
@@ -156,13 +224,28 @@ class WorkspaceEventsConsumer(AsyncJsonWebsocketConsumer):
             # 4403: the browser learns it was refused, not that the server broke.
             await self.close(code=4403)
             return
-        self.group_name = workspace_group(workspace.schema_name, topic)
-        await self.channel_layer.group_add(self.group_name, self.channel_name)
+        group_name = workspace_group(workspace.schema_name, topic)
+        try:
+            await self.channel_layer.group_add(group_name, self.channel_name)
+        except Exception as error:
+            if not layer_unreachable(error):
+                raise
+            # The layer's database is away (a restart): the page tries again by itself.
+            await ask_to_come_back_later(self.base_send)
+            return
+        self.group_name = group_name
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
-        if getattr(self, "group_name", None):
+        if not getattr(self, "group_name", None):
+            return
+        try:
             await self.channel_layer.group_discard(self.group_name, self.channel_name)
+        except Exception as error:
+            if not layer_unreachable(error):
+                raise
+            # Its row stays behind: sends to it expire unread, as for any closed socket.
+            logger.warning("Socket left %s with the database away: %s", self.group_name, error)
 
     async def workspace_event(self, message: dict[str, Any]) -> None:
         await self.send_json({"topic": message["topic"], **message["payload"]})

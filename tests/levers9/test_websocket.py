@@ -17,6 +17,7 @@ import subprocess
 import sys
 from unittest import mock
 
+import psycopg
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -162,10 +163,36 @@ async def test_it_refuses_another_workspaces_user_at_an_unknown_path_the_same_wa
     assert (await socket.connect()) == (False, 4404)
 
 
+async def _told_to_come_back_later(socket: WebsocketCommunicator) -> None:
+    """Accepted (daphne answers a refused handshake with an HTTP 403), told why, and closed
+    with 1013, "try again later": the page's socket reconnects by itself."""
+    connected, _ = await socket.connect()
+    assert connected
+    told = await socket.receive_json_from(timeout=10)
+    assert told["type"] == "unavailable"
+    assert "database cannot be reached" in told["detail"]
+    closed = await socket.receive_output(timeout=10)
+    assert closed["type"] == "websocket.close"
+    assert closed["code"] == 1013
+    assert closed["reason"]
+
+
 async def test_it_asks_the_socket_to_come_back_later_while_the_database_is_gone(acme_session):
     with mock.patch(
         "levers9.websocket._resolve_socket", side_effect=OperationalError("connection refused")
     ):
-        socket = _socket("acme.localhost", acme_session)
-        # 1013: try again later; the page's socket reconnects by itself.
-        assert (await socket.connect()) == (False, 1013)
+        await _told_to_come_back_later(_socket("acme.localhost", acme_session))
+
+
+async def test_it_asks_the_socket_to_come_back_later_while_the_layer_cannot_reach_it(
+    acme_session,
+):
+    """The workspace was found, but the channel layer's own connection is gone (a restart
+    ended it): its group_add raised AdminShutdown and daphne answered 500."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    with mock.patch.object(
+        type(layer), "group_add", side_effect=psycopg.errors.AdminShutdown("terminating")
+    ):
+        await _told_to_come_back_later(_socket("acme.localhost", acme_session))
