@@ -456,7 +456,9 @@ class WorldViewSet(viewsets.ReadOnlyModelViewSet):
         request=None,
         responses={202: JobSerializer, 400: ErrorDetail},
         description="Fit the world's judge on its frozen picks, overrides and call outcomes: "
-        "a job (follow it at GET /api/rl/jobs/{id}/); its finish makes the next judge version.",
+        "a job (follow it at GET /api/rl/jobs/{id}/); its finish makes the next judge version. "
+        "One fit per world at a time: while one runs, it is returned with joined true (its end "
+        "refits on anything it did not read); a background refit still waiting is replaced.",
     )
     @action(
         detail=True,

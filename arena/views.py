@@ -530,7 +530,15 @@ def world_judge_fit(request, slug: str):
     except JudgeFitError as error:
         messages.error(request, str(error))
     else:
-        messages.success(request, f"Fitting the judge of {world.name}: job {job.pk}.")
+        if job.joined:
+            messages.info(
+                request,
+                f"A fit of the judge of {world.name} is already on its way (job {job.pk}): it "
+                "is followed instead of reading the same replies twice, and it refits by "
+                "itself on anything it did not read.",
+            )
+        else:
+            messages.success(request, f"Fitting the judge of {world.name}: job {job.pk}.")
     return redirect("environment")
 
 

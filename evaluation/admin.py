@@ -134,7 +134,8 @@ class EvaluationAdmin(RoleAdminMixin, admin.ModelAdmin):
             except EvaluationError as error:
                 self.message_user(request, f"{evaluation}: {error}", messages.WARNING)
             else:
-                self.message_user(request, f"Started evaluation {started.pk}: {started.title}.")
+                said = "Already on its way" if started.joined else "Started"
+                self.message_user(request, f"{said}: evaluation {started.pk}: {started.title}.")
         return None
 
 

@@ -47,6 +47,11 @@ class EvaluationSerializer(serializers.ModelSerializer):
     baseline_label = serializers.CharField(source="baseline.label", read_only=True)
     kind = serializers.CharField(source="call_set.kind", read_only=True)
     job = serializers.PrimaryKeyRelatedField(read_only=True)
+    joined = serializers.BooleanField(
+        read_only=True,
+        help_text="true on a start answered with the evaluation of the same versions on the "
+        "same calls already on its way (nothing new was started)",
+    )
     win_rate = serializers.FloatField(read_only=True, allow_null=True)
     verdict = serializers.CharField(
         read_only=True,
@@ -142,6 +147,7 @@ class EvaluationSerializer(serializers.ModelSerializer):
             "judge_model",
             "state",
             "job",
+            "joined",
             "win_rate",
             "verdict",
             "verdict_source",
@@ -291,8 +297,9 @@ class EvaluationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         request=EvaluationStartSerializer,
         responses={202: EvaluationSerializer},
         description="Start an evaluation: a job on the CPU pool; follow it at "
-        "/api/rl/jobs/{job}/ or on the jobs websocket. A released version cannot be "
-        "evaluated (409, saying so). Needs the manager role.",
+        "/api/rl/jobs/{job}/ or on the jobs websocket. While an evaluation of the same versions "
+        "on the same calls (and seed) is on its way, that one is returned, with joined true. "
+        "A released version cannot be evaluated (409, saying so). Needs the manager role.",
     )
     def create(self, request):
         start = EvaluationStartSerializer(data=request.data)

@@ -112,6 +112,9 @@ class Evaluation(models.Model):
         CANCELLED = "cancelled", "Cancelled"
 
     OPEN_STATES = (State.QUEUED, State.RUNNING)
+    # Not stored: true on the evaluation a start returned in place of a second one of the same
+    # versions on the same calls (evaluation.services.evaluation_start).
+    joined = False
 
     world = models.ForeignKey("arena.World", on_delete=models.CASCADE, related_name="evaluations")
     call_set = models.ForeignKey(

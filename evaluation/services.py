@@ -175,6 +175,25 @@ def evaluation_start(
     pool = _cpu_pool()
     call_set = call_set_ensure(world=world)
     with transaction.atomic():
+        # One evaluation of a pair on the same calls at a time: a second request returns the
+        # one on its way (its `joined` says so) instead of replaying every call again. The
+        # world's row lock makes two requests at once see each other.
+        World.objects.select_for_update().filter(pk=world.pk).first()
+        on_its_way = (
+            Evaluation.objects.filter(
+                world=world,
+                call_set=call_set,
+                candidate=candidate,
+                baseline=baseline,
+                seed=seed,
+                state__in=Evaluation.OPEN_STATES,
+            )
+            .order_by("id")
+            .first()
+        )
+        if on_its_way is not None:
+            on_its_way.joined = True
+            return on_its_way
         evaluation = Evaluation.objects.create(
             world=world,
             call_set=call_set,

@@ -158,7 +158,14 @@ def _evaluate_start(request, world: World | None):
     except EvaluationError as error:
         messages.error(request, str(error))
         return _evaluate_page(world)
-    messages.success(request, f"Started evaluation {evaluation.pk}: {evaluation.title}.")
+    if evaluation.joined:
+        messages.info(
+            request,
+            f"Evaluation {evaluation.pk} of these versions on the same calls is already on its "
+            "way: here it is (nothing new was started).",
+        )
+    else:
+        messages.success(request, f"Started evaluation {evaluation.pk}: {evaluation.title}.")
     return redirect("evaluate-detail", evaluation_id=evaluation.pk)
 
 

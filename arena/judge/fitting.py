@@ -28,7 +28,7 @@ from arena.judge.reading import features_dir, features_sweep, judge_fit_place
 from arena.judge.rows import frozen_picks, judge_fit_rows
 from arena.models import JudgeOverride, JudgeVersion, World
 from levers9.jobs.models import Job
-from levers9.jobs.services import job_start
+from levers9.jobs.services import job_cancel, job_start
 
 JUDGE_FIT_KIND = "judge-fit"
 JUDGE_FIT_TRAINER = "judge-fit"
@@ -83,25 +83,58 @@ def judge_fit_start(
     *, world: World, started_by=None, seed: int = 0, on_request: bool = True
 ) -> Job:
     """Start a fit of the world's judge on what the world has now: a job on the CPU pool (a
-    GPU pool where one is enabled and the fit reads replies with a base).
+    GPU pool where one is enabled and the fit reads replies with a base). One fit per world
+    is on its way at a time, whoever asked: a request while one runs joins it (the job comes
+    back with `joined`; its end refits on what it did not read, judge_fit_ended), and a
+    person's request replaces a background refit still waiting for its turn. Never a second
+    reading of the same replies.
     A refit the platform starts itself (`on_request=False`, after a freeze or an override) is
     background work: it yields to jobs a person started and no job limit refuses it."""
-    pool, device, base = judge_fit_place()
-    spec, finish_needs = _judge_fit_pack(world, seed=seed, device=device, base=base)
-    # Work nobody clicked: a refit of a judge the world has, or its first fit after an import.
-    unasked = " (refit)" if JudgeVersion.objects.filter(world=world).exists() else " (background)"
-    return job_start(
-        kind=JUDGE_FIT_KIND,
-        trainer=JUDGE_FIT_TRAINER,
-        spec=spec,
-        pool=pool,
-        title=f"Fit the judge of {world.name}" + ("" if on_request else unasked),
-        started_by=started_by,
-        # The job's world is in what its finish needs: the platform's job names no world.
-        finish_needs=finish_needs,
-        within_workspace_limits=on_request,
-        background=not on_request,
+    with transaction.atomic():
+        # Two requests at once see each other's fit: the world's row is the lock.
+        World.objects.select_for_update().filter(pk=world.pk).first()
+        active = _fit_on_its_way(world)
+        if active is not None and on_request and _waiting_refit(active):
+            job_cancel(job=active)  # replaced: the person's fit reads what the world has now
+            active = None
+        if active is not None:
+            active.joined = True
+            return active
+        pool, device, base = judge_fit_place()
+        spec, finish_needs = _judge_fit_pack(world, seed=seed, device=device, base=base)
+        # Work nobody clicked: a refit of a judge the world has, or its first fit after an
+        # import.
+        unasked = (
+            " (refit)" if JudgeVersion.objects.filter(world=world).exists() else " (background)"
+        )
+        return job_start(
+            kind=JUDGE_FIT_KIND,
+            trainer=JUDGE_FIT_TRAINER,
+            spec=spec,
+            pool=pool,
+            title=f"Fit the judge of {world.name}" + ("" if on_request else unasked),
+            started_by=started_by,
+            # The job's world is in what its finish needs: the platform's job names no world.
+            finish_needs=finish_needs,
+            within_workspace_limits=on_request,
+            background=not on_request,
+        )
+
+
+def _fit_on_its_way(world: World) -> Job | None:
+    """The world's fit that waits, runs or finishes now, if any."""
+    return (
+        Job.objects.filter(
+            kind=JUDGE_FIT_KIND, finish_needs__world=world.pk, state__in=Job.ACTIVE_STATES
+        )
+        .order_by("-id")
+        .first()
     )
+
+
+def _waiting_refit(job: Job) -> bool:
+    """A background fit not yet handed to a worker: nothing of it has been read."""
+    return job.background and job.state == Job.State.PACKING
 
 
 def judge_refit_request(*, world: World, started_by=None) -> Job | None:
@@ -112,15 +145,6 @@ def judge_refit_request(*, world: World, started_by=None) -> Job | None:
 
     Packing a fit reads every pick of the world: done inside each freeze while a fit was on its
     way, a second freeze of 20,000 picks took 7.5-9.3 s instead of 0.2 s."""
-    active = (
-        Job.objects.filter(
-            kind=JUDGE_FIT_KIND, finish_needs__world=world.pk, state__in=Job.ACTIVE_STATES
-        )
-        .order_by("-id")
-        .first()
-    )
-    if active is not None:
-        return active
     try:
         return judge_fit_start(world=world, started_by=started_by, on_request=False)
     except JudgeFitError:

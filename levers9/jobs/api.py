@@ -35,6 +35,11 @@ class JobSerializer(serializers.ModelSerializer):
     base_model = serializers.CharField(source="about.base_model", read_only=True)
     progress_fraction = serializers.FloatField(read_only=True)
     eta_seconds = serializers.FloatField(read_only=True, allow_null=True)
+    joined = serializers.BooleanField(
+        read_only=True,
+        help_text="true on a start answered with the same work already on its way (a fit of "
+        "the same world): nothing new was started",
+    )
 
     class Meta:
         model = Job
@@ -46,6 +51,7 @@ class JobSerializer(serializers.ModelSerializer):
             "title",
             "state",
             "background",
+            "joined",
             "task_id",
             "workspace_schema",
             "parent_version",

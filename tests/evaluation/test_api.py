@@ -49,6 +49,28 @@ def test_it_starts_an_evaluation_and_serves_its_results(owner_client, workspace,
     assert [row["id"] for row in listing["results"]] == [started["id"]]
 
 
+def test_a_second_start_of_the_same_versions_returns_the_one_on_its_way(
+    owner_client, workspace, lettings, pushy
+):
+    """Before: each start replayed every held-out call again beside the first."""
+    body = {"pack": "lettings", "candidate": pushy.number, "baseline": 1, "seed": 3}
+    first = owner_client.post("/api/rl/evaluations/", body, content_type="application/json")
+    again = owner_client.post("/api/rl/evaluations/", body, content_type="application/json")
+    assert (first.status_code, again.status_code) == (202, 202)
+    assert (first.json()["joined"], again.json()["joined"]) == (False, True)
+    assert again.json()["id"] == first.json()["id"]
+    assert again.json()["job"] == first.json()["job"]
+    # Another seed is other calls' draw: its own evaluation.
+    other = owner_client.post(
+        "/api/rl/evaluations/", {**body, "seed": 4}, content_type="application/json"
+    )
+    assert other.json()["id"] != first.json()["id"]
+    # Once the first has ended, a start runs again.
+    _run(workspace, first.json()["id"])
+    rerun = owner_client.post("/api/rl/evaluations/", body, content_type="application/json")
+    assert (rerun.json()["joined"], rerun.json()["id"] != first.json()["id"]) == (False, True)
+
+
 def test_it_defaults_to_the_newest_version_against_its_parent(owner_client, lettings, pushy):
     response = owner_client.post(
         "/api/rl/evaluations/", {"pack": "lettings"}, content_type="application/json"

@@ -95,3 +95,47 @@ def test_another_workspaces_request_never_folds_into_ours(
         assert [job.pk for job in _fits(theirs_world)] == [theirs.pk]
         assert theirs.workspace_schema == other_workspace.schema_name
     assert _fits(persuasion) == [ours]
+
+
+def test_a_persons_fit_joins_the_fit_already_running_whoever_asked(
+    persuasion,  # noqa: F811 - the fixture
+    owner_client,
+    django_capture_on_commit_callbacks,
+):
+    """Before: a manager's fit asked 2 s after an import's background refit ran beside it, and
+    both read the same replies with the base (729 s and over 20 minutes)."""
+    running = _request(persuasion, django_capture_on_commit_callbacks)
+    Job.objects.filter(pk=running.pk).update(
+        state=Job.State.RUNNING, submitted_at=running.created_at, task_id="task-running"
+    )
+    with django_capture_on_commit_callbacks(execute=False):
+        answer = owner_client.post(f"/api/rl/packs/{persuasion.slug}/judge/fit/")
+    assert answer.status_code == 202, answer.content
+    assert (answer.json()["id"], answer.json()["joined"]) == (running.pk, True)
+    assert _fits(persuasion) == [running]
+    # The page says so rather than "Fitting the judge".
+    with django_capture_on_commit_callbacks(execute=False):
+        page = owner_client.post(f"/environment/{persuasion.slug}/fit/", follow=True)
+    assert "already on its way" in page.content.decode()
+    assert _fits(persuasion) == [running]
+
+
+def test_a_persons_fit_replaces_a_refit_still_waiting_and_a_second_one_joins_it(
+    persuasion,  # noqa: F811 - the fixture
+    django_capture_on_commit_callbacks,
+):
+    from arena.judge.fitting import judge_fit_start
+
+    waiting = _request(persuasion, django_capture_on_commit_callbacks)
+    assert waiting.background
+    assert waiting.state == Job.State.PACKING
+    with django_capture_on_commit_callbacks(execute=False):
+        mine = judge_fit_start(world=persuasion)
+        again = judge_fit_start(world=persuasion)
+    waiting.refresh_from_db()
+    # Nothing of the refit had been read: the person's fit, in the people's lane, takes over.
+    assert waiting.state == Job.State.CANCELLED
+    assert not mine.background
+    assert not mine.joined
+    assert (again.pk, again.joined) == (mine.pk, True)
+    assert [job.pk for job in _fits(persuasion) if job.is_active] == [mine.pk]
