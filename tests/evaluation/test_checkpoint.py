@@ -30,6 +30,12 @@ def test_it_checkpoints_a_version_against_its_parent_on_the_held_out_calls(
     assert (checkpoint.candidate, checkpoint.baseline) == (pushy, baseline)
     # The same held-out calls as every evaluation of that world.
     assert checkpoint.call_set_id == earlier.call_set_id == call_set_ensure(world=lettings).pk
+    # Two move strategies, no model asked: short work, done within a minute of its version
+    # rather than at the back of the pool's line (levers9.pools).
+    from levers9.models import CardAllocation
+    from levers9.pools import SHORT_JOB
+
+    assert CardAllocation.objects.get(pk=job.card_allocation_id).holder_kind == SHORT_JOB
 
     result = evaluation_job_run(job.pk, lambda step, total, **metrics: None)
     assert result["per_call"] == earlier.summary["per_call"]
