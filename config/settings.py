@@ -251,7 +251,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("LEVERS9_UPLOAD_MAX_MB", 50)) *
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated call then gets 401 with WWW-Authenticate, not 403.
-        "rest_framework.authentication.TokenAuthentication",
+        "levers9.authentication.TokenAuthentication",  # wrong tokens throttled per address
         "levers9.authentication.SessionAuthentication",  # with the same-origin CSRF rule
     ],
     # Signed in AND a role in this workspace: a user without one reads nothing here, as the
@@ -330,12 +330,15 @@ if REDIS_URL:
 else:
     Q_CLUSTER["orm"] = "default"
 
-# --- cache (the write throttles' counts) ------------------------------------------------
+# --- cache (sign-in lockouts and the API throttles' counts) ------------------------------
+
+# Where every web process counts the same failures and writes, and a restart forgets nothing
+# (an account locked for 15 minutes stayed locked only until the web process restarted): Redis
+# when it is set, else the database's cache table (levers9_cache, made by the levers9 migration
+# 0005_cache_table in the public schema, which every workspace's search path reaches).
+CACHE_TABLE = "levers9_cache"
 
 
-# With Redis, every web process counts the same writes: a client spread over several
-# processes meets one limit. Without it (the embedded demo: one web process) each process
-# counts its own in memory.
 def cache_settings(redis_url: str) -> dict:
     if redis_url:
         return {
@@ -345,7 +348,15 @@ def cache_settings(redis_url: str) -> dict:
                 "KEY_PREFIX": "levers9",
             }
         }
-    return {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    return {
+        "default": {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": CACHE_TABLE,
+            # Past MAX_ENTRIES the cache drops a third of its entries, live ones too: room
+            # enough that a flood of guessed names cannot push a lockout out.
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
+        }
+    }
 
 
 CACHES = cache_settings(REDIS_URL)

@@ -1,18 +1,21 @@
-"""Throttles: API writes (POST, PUT, PATCH, DELETE) per user and per workspace, and failed
-sign-ins per account and per address (at the end of this module).
+"""Throttles: API writes (POST, PUT, PATCH, DELETE) per user and per workspace, failed
+sign-ins per account and per address, and wrong API tokens per address (at the end).
 
-Reads are never throttled: a dashboard polling its jobs must not lock its owner out. The rates
-are settings (REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], from LEVERS9_THROTTLE_WRITES_PER_USER
-and LEVERS9_THROTTLE_WRITES_PER_WORKSPACE), generous enough that people never meet them; they
-stop a runaway script. A throttled write gets a JSON 429 with `Retry-After` (DRF's handler).
+Reads never count against the write rates: a dashboard polling its jobs must not lock its
+owner out. The rates are settings (REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], from
+LEVERS9_THROTTLE_WRITES_PER_USER and LEVERS9_THROTTLE_WRITES_PER_WORKSPACE), generous enough
+that people never meet them; they stop a runaway script. A throttled write gets a JSON 429
+with `Retry-After` (DRF's handler).
 
 Users live in their workspace's schema, so user ids repeat across workspaces: the user's key
 names the workspace too, else user 1 of one workspace would spend user 1's of another. The
-counts are kept in Django's cache (per process unless a shared cache is configured).
+counts are kept in Django's cache: the database's cache table, or Redis when it is set, so every
+web process counts the same failures and a restart forgets none (config.settings.cache_settings).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass
@@ -74,6 +77,9 @@ class WorkspaceWriteThrottle(_WriteThrottle):
 
 def throttle_refusal(request, wait: float | None) -> str:
     """The 429's sentence: which limit was met, when to try again, where it is set."""
+    token_refusal_met = getattr(request, _TOKEN_REFUSED, None)
+    if token_refusal_met is not None:
+        return token_refusal_met.sentence()
     throttle = getattr(request, _WriteThrottle.REFUSED_BY, None)
     limit = throttle.describe() if throttle else "the API's write limit"
     again = f"in {max(1, round(wait))} s" if wait else "shortly"
@@ -84,20 +90,32 @@ def throttle_refusal(request, wait: float | None) -> str:
 
 
 _WRITE_METHODS = ("post", "put", "patch", "delete")
+_READ_METHODS = ("get", "head")
+
+
+_TOKENS_429 = "too many wrong API tokens from the caller's address"
 
 
 def schema_document_throttled_writes(result, generator, request, public):
     """drf-spectacular postprocessing hook: every write may answer 429 (a throttle, or a job
-    over its workspace's limits), so the schema says so, with the Retry-After header."""
+    over its workspace's limits), and any operation after too many wrong API tokens from one
+    address, so the schema says so, with the Retry-After header."""
     for operations in result.get("paths", {}).values():
         for method, operation in operations.items():
-            if method not in _WRITE_METHODS:
+            if method in _WRITE_METHODS:
+                description = (
+                    "Too many writes (Retry-After says when to try again), a job over the "
+                    "workspace's queued-jobs limit (the body names the limit), or "
+                    f"{_TOKENS_429}."
+                )
+            elif method in _READ_METHODS:
+                description = f"Refused for a while: {_TOKENS_429} (Retry-After says when)."
+            else:
                 continue
             operation.setdefault("responses", {}).setdefault(
                 "429",
                 {
-                    "description": "Too many writes (Retry-After says when to try again), or "
-                    "a job over the workspace's queued-jobs limit (the body names the limit).",
+                    "description": description,
                     "headers": {
                         "Retry-After": {
                             "schema": {"type": "integer"},
@@ -122,9 +140,14 @@ def schema_document_throttled_writes(result, generator, request, public):
     return result
 
 
-# --- sign-in: failures per account and per address ---------------------------------------
+# --- sign-in and API tokens: failures per account and per address --------------------------
 
 _LOGIN_REFUSED = "_levers9_login_refused"
+_TOKEN_REFUSED = "_levers9_token_refused"  # noqa: S105 - an attribute's name, not a secret
+# Wrong API tokens allowed per address within the sign-in window, unless the settings name
+# LEVERS9_TOKEN_FAILURES_PER_ADDRESS. Fewer than for sign-ins: a person mistypes a password; a
+# token is pasted, and a script that sends a wrong one sends it again and again.
+TOKEN_FAILURES_PER_ADDRESS = 20
 
 
 @dataclass(frozen=True)
@@ -142,6 +165,25 @@ class LoginRefusal:
         )
 
 
+@dataclass(frozen=True)
+class TokenRefusal:
+    """Why every API token from an address is refused now, and for how long."""
+
+    wait_s: int
+
+    def sentence(self) -> str:
+        return (
+            f"Too many wrong API tokens from this address. Try again in {self.wait_s} s (the "
+            "Retry-After header); until then no token from here is accepted, the right one "
+            "included. Send `Authorization: Token <key>` with a key from your profile (or "
+            "`manage.py api_token`); LEVERS9_TOKEN_FAILURES_PER_ADDRESS sets the allowance."
+        )
+
+
+def token_failures_allowed() -> int:
+    return int(getattr(settings, "LEVERS9_TOKEN_FAILURES_PER_ADDRESS", TOKEN_FAILURES_PER_ADDRESS))
+
+
 def _client_address(request) -> str:
     # The address the connection came from: a header a client writes itself (X-Forwarded-For)
     # would let each guess claim a new address.
@@ -151,12 +193,21 @@ def _client_address(request) -> str:
 def _login_keys(request, username: str) -> list[tuple[str, int]]:
     """(cache key, failures allowed) for the account and for the address. Accounts live in
     their workspace's schema: the key names it, so one workspace's failures never lock out the
-    same e-mail in another."""
-    account = f"levers9:login-failures:account:{connection.schema_name}:{username.casefold()}"
+    same e-mail in another. The name is hashed: a key holds at most 250 characters, and a name
+    is whatever the sign-in form was sent."""
+    name = hashlib.sha256(username.casefold().encode("utf-8", "surrogatepass")).hexdigest()
+    account = f"levers9:login-failures:account:{connection.schema_name}:{name}"
     address = f"levers9:login-failures:address:{_client_address(request)}"
     return [
         (account, settings.LEVERS9_LOGIN_FAILURES_PER_ACCOUNT),
         (address, settings.LEVERS9_LOGIN_FAILURES_PER_ADDRESS),
+    ]
+
+
+def _token_keys(request) -> list[tuple[str, int]]:
+    # Per address only, across workspaces: a token names no account until it is found.
+    return [
+        (f"levers9:token-failures:address:{_client_address(request)}", token_failures_allowed())
     ]
 
 
@@ -165,27 +216,53 @@ def _recent(key: str, now: float) -> list[float]:
     return [stamp for stamp in cache.get(key, []) if stamp > now - window]
 
 
-def login_refusal(request, username: str) -> LoginRefusal | None:
-    """A refusal while the account or the address has used up its failures in the window
-    (until the oldest of them ages out), else None."""
+def _wait_s(keys: list[tuple[str, int]]) -> int | None:
+    """Seconds until every key is back under its allowance (the oldest of its last allowed
+    failures ages out of the window), or None when none is over it."""
     now = time.time()
     window = settings.LEVERS9_LOGIN_FAILURE_WINDOW_S
     waits = []
-    for key, allowed in _login_keys(request, username or ""):
+    for key, allowed in keys:
         failures = _recent(key, now)
         if len(failures) >= allowed:
             # Newest first: the failure that must age out is the allowed-th newest.
             waits.append(sorted(failures, reverse=True)[allowed - 1] + window - now)
-    return LoginRefusal(wait_s=max(1, math.ceil(max(waits)))) if waits else None
+    return max(1, math.ceil(max(waits))) if waits else None
 
 
-def login_failure_record(request, username: str) -> None:
+def _failure_record(keys: list[tuple[str, int]]) -> None:
     now = time.time()
     window = settings.LEVERS9_LOGIN_FAILURE_WINDOW_S
-    for key, allowed in _login_keys(request, username or ""):
+    for key, allowed in keys:
         # Only the newest `allowed` failures matter; a flood keeps the list that short.
         failures = [*_recent(key, now), now][-allowed:]
         cache.set(key, failures, timeout=window)
+
+
+def login_refusal(request, username: str) -> LoginRefusal | None:
+    """A refusal while the account or the address has used up its failures in the window
+    (until the oldest of them ages out), else None."""
+    wait_s = _wait_s(_login_keys(request, username or ""))
+    return LoginRefusal(wait_s=wait_s) if wait_s else None
+
+
+def login_failure_record(request, username: str) -> None:
+    _failure_record(_login_keys(request, username or ""))
+
+
+def token_refusal(request) -> TokenRefusal | None:
+    """A refusal while the address has sent too many wrong API tokens in the window; it is
+    also kept on the request, so the 429 says which limit it met (throttle_refusal)."""
+    wait_s = _wait_s(_token_keys(request))
+    if not wait_s:
+        return None
+    refusal = TokenRefusal(wait_s=wait_s)
+    setattr(request, _TOKEN_REFUSED, refusal)
+    return refusal
+
+
+def token_failure_record(request) -> None:
+    _failure_record(_token_keys(request))
 
 
 class LoginThrottleBackend(BaseBackend):

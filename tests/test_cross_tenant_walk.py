@@ -77,7 +77,11 @@ def test_the_walk_covers_every_operation_of_the_schema(workspace):
     assert ("post", "/api/rl/jobs/{id}/resume/") in {(m, p) for m, p, _ in operations}
 
 
-def test_a_rival_token_is_refused_on_every_operation(workspace, other_workspace, acme_ids):
+def test_a_rival_token_is_refused_on_every_operation(
+    settings, workspace, other_workspace, acme_ids
+):
+    # Each operation's own refusal, not the wrong-token allowance's 429 (levers9.throttles).
+    settings.LEVERS9_TOKEN_FAILURES_PER_ADDRESS = 10_000
     client = token_client(workspace, api_token(other_workspace, "owner@rival.test"))
     leaks = {}
     for method, path, _operation in _operations(workspace):

@@ -15,7 +15,8 @@ BAD_TRAIN = {"pack": "no such pack!"}  # refused with a 400: a write that saves 
 
 
 @pytest.fixture(autouse=True)
-def _fresh_counts():
+def _fresh_counts(db):
+    # The counts live in the database's cache table (rolled back with the test) or in Redis.
     cache.clear()
     yield
     cache.clear()
@@ -79,22 +80,25 @@ def test_its_default_rates_come_from_the_settings(settings):
     assert WorkspaceWriteThrottle().rate == rates["writes_per_workspace"]
 
 
-def test_the_schema_documents_the_429_on_writes_only(owner_client):
+def test_the_schema_documents_the_429_of_writes(owner_client):
     schema = owner_client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
     train = schema["paths"]["/api/rl/train/move-strategy/"]["post"]["responses"]
     assert "Retry-After" in train["429"]["headers"]
-    assert "429" not in schema["paths"]["/api/rl/jobs/"]["get"]["responses"]
+    assert "Too many writes" in train["429"]["description"]
+    # A read meets only the wrong-token allowance (test_wrong_tokens_are_throttled).
+    read = schema["paths"]["/api/rl/jobs/"]["get"]["responses"]["429"]
+    assert "Too many writes" not in read["description"]
 
 
 def test_with_redis_every_web_process_counts_the_same_writes():
-    """REDIS_URL puts the throttles' counts in Redis, so processes share one limit; the
-    embedded demo (one web process) counts in memory."""
+    """REDIS_URL puts the throttles' counts in Redis, so processes share one limit; without
+    it they live in the database's cache table (never one process's memory)."""
     from config.settings import cache_settings
 
     shared = cache_settings("redis://127.0.0.1:6379/0")["default"]
     assert shared["BACKEND"] == "django.core.cache.backends.redis.RedisCache"
     assert shared["LOCATION"] == "redis://127.0.0.1:6379/0"
-    assert cache_settings("")["default"]["BACKEND"].endswith("LocMemCache")
+    assert cache_settings("")["default"]["BACKEND"].endswith("DatabaseCache")
 
 
 # --- sign-in: failed passwords per account and per address --------------------------------
@@ -165,7 +169,8 @@ def test_one_workspaces_failures_never_lock_out_another(workspace, other_workspa
 def test_the_refusal_ends_when_the_failures_age_out(settings, workspace, monkeypatch):
     import levers9.throttles as throttles
 
-    now = [1_000_000.0]
+    # From the real time: the cache's own expiry reads the same clock.
+    now = [throttles.time.time()]
     monkeypatch.setattr(throttles.time, "time", lambda: now[0])
     for n in range(settings.LEVERS9_LOGIN_FAILURES_PER_ACCOUNT):
         _sign_in(client_for(workspace), "owner@acme.test", f"guess-{n}")
