@@ -133,8 +133,10 @@ def json_line_parse(line: str) -> Any:
     return value
 
 
-def _records_from_text(text: str) -> list[tuple[int, Any]]:
-    """(line number, parsed value) for a JSON array or a JSONL text; bad JSON raises."""
+def _records_from_text(text: str) -> tuple[list[tuple[int, Any]], list[ImportProblem]]:
+    """(line number, parsed value) for each readable record of a JSON array or a JSONL text,
+    and a problem for each that is not. Both come back together, so a file's broken lines and
+    its lines with bad fields are named in one answer."""
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
@@ -151,17 +153,15 @@ def _records_from_text(text: str) -> list[tuple[int, Any]]:
                 [ImportProblem(1, "not valid JSON (nested too deeply or a number too long)")]
             )
         # In a JSON array, "line" is the item's position, counted from 1.
-        records = list(enumerate(items, start=1))
-        problems = []
-        for number, item in records:
+        records, problems = [], []
+        for number, item in enumerate(items, start=1):
             found = bad_text_path(item)
             if found:
                 problems.append(ImportProblem(number, f'"{found[0]}": {found[1]}'))
-        if problems:
-            raise CallImportError(problems)
-        return records
-    records = []
-    problems = []
+            else:
+                records.append((number, item))
+        return records, problems
+    records, problems = [], []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -169,26 +169,28 @@ def _records_from_text(text: str) -> list[tuple[int, Any]]:
             records.append((number, json_line_parse(line)))
         except ValueError as error:
             problems.append(ImportProblem(number, str(error)))
-    if problems:
-        raise CallImportError(problems)
-    return records
+    return records, problems
 
 
 def _problem_with(record: Any) -> str | None:
+    """Everything wrong with one call, each field named, or None."""
     if not isinstance(record, dict):
         return "a call must be a JSON object"
+    problems = []
     call_id = record.get("id")
     if not isinstance(call_id, str) or not call_id.strip():
-        return '"id" is missing or not a non-empty string'
-    if len(call_id) > MAX_CALL_ID_LENGTH:
-        return f'"id" is longer than {MAX_CALL_ID_LENGTH} characters'
+        problems.append('"id" is missing or not a non-empty string')
+    elif len(call_id) > MAX_CALL_ID_LENGTH:
+        problems.append(f'"id" is longer than {MAX_CALL_ID_LENGTH} characters')
     outcome = record.get("outcome")
     if not isinstance(outcome, str) or outcome not in OUTCOMES:
-        return f'"outcome" is {_shown(outcome)}; use one of won, lost, unknown'
+        problems.append(f'"outcome" is {_shown(outcome)}; use one of won, lost, unknown')
     turns = record.get("turns")
     if not isinstance(turns, list) or not turns:
-        return '"turns" is missing or empty; give a list of {"speaker", "text"} objects'
-    return turns_problem(turns)
+        problems.append('"turns" is missing or empty; give a list of {"speaker", "text"} objects')
+    elif turn_problem := turns_problem(turns):
+        problems.append(turn_problem)
+    return "; ".join(problems) or None
 
 
 def turns_problem(turns: Any) -> str | None:
@@ -223,9 +225,9 @@ def _shown(value: Any) -> str:
 
 
 def calls_validate(text: str | bytes) -> list[tuple[int, dict[str, Any]]]:
-    """Every record with its line number, or CallImportError naming every bad line."""
-    records = _records_from_text(import_text_decode(text, error=CallImportError))
-    problems: list[ImportProblem] = []
+    """Every record with its line number, or CallImportError naming every bad line, unreadable
+    and ill-formed alike, in the file's order."""
+    records, problems = _records_from_text(import_text_decode(text, error=CallImportError))
     first_line_of: dict[str, int] = {}
     for number, record in records:
         reason = _problem_with(record)
@@ -236,7 +238,7 @@ def calls_validate(text: str | bytes) -> list[tuple[int, dict[str, Any]]]:
         else:
             first_line_of[record["id"]] = number
     if problems:
-        raise CallImportError(problems)
+        raise CallImportError(sorted(problems, key=lambda problem: problem.line))
     if not records:
         raise CallImportError([ImportProblem(1, "the file holds no calls")])
     return records
