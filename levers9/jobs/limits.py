@@ -20,6 +20,7 @@ from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from levers9.models import CardAllocation, Workspace
+from levers9.pools import PERSON_JOB, SHORT_JOB
 
 QUEUED_LIMIT_FIELD = "queued_jobs_limit"
 # The refusal's Retry-After: a waiting job starts when another ends, which is minutes on a CPU
@@ -38,9 +39,12 @@ class JobLimitReached(Exception):
 
 
 def workspace_jobs_waiting(*, workspace: Workspace) -> int:
-    """Jobs of the workspace waiting for cards, on every pool."""
+    """Jobs of the workspace waiting for cards, on every pool: a person's, long or short
+    (background work is never refused, and does not count)."""
     return CardAllocation.objects.filter(
-        workspace=workspace, holder_kind="job", state=CardAllocation.State.WAITING
+        workspace=workspace,
+        holder_kind__in=(PERSON_JOB, SHORT_JOB),
+        state=CardAllocation.State.WAITING,
     ).count()
 
 
