@@ -19,6 +19,7 @@ Variables (all optional for local use):
   LEVERS9_THROTTLE_WRITES_PER_USER / _PER_WORKSPACE
                         API write rates (default 600/minute and 2000/minute)
   LEVERS9_LOGIN_FAILURES_PER_ACCOUNT / _PER_ADDRESS / LEVERS9_LOGIN_FAILURE_WINDOW_S
+  LEVERS9_TOKEN_FAILURES_PER_ADDRESS  wrong API tokens per address in that window (default 20)
                         failed sign-ins allowed before a 429 (default 10 and 50 in 900 s)
   LEVERS9_UPLOAD_MAX_MB the largest request body (default 50)
 """
@@ -217,6 +218,8 @@ AUTHENTICATION_BACKENDS = [
 LEVERS9_LOGIN_FAILURES_PER_ACCOUNT = int(os.environ.get("LEVERS9_LOGIN_FAILURES_PER_ACCOUNT", 10))
 LEVERS9_LOGIN_FAILURES_PER_ADDRESS = int(os.environ.get("LEVERS9_LOGIN_FAILURES_PER_ADDRESS", 50))
 LEVERS9_LOGIN_FAILURE_WINDOW_S = int(os.environ.get("LEVERS9_LOGIN_FAILURE_WINDOW_S", 15 * 60))
+# Wrong API tokens from one address in that window before every token from it gets a 429.
+LEVERS9_TOKEN_FAILURES_PER_ADDRESS = int(os.environ.get("LEVERS9_TOKEN_FAILURES_PER_ADDRESS", 20))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
