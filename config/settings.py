@@ -19,8 +19,9 @@ Variables (all optional for local use):
   LEVERS9_THROTTLE_WRITES_PER_USER / _PER_WORKSPACE
                         API write rates (default 600/minute and 2000/minute)
   LEVERS9_LOGIN_FAILURES_PER_ACCOUNT / _PER_ADDRESS / LEVERS9_LOGIN_FAILURE_WINDOW_S
-  LEVERS9_TOKEN_FAILURES_PER_ADDRESS  wrong API tokens per address in that window (default 20)
                         failed sign-ins allowed before a 429 (default 10 and 50 in 900 s)
+  LEVERS9_TOKEN_FAILURES_PER_ADDRESS
+                        wrong API tokens from one address in that window before a 429 (20)
   LEVERS9_UPLOAD_MAX_MB the largest request body (default 50)
 """
 
