@@ -19,17 +19,22 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import DatabaseError, connection
 from django.utils import timezone
+from django_tenants.utils import schema_context
 
 from levers9.jobs.kinds import job_kind, trainer_lookup
 from levers9.jobs.models import Job
 from levers9.jobs.processes import this_process
 from levers9.jobs.progress import job_event_send
+from levers9.jobs.trainer_guard import guarded
 from levers9.models import CardAllocation
 from levers9.pools import SHORT_JOB, cards_release
 from trainers.runtime import parse_progress_line
@@ -126,7 +131,9 @@ def _run_trainer(job: Job) -> dict[str, Any]:
         slots = max(1, settings.LEVERS9_CPU_POOL_SLOTS)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // slots)))
     process = subprocess.Popen(  # noqa: S603 - our interpreter, our module, our files
-        _trainer_command(job, Path(job.spec_path), out_path),
+        # Under a guard that stops the trainer's whole tree if this worker dies: it runs in a
+        # session of its own, out of reach of what ends the worker (levers9.jobs.trainer_guard).
+        guarded(_trainer_command(job, Path(job.spec_path), out_path), worker_pid=os.getpid()),
         cwd=settings.BASE_DIR,
         env=env,
         stdout=subprocess.PIPE,
@@ -136,9 +143,10 @@ def _run_trainer(job: Job) -> dict[str, Any]:
         start_new_session=True,
     )
     if job.background:
-        # Before it imports anything: whatever it starts later inherits the priority.
+        # The guard's group, the trainer included whether or not the guard has started it
+        # yet: whatever they start later inherits the priority.
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, process.pid, BACKGROUND_NICENESS)
+            os.setpriority(os.PRIO_PGRP, process.pid, BACKGROUND_NICENESS)
     Job.objects.filter(pk=job.pk).update(trainer_pid=process.pid)
     last_write = last_heartbeat = 0.0
     pending: dict[str, Any] | None = None
@@ -158,7 +166,9 @@ def _run_trainer(job: Job) -> dict[str, Any]:
             now = time.monotonic()
             if pending and now - last_write >= PROGRESS_WRITE_INTERVAL:
                 _write_progress(job.pk, pending)
-                pending, last_write, last_heartbeat = None, now, now
+                # Not the heartbeat's clock: its look at the job's state is how a cancel
+                # reaches the trainer, from whichever machine it came.
+                pending, last_write = None, now
             if now - last_heartbeat >= HEARTBEAT_INTERVAL:
                 last_heartbeat = now
                 Job.objects.filter(pk=job.pk).update(heartbeat_at=timezone.now())
@@ -189,7 +199,39 @@ def _run_in_worker(job: Job) -> dict[str, Any]:
         if _state(job.pk) == Job.State.CANCELLED:
             raise JobCancelled
 
-    return function(job.pk, progress)
+    with _heartbeat(job.pk):
+        return function(job.pk, progress)
+
+
+@contextlib.contextmanager
+def _heartbeat(job_id: int) -> Iterator[None]:
+    """Beat for a job whose function runs here, between its progress reports.
+
+    A dashboard on another machine cannot ask this one whether the worker lives: it goes by
+    the heartbeat (levers9.jobs.processes.process_alive), and a function may go minutes
+    between reports (one long reading of replies). A thread of its own, on a connection of
+    its own, in the job's workspace.
+    """
+    schema_name, stopping = connection.schema_name, threading.Event()
+
+    def beat() -> None:
+        try:
+            with schema_context(schema_name):
+                while not stopping.wait(HEARTBEAT_INTERVAL):
+                    with contextlib.suppress(DatabaseError):  # the next beat tries again
+                        Job.objects.filter(pk=job_id).update(heartbeat_at=timezone.now())
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"job-{job_id}-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stopping.set()
+        # Not for ever: a beat waiting on a row lock (a caller's open transaction) must not
+        # hold the worker; it ends by itself.
+        thread.join(timeout=HEARTBEAT_INTERVAL)
 
 
 def _write_progress(job_id: int, record: dict[str, Any]) -> None:
@@ -222,9 +264,11 @@ def _new_phase(earlier: dict[str, Any], record: dict[str, Any]) -> bool:
 
 
 def _stop(process: subprocess.Popen) -> None:
-    """Stop the trainer and anything it started (torchrun's ranks share its session)."""
+    """Stop the trainer and anything it started: its guard leads the group, and stops the
+    processes below it that started sessions of their own (torchrun's ranks)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
+        os.killpg(process.pid, signal.SIGCONT)  # a suspended trainer must hear it too
     try:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:

@@ -5,10 +5,21 @@ an OOM kill, `kill -9`), serve starts a new one and leaves the worker and the em
 alone, so a training carries on and the new web process's job watcher adopts it (levers9.jobs
 .adoption.jobs_follow). A dead worker is started again the same way. Only Ctrl+C (or SIGTERM to
 serve) stops everything: both processes, then the embedded database when we use it.
+
+Nothing a process started outlives it: each runs as the leader of a process group of its own,
+and when it ends — dead, replaced, or stopped — serve kills what is left in its group (a
+killed worker's sentinel and workers) before starting the next one. The leader is reaped only
+after that, so its group's id cannot have gone to another process meanwhile. What left the
+group (a trainer, in a session of its own) dies with its parent (levers9.management.commands
+.qcluster, levers9.jobs.trainer_guard).
+
+`--no-web` runs the worker alone: a second worker machine for the same pools, on the first
+machine's database and Redis (README, "Adding a worker machine").
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,7 +27,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from levers9 import embedded_pg
 
@@ -54,10 +65,21 @@ class _Kept:
         self.restart_at = None
 
     def died(self) -> int | None:
-        """The exit code when the process has ended since it was started, else None."""
+        """The exit code when the process has ended since it was started (what it left in its
+        group killed), else None."""
         if self.process is None or self.restart_at is not None:
             return None
-        return self.process.poll()
+        if self.process.returncode is None and not _has_exited(self.process.pid):
+            return None
+        return self.end_group()
+
+    def end_group(self) -> int:
+        """Kill whatever is left in the process's group, the process too, then reap it."""
+        # Until it is reaped the leader is a zombie whose pid, the group's id, nobody else can
+        # have: the group signalled is still ours.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        return self.process.wait()
 
     def schedule_restart(self) -> float:
         """When to start it again: at once after a long life, later after a quick death."""
@@ -69,7 +91,19 @@ class _Kept:
         return self.backoff_s
 
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return (
+            self.process is not None
+            and self.process.returncode is None
+            and not _has_exited(self.process.pid)
+        )
+
+
+def _has_exited(pid: int) -> bool:
+    """Whether our child `pid` has ended, without reaping it (Popen.poll would)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 class Command(BaseCommand):
@@ -80,27 +114,51 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)))
         parser.add_argument("--no-worker", action="store_true")
         parser.add_argument(
+            "--no-web",
+            action="store_true",
+            help="Run the worker alone: another machine serving the same pools.",
+        )
+        parser.add_argument(
             "--keep-database", action="store_true", help="Leave the embedded database running."
         )
 
-    def handle(self, *args, host: str, port: int, no_worker: bool, keep_database: bool, **options):
-        python = sys.executable
-        kept = [
-            _Kept(
-                name="web process (daphne)",
-                argv=[
-                    python,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    host,
-                    "-p",
-                    str(port),
-                    "config.asgi:application",
-                ],
-                env={**os.environ, "LEVERS9_JOB_WATCHER": "1"},
+    def handle(
+        self,
+        *args,
+        host: str,
+        port: int,
+        no_worker: bool,
+        no_web: bool,
+        keep_database: bool,
+        **options,
+    ):
+        if no_web and no_worker:
+            raise CommandError("--no-web and --no-worker together leave nothing to serve.")
+        if no_web and not os.environ.get("DATABASE_URL"):
+            # A worker machine on an embedded database of its own would serve nobody's jobs.
+            raise CommandError(
+                "A worker machine (--no-web) serves the first machine's jobs: set DATABASE_URL "
+                "(and REDIS_URL) to that machine's PostgreSQL (and Redis)."
             )
-        ]
+        python = sys.executable
+        kept = []
+        if not no_web:
+            kept.append(
+                _Kept(
+                    name="web process (daphne)",
+                    argv=[
+                        python,
+                        "-m",
+                        "daphne",
+                        "-b",
+                        host,
+                        "-p",
+                        str(port),
+                        "config.asgi:application",
+                    ],
+                    env={**os.environ, "LEVERS9_JOB_WATCHER": "1"},
+                )
+            )
         if not no_worker:
             kept.append(
                 _Kept(
@@ -120,9 +178,8 @@ class Command(BaseCommand):
         for each in kept:
             each.start()
             self.stdout.write(f"Started the {each.name}, pid {each.process.pid}.")
-        self.stdout.write(
-            self.style.SUCCESS(f"Serving on http://{host}:{port}/ — press Ctrl+C to stop.")
-        )
+        serving = f"on http://{host}:{port}/" if not no_web else "this machine's worker"
+        self.stdout.write(self.style.SUCCESS(f"Serving {serving} — press Ctrl+C to stop."))
         while not stopping:
             self._keep_running(kept)
             time.sleep(0.3)
@@ -153,11 +210,11 @@ class Command(BaseCommand):
             if each.running():
                 # SIGTERM to each main process only: qcluster hangs when its group is signalled.
                 each.process.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
         for each in kept:
-            if each.process is None:
+            if each.process is None or each.process.returncode is not None:
                 continue
-            try:
-                each.process.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                each.process.kill()
-                each.process.wait()
+            while each.running() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            # Then whatever is left in its group goes, the process itself if it did not stop.
+            each.end_group()
