@@ -16,6 +16,8 @@ Variables (all optional for local use):
                         (default 4096); each judge fit, and manage.py sweep_features, removes
                         the least used
   LEVERS9_Q_CLUSTER     the task-queue cluster this process serves (default "local-cpu")
+  LEVERS9_HOST_NAME     this machine's name on job records (default: its hostname); each
+                        worker machine needs its own
   LEVERS9_THROTTLE_WRITES_PER_USER / _PER_WORKSPACE
                         API write rates (default 600/minute and 2000/minute)
   LEVERS9_LOGIN_FAILURES_PER_ACCOUNT / _PER_ADDRESS / LEVERS9_LOGIN_FAILURE_WINDOW_S

@@ -13,9 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import signal
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +26,7 @@ from levers9.jobs.estimates import job_expected_seconds
 from levers9.jobs.kinds import job_kind, produced_listeners, trainer_lookup
 from levers9.jobs.limits import job_limits_check
 from levers9.jobs.models import Job
-from levers9.jobs.processes import pid_alive
+from levers9.jobs.processes import orphan_trainer_stop
 from levers9.jobs.progress import job_event_send
 from levers9.models import GpuPool
 from levers9.pools import (
@@ -349,9 +346,7 @@ def job_cancel(*, job: Job) -> Job:
 
 
 def orphan_trainer_kill(job: Job) -> None:
-    """If the trainer runs on this host and its worker is gone, nobody else will stop it."""
-    host, _, pid = job.worker.partition(":")
-    if not job.trainer_pid or host != socket.gethostname() or pid_alive(int(pid or 0)):
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(job.trainer_pid, signal.SIGKILL)
+    """If the trainer runs on this host and its worker is gone, nobody else will stop it
+    (levers9.jobs.processes.orphan_trainer_stop: on its own host, and only while that pid
+    still runs this job's spec)."""
+    orphan_trainer_stop(worker=job.worker, trainer_pid=job.trainer_pid, spec_path=job.spec_path)
