@@ -30,6 +30,7 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 from django_tenants.utils import schema_context
 
+from levers9.jobs.cores import trainer_thread_env
 from levers9.jobs.kinds import job_kind, trainer_lookup
 from levers9.jobs.models import Job
 from levers9.jobs.processes import this_process
@@ -122,14 +123,19 @@ def _run_trainer(job: Job) -> dict[str, Any]:
     out_path.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(settings.BASE_DIR)}
     short = CardAllocation.objects.filter(pk=job.card_allocation_id, holder_kind=SHORT_JOB)
-    if job.background or short.exists():
-        # A lane beside the pool's slots (levers9.pools): one thread, so the job holding the
-        # slot keeps its cores' worth.
-        env["OMP_NUM_THREADS"] = "1"
-    elif job.card_type.lower() == "cpu":
-        # Jobs sharing the CPU pool share its cores; oversubscribed torch threads thrash.
-        slots = max(1, settings.LEVERS9_CPU_POOL_SLOTS)
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // slots)))
+    in_lane = job.background or short.exists()
+    if in_lane or job.card_type.lower() == "cpu":
+        # Jobs sharing the CPU pool share the cores this process really has (levers9.jobs.
+        # cores): a lane's job beside the slots gets one thread, so the slot's job keeps its
+        # share; a slot's job its share of the cores, unless the operator set the threads.
+        sizing = trainer_thread_env(
+            lane_threads=1 if in_lane else None, slots=settings.LEVERS9_CPU_POOL_SLOTS
+        )
+        for name, value in sizing.items():
+            if in_lane:
+                env[name] = value
+            else:
+                env.setdefault(name, value)
     process = subprocess.Popen(  # noqa: S603 - our interpreter, our module, our files
         # Under a guard that stops the trainer's whole tree if this worker dies: it runs in a
         # session of its own, out of reach of what ends the worker (levers9.jobs.trainer_guard).
