@@ -14,6 +14,9 @@ A world's judge (workspace schema):
              resolver the Duel, picks, judges, the fit, overrides, agreement and the radar ask
   resolve    which judge scores a world's moments (judge_for_world): the one resolver
   versions   the world's numbered fitted versions: the newest, and a version as a judge
+  reading    which base a fit reads with, the workspace's feature cache, the reader a version
+             scores with: base_client, which asks the machine's one scoring process per
+             base (trainers.judge.base_server), so no process that scores holds a model
   setting    Environment → Judge: naming the world's judge (world_judge_set)
   scoring    a stored reply's verdict recorded, and many items scored for the API
   rows       what a world's judge learns from: frozen picks, overrides, outcome-labelled calls

@@ -5,12 +5,12 @@ A fit reads with the base LEVERS9_JUDGE_BASE names ("default": the default base 
 the fit runs on; "none": the words alone). A fitted version remembers the base it was fitted
 with, and is scored with that base wherever the base is on the machine; where it is not, the
 version scores with its words alone and says so in its name (its verdicts are stored apart).
+Scoring reads through the machine's one scoring process per base (arena.judge.base_client).
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -60,38 +60,27 @@ def judge_fit_place() -> tuple[Any, str, str]:
 
 
 def base_reader(base: str) -> Any:
-    """A reader of `base` for scoring in this process (on the CPU), or None when the base is
-    not on this machine (nothing is downloaded at run time)."""
-    from trainers.wording.bases import BaseNotFoundError, resolve_base
+    """A reader of `base` for scoring, or None when the base is not on this machine (nothing
+    is downloaded at run time). The base is read by the machine's scoring process for it
+    (trainers.judge.base_server), never in this process: the web process and the workers'
+    tasks hold no model."""
+    from trainers.judge.base_server import base_on_machine
 
-    try:
-        resolve_base(base, models_dir=settings.MODELS_DIR)
-    except (BaseNotFoundError, ValueError):
+    if not base_on_machine(base, models_dir=settings.MODELS_DIR):
         return None
     return _reader(base, str(settings.MODELS_DIR), str(features_dir()))
 
 
 @functools.lru_cache(maxsize=8)
 def _reader(base: str, models_dir: str, features: str) -> Any:
-    # One base in memory per process, shared by every version that reads with it.
-    from trainers.judge.base_features import BaseReader
+    # One client per base and workspace cache, shared by every version that reads with it.
+    from arena.judge.base_client import BaseClient
+    from trainers.judge.base_server import IDLE_SECONDS
 
-    return _LockedReader(BaseReader(base, models_dir=models_dir, features_dir=features))
-
-
-class _LockedReader:
-    """A reader one thread at a time: the web server answers requests on several threads,
-    and a base's forward passes and its lazy load are not made to be shared."""
-
-    def __init__(self, reader: Any):
-        self.reader = reader
-        self.base = reader.base
-        self._lock = threading.Lock()
-
-    def features(self, items, **kwargs):
-        with self._lock:
-            return self.reader.features(items, **kwargs)
-
-    def answers(self, items, **kwargs):
-        with self._lock:
-            return self.reader.answers(items, **kwargs)
+    return BaseClient(
+        base,
+        models_dir=models_dir,
+        features_dir=features,
+        # LEVERS9_JUDGE_SCORING_IDLE_S: how long the scoring process keeps the base unasked.
+        idle_seconds=getattr(settings, "JUDGE_SCORING_IDLE_SECONDS", IDLE_SECONDS),
+    )

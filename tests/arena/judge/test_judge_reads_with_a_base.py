@@ -19,6 +19,7 @@ from arena.models import JudgeVersion
 from arena.services import calls_import, world_create
 from levers9.shipped_data import PERSUASION_CALLS
 from trainers.judge import fit as judge_fit
+from trainers.judge.base_server import servers_stop
 from trainers.wording.bases import TINY_BASE, base_dir, tiny_base
 
 CALLS = 80
@@ -31,6 +32,7 @@ def tiny_judge_base(settings):
     versions._loaded.cache_clear()
     _reader.cache_clear()
     yield settings.MODELS_DIR
+    servers_stop(settings.MODELS_DIR)  # the scoring process the test's scores started
     versions._loaded.cache_clear()
     _reader.cache_clear()
 
