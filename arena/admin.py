@@ -88,6 +88,7 @@ class WorldAdminForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.initial["moves"] = moves_as_text(self.instance.moves)
+        if self.instance.pk and "slug" in self.fields:  # absent where the form is only viewed
             # The slug is the world's address in pages, the API and frozen picks.
             self.fields["slug"].disabled = True
 
@@ -361,6 +362,11 @@ class TurnAdmin(RoleAdminMixin, admin.ModelAdmin):
     list_select_related = ["call"]
     list_editable = ["move_label"]
     readonly_fields = ["call", "index", "speaker", "text", "move_label_source"]
+
+    def has_add_permission(self, request) -> bool:
+        # A turn belongs to its call, made by the import: one added alone had no call and no
+        # place in it (its save failed in the database, a 500).
+        return False
 
     def formfield_for_dbfield(self, db_field, request, **kwargs):
         if db_field.name == "move_label":
