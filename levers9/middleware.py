@@ -12,7 +12,8 @@
 - DatabaseUnavailableMiddleware: while the database cannot be reached, a 503 with Retry-After
   (JSON under /api/), never "Server Error (500)".
 - UploadLimitMiddleware: a body over the upload limit is a 413 naming the limit, answered
-  before anything reads the body.
+  before anything reads the body; a body sent chunked (no Content-Length) is measured up to the
+  limit and read like any other.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import tempfile
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -319,6 +321,45 @@ class _CappedBody:
         self.stream.close()
 
 
+_MEASURE_CHUNK = 64 * 1024
+
+
+def _measure_undeclared_body(request: HttpRequest, limit: int) -> bool:
+    """Gives a body sent without a Content-Length the header it would have had, and the request
+    a stream that reads it from its start; False (nothing kept) when it is over `limit`.
+
+    Read through _CappedBody, so never more than one byte past the limit. daphne's body (a
+    spooled file, Django's ASGI handler) is read again from its start; a stream that cannot
+    seek (WSGI) is copied into a spooled file of the same kind."""
+    stream = request._stream
+    capped = _CappedBody(stream, limit, request)
+    seekable = hasattr(stream, "seekable") and stream.seekable()
+    start = stream.tell() if seekable else 0
+    # The copy outlives this function: it becomes the request's stream, closed with it.
+    copy = (
+        None if seekable else tempfile.SpooledTemporaryFile(settings.FILE_UPLOAD_MAX_MEMORY_SIZE)  # noqa: SIM115
+    )
+    length = 0
+    try:
+        while chunk := capped.read(_MEASURE_CHUNK):
+            length += len(chunk)
+            if copy is not None:
+                copy.write(chunk)
+    except UploadTooLarge:
+        if copy is not None:
+            copy.close()
+        return False
+    if not length:
+        return True  # no body: nothing to say
+    if copy is not None:
+        copy.seek(0)
+        request._stream = copy
+    else:
+        stream.seek(start)
+    request.META["CONTENT_LENGTH"] = str(length)
+    return True
+
+
 def upload_too_large_response(request: HttpRequest, limit: int) -> HttpResponse:
     megabytes = limit / (1024 * 1024)
     detail = (
@@ -333,7 +374,14 @@ class UploadLimitMiddleware:
     """No body over DATA_UPLOAD_MAX_MEMORY_SIZE (LEVERS9_UPLOAD_MAX_MB) is read. Django checks
     that limit only where it reads `request.body` itself; the imports read the stream (a 150 MB
     body was parsed in full). A Content-Length over the limit is refused before anything reads
-    the body; a body without one is read through a counter that stops at the limit."""
+    the body.
+
+    A body without one (Transfer-Encoding: chunked: curl -T -, a client streaming a generator)
+    reaches Django whole, as daphne received it, but with no Content-Length, and both DRF
+    (`Request._load_stream`) and Django's multipart parser read a missing length as "no body":
+    an import said "The body is empty", a chunked world "This field is required". So it is
+    measured here, once, through a counter that stops at the limit (a 413 past it), and given
+    the Content-Length it would have had; every endpoint then reads it as any other body."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -352,8 +400,8 @@ class UploadLimitMiddleware:
                 return _refused(request, 400, "The Content-Length header is not a number of bytes.")
             if length > limit:
                 return upload_too_large_response(request, limit)
-        else:
-            request._stream = _CappedBody(request._stream, limit, request)
+        elif not _measure_undeclared_body(request, limit):
+            return upload_too_large_response(request, limit)
         response = self.get_response(request)
         if getattr(request, _UPLOAD_TOO_LARGE, False):
             # Read past the limit somewhere inside (a view, or a middleware reading a form):
