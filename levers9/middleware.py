@@ -1,8 +1,9 @@
 """Middleware of the API and the pages.
 
 - RefuseBadTextMiddleware: a NUL character or a lone surrogate in the path, a query parameter,
-  a form field or a JSON string is a 400 that names the field (JSON under /api/, a page
-  elsewhere, the admin included), refused once here rather than in every view.
+  a form field or a JSON string, and an id (in the address or a JSON body) past what an id
+  column holds, is a 400 that names the field (JSON under /api/, a page elsewhere, the admin
+  included), refused once here rather than in every view.
 - SameOriginCsrfMiddleware: Django's CSRF check, accepting only the request's own origin, so
   one workspace's pages can never post to another's.
 - ApiSlashOptionalMiddleware: an API path with or without its trailing slash is one route
@@ -35,7 +36,14 @@ from django.urls import is_valid_path
 from django.utils.functional import cached_property
 from django.utils.html import escape
 
-from levers9.text import bad_text_in_fields, bad_text_path, printable, text_problem
+from levers9.text import (
+    bad_text_in_fields,
+    bad_text_path,
+    number_problem,
+    out_of_range_number_path,
+    printable,
+    text_problem,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +92,12 @@ _API_ERRORS = {
 }
 
 
+# Path arguments that are numbers but reach a view as text: a DRF router's `pk` (and the
+# regex routes named like it), a preference version's `number`. Other text arguments are text
+# (a live call's own id, a slug), whatever digits they hold; `<int:...>` arrives as an int.
+_NUMBERS_AS_TEXT = {"pk", "number"}
+
+
 class RefuseBadTextMiddleware:
     """PostgreSQL cannot hold NUL in text, nor can UTF-8 encode a lone surrogate, so a filter or
     a value carrying one fails in the database (a 500); it is refused before any view runs,
@@ -106,6 +120,22 @@ class RefuseBadTextMiddleware:
         if _is_api(request):
             return JsonResponse({field: [problem]}, status=400)
         return bad_text_page(field, problem)
+
+    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
+        """An id in the address past what an id column holds (`/calls/<20 digits>/`) is
+        refused naming it: it was looked for, and "not found" said nothing of why."""
+        for name, value in view_kwargs.items():
+            if isinstance(value, str) and name in _NUMBERS_AS_TEXT:
+                value = int(value) if value.isascii() and value.isdigit() else None
+            if not isinstance(value, int) or isinstance(value, bool):
+                continue
+            problem = number_problem(value)
+            if problem:
+                field = "id" if name == "pk" else name  # the schema's name for a router's pk
+                if _is_api(request):
+                    return JsonResponse({field: [problem]}, status=400)
+                return bad_text_page(field, problem)
+        return None
 
 
 def bad_text_page(field: str, problem: str) -> HttpResponse:
@@ -153,7 +183,7 @@ def _bad_text_in_json(request: HttpRequest) -> tuple[str, str] | None:
         return None
     try:
         data = json.loads(request.body)
-        return bad_text_path(data)
+        return bad_text_path(data) or out_of_range_number_path(data)
     except RecursionError:
         # Nested deeper than any body of ours: refused here, before a parser tries it.
         return "body", "The JSON is nested too deeply."
