@@ -244,7 +244,9 @@ def manifest_text(
 
 # A spreadsheet reads a cell that starts with one of these as a formula ("CSV injection"):
 # a reviewer's name or a reply could then open a link or run a command on the reader's machine.
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# The full-width signs (＝ ＋ － ＠) count too: Excel with an East Asian input reads them as
+# the ASCII ones.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 
 def spreadsheet_cell(value: str) -> str:
