@@ -14,6 +14,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
+from levers9.daphne_limits import answer_over_long_requests  # noqa: E402
 from levers9.websocket import (  # noqa: E402
     SameHostOriginValidator,
     WorkspaceEventsConsumer,
@@ -52,6 +53,7 @@ def _pass_form_bodies_through_daphne() -> None:
 
 
 _pass_form_bodies_through_daphne()
+answer_over_long_requests()  # a 414 or 431 where daphne closed the connection unanswered
 
 if os.environ.get("LEVERS9_JOB_WATCHER") == "1":
     # The dashboard follows jobs from the web process (see levers9/jobs/watcher.py).

@@ -1,16 +1,19 @@
 """What reaches our code through a real daphne on loopback, and what it answers: a body sent
 chunked (Transfer-Encoding: chunked, no Content-Length) is read by every endpoint that takes a
-body, up to the upload limit, with a JSON 413 past it.
+body, up to the upload limit, with a JSON 413 past it; an over-long request line is a 414 and an
+over-long header a 431 (levers9.daphne_limits), where the connection was closed unanswered.
 
 The limit is 1 MiB in this server (LEVERS9_UPLOAD_MAX_MB=1), so a body past it is small."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
 import json
 import os
 import signal
+import socket
 import subprocess
 
 import pytest
@@ -223,3 +226,50 @@ def test_a_chunked_body_from_a_stream_that_cannot_seek_is_read_too(settings):
 
     UploadLimitMiddleware(view)(ASGIRequest(scope, Unseekable(b"y" * 1000)))
     assert seen == {"length": "1000", "body": b"y" * 1000}
+
+
+# --- over-long request lines and headers ---------------------------------------------------
+
+
+def _raw(port: int, request: bytes) -> tuple[str, bytes]:
+    """Sends `request` as it is and reads the answer to its end: (status line, body). The server
+    may answer before the request is all sent; what it says is read all the same."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        # Answered and closed before the rest was sent: the answer is there all the same.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            connection.sendall(request)
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    return head.split(b"\r\n")[0].decode(), body
+
+
+@pytest.mark.parametrize(
+    "target", ["/api/rl/packs/" + "a" * 100_000, "/duel/?scenario=" + "a" * 100_000]
+)
+def test_a_100_kb_address_is_a_414(server, target):
+    request = f"GET {target} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
+    status, body = _raw(server, request)
+    assert status == "HTTP/1.1 414 URI Too Long", (status, body[:200])
+    assert json.loads(body)["limit_bytes"] == 16384
+
+
+def test_a_100_kb_header_is_a_431(server):
+    request = f"GET / HTTP/1.1\r\nHost: localhost\r\nX-Long: {'a' * 100_000}\r\n\r\n".encode()
+    status, body = _raw(server, request)
+    assert status == "HTTP/1.1 431 Request Header Fields Too Large", (status, body[:200])
+    assert "header" in json.loads(body)["detail"]
+
+
+def test_headers_too_long_together_are_a_431(server):
+    headers = "".join(f"X-Part-{number}: {'a' * 1000}\r\n" for number in range(20))
+    request = f"GET / HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n".encode()
+    status, _ = _raw(server, request)
+    assert status == "HTTP/1.1 431 Request Header Fields Too Large", status
+
+
+def test_an_address_within_the_limit_is_served(server):
+    request = f"GET /?q={'a' * 8000} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    status, _ = _raw(server, request.encode())
+    assert status.startswith("HTTP/1.1 200"), status
