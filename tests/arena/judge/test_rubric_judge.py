@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -363,43 +362,6 @@ def test_it_imports_nothing_outside_the_standard_library():
 
     assert imported
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}
-
-
-def test_it_judges_at_least_two_thousand_replies_a_second(judge):
-    # Distinct ten-turn contexts, so the context cache cannot flatter the number.
-    base = [
-        Turn("agent" if index % 2 == 0 else "customer", text)
-        for index, text in enumerate(
-            [
-                "Good morning, Harbour Lettings, how can I help?",
-                "Hi, I saw the two-bed flat on Elm Road online, is it still free?",
-                "It is! It's £1,200 a month and available from June.",
-                "Cool, I've got two kids so I'd need somewhere near a school.",
-                "There are two good primary schools within walking distance.",
-                "That sounds great. Is there any outside space?",
-                "Yes, a small private garden at the back.",
-                "Nice. We need to move quite soon though, my lease ends next month.",
-                "Understood. Viewings are open this week.",
-            ]
-        )
-    ]
-    reply = "There is one permit space. Shall I book a viewing on Thursday at 6pm?"
-    rounds = [
-        [
-            (*base, Turn("customer", f"OK, what about parking for flat {round_}-{n}?"))
-            for n in range(500)
-        ]
-        for round_ in range(3)
-    ]
-
-    best = 0.0
-    for contexts in rounds:  # best of three, each round on contexts never seen before
-        started = time.perf_counter()
-        for context in contexts:
-            judge.score(context, reply)
-        best = max(best, len(contexts) / (time.perf_counter() - started))
-
-    assert best >= 2000, f"{best:.0f} judgements a second"
 
 
 def test_it_scores_every_agent_turn_of_fifty_real_calls(judge):
