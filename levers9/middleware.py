@@ -1,9 +1,9 @@
 """Middleware of the API and the pages.
 
-- RefuseBadTextMiddleware: a NUL character or a lone surrogate in the path, a query parameter,
-  a form field or a JSON string, and an id (in the address or a JSON body) past what an id
-  column holds, is a 400 that names the field (JSON under /api/, a page elsewhere, the admin
-  included), refused once here rather than in every view.
+- RefuseBadTextMiddleware: a NUL character or a lone surrogate in the path, a cookie, a query
+  parameter, a form field or a JSON string, and an id (in the address or a JSON body) past
+  what an id column holds, is a 400 that names the field (JSON under /api/, a page elsewhere,
+  the admin included), refused once here rather than in every view.
 - SameOriginCsrfMiddleware: Django's CSRF check, accepting only the request's own origin, so
   one workspace's pages can never post to another's.
 - ApiSlashOptionalMiddleware: an API path with or without its trailing slash is one route
@@ -110,6 +110,7 @@ class RefuseBadTextMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         found = (
             _bad_text_in_path(request)
+            or _bad_text_in_cookies(request)
             or bad_text_in_fields(request.GET)
             or _bad_text_in_form(request)
             or _bad_text_in_json(request)
@@ -118,8 +119,13 @@ class RefuseBadTextMiddleware:
             return self.get_response(request)
         field, problem = found
         if _is_api(request):
-            return JsonResponse({field: [problem]}, status=400)
-        return bad_text_page(field, problem)
+            response = JsonResponse({field: [problem]}, status=400)
+        else:
+            response = bad_text_page(field, problem)
+        for name, value in request.COOKIES.items():
+            if text_problem(value) and not text_problem(name):
+                response.delete_cookie(name)  # else every request after this one is refused
+        return response
 
     def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs):
         """An id in the address past what an id column holds (`/calls/<20 digits>/`) is
@@ -154,6 +160,17 @@ def bad_text_page(field: str, problem: str) -> HttpResponse:
 def _bad_text_in_path(request: HttpRequest) -> tuple[str, str] | None:
     problem = text_problem(request.path)
     return ("path", problem) if problem else None
+
+
+def _bad_text_in_cookies(request: HttpRequest) -> tuple[str, str] | None:
+    """A cookie's value is looked up too (the session's key, in the database): a quoted value
+    takes octal escapes, so `sessionid="a\\000b"` carried a NUL there. The session is read
+    lazily, after this check. The refusal clears the cookie."""
+    for name, value in request.COOKIES.items():
+        problem = text_problem(name) or text_problem(value)
+        if problem:
+            return f"cookie {printable(name)}", f"{problem} The cookie is cleared: send again."
+    return None
 
 
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")

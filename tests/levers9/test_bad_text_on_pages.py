@@ -127,3 +127,21 @@ def test_a_bulk_action_still_takes_real_ids(owner, workspace):
     )
     assert response.status_code == 200, response.content[:500]
     assert "Are you sure" in response.content.decode()
+
+
+# --- cookies ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/duel/", "/api/rl/me/"])
+def test_a_nul_in_the_session_cookie_is_refused_and_the_cookie_cleared(workspace, path):
+    # A quoted cookie value takes octal escapes: \000 is a NUL, looked up as a session key.
+    client = Client(
+        HTTP_HOST=f"{workspace.slug}.localhost",
+        HTTP_COOKIE='sessionid="abcdefgh\\000ijk"',
+        raise_request_exception=False,
+    )
+    response = client.get(path)
+    assert response.status_code == 400, response.content[:300]
+    assert "cookie sessionid" in response.content.decode()
+    assert response.cookies["sessionid"].value == ""  # cleared: the next request works
+    assert response.cookies["sessionid"]["max-age"] == 0
