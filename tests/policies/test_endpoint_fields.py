@@ -104,9 +104,14 @@ def test_the_judge_form_shows_a_malformed_address_as_a_form_error(
         {"provider": "vllm", "model": "judge-8b", "endpoint_url": url},
         follow=True,
     )
-    assert response.status_code == 200
     page = response.content.decode()
-    assert 'class="messages"' in page
+    if "\x00" in url:
+        # Refused before any view, as every field with a NUL is (levers9.middleware): a 400
+        # page naming the field.
+        assert response.status_code == 400
+    else:
+        assert response.status_code == 200
+        assert 'class="messages"' in page
     assert "endpoint_url" in page
     assert no_lookups == []
     assert not JudgeConnection.objects.exists()
