@@ -21,7 +21,7 @@ from django_tenants.utils import schema_context
 
 from levers9.middleware import UPLOAD_LIMIT_NAME
 from tests.conftest import database_url_for_workers
-from tests.e2e.workspaces import committed_db, fresh_workspace  # noqa: F401 - a fixture
+from tests.e2e.workspaces import fresh_workspace
 from tests.processes import free_port, start_daphne, wait_until
 from tests.recorded_calls import two_turn_call
 
@@ -61,12 +61,14 @@ def server(django_db_setup, tmp_path_factory):
         os.killpg(process.pid, signal.SIGKILL)
 
 
-@pytest.fixture
-def workspace_with_token(committed_db):  # noqa: F811 - the fixture imported above
+@pytest.fixture(scope="module")
+def workspace_with_token(django_db_setup, django_db_blocker):
+    """One committed workspace for the module (making one costs seconds): each test makes
+    worlds of its own names in it."""
     from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
-    with fresh_workspace("chunked") as created:
+    with django_db_blocker.unblock(), fresh_workspace("chunked") as created:
         workspace = created.workspace
         with schema_context(workspace.schema_name):
             owner = get_user_model().objects.get(username=f"owner@{workspace.slug}.test")
