@@ -44,6 +44,7 @@ from levers9.text import (
     printable,
     text_problem,
 )
+from levers9.upload_limit_page import admin_upload_too_large_page
 
 logger = logging.getLogger(__name__)
 
@@ -414,7 +415,10 @@ def upload_too_large_response(request: HttpRequest, limit: int) -> HttpResponse:
         f"set by {UPLOAD_LIMIT_NAME}). Send a smaller file, or split it: importing the same "
         "ids again changes nothing."
     )
-    return _refused(request, 413, detail, limit=UPLOAD_LIMIT_NAME, limit_value=limit)
+    # Under /admin/ the admin's own page, with the limit and the way back to the form.
+    return admin_upload_too_large_page(request, detail) or _refused(
+        request, 413, detail, limit=UPLOAD_LIMIT_NAME, limit_value=limit
+    )
 
 
 class UploadLimitMiddleware:

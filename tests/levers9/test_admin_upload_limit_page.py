@@ -4,7 +4,6 @@ levers9.upload_limit_page's page."""
 
 from __future__ import annotations
 
-import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import RequestFactory
 from django_tenants.utils import schema_context
@@ -33,11 +32,6 @@ def test_it_leaves_other_paths_to_the_caller():
     assert admin_upload_too_large_page(RequestFactory().post("/world/new/"), DETAIL) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs levers9.middleware.upload_too_large_response to answer with "
-    "levers9.upload_limit_page.admin_upload_too_large_page under /admin/ (owned elsewhere)",
-)
 def test_an_admin_upload_over_the_limit_gets_the_admin_page(settings, owner_client, workspace):
     with schema_context(workspace.schema_name):
         world = world_create(slug="dealer", name="Car dealer")
