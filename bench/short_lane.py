@@ -3,9 +3,10 @@ wait for the CPU pool, from the click to its job running, with a real django-q2 
 
     python -m bench.short_lane [--workspaces 5] [--repeat 3]
 
-Needs PostgreSQL: DATABASE_URL, or else the embedded server (started here if need be). It makes
-throwaway workspaces (bench-lane-*) and a one-slot CPU pool on a cluster of its own, made the
-default CPU pool while it runs, and starts a worker cluster for it with the workers `serve`
+Needs PostgreSQL, migrated (`make demo` does it): DATABASE_URL, or else the embedded server
+(started here if need be). It makes
+throwaway workspaces (bench-lane-*) and a one-slot CPU pool on a cluster of its own, the only
+enabled CPU pool while it runs, and starts a worker cluster for it with the workers `serve`
 gives a pool (its slot, the short lane, the background lane). Run it with no `make run`
 serving: while it runs, the bench's pool is every workspace's default CPU pool.
 
@@ -83,6 +84,22 @@ def _wait_running(workspace, job_id: int, *, timeout: float) -> float | None:
     return None
 
 
+def _wait_released(workspace, job_id: int, *, timeout: float) -> None:
+    """Until the job's cards are given back (its trainer ended; no watcher finishes it here)."""
+    from django_tenants.utils import schema_context
+
+    from levers9.jobs.models import Job
+    from levers9.models import CardAllocation
+
+    with schema_context(workspace.schema_name):
+        allocation = Job.objects.get(pk=job_id).card_allocation_id
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if CardAllocation.objects.filter(pk=allocation, state="released").exists():
+            return
+        time.sleep(0.5)
+
+
 def _long_job(workspace, pool) -> int:
     from django_tenants.utils import schema_context
 
@@ -134,11 +151,14 @@ def _scenario(name: str, workspaces, pool, *, long_jobs: int, repeat: int) -> li
     clicker = workspaces[-1]
     figures = []
     for attempt in range(repeat):
-        seconds = _wait_running(clicker, _click_move_strategy(clicker), timeout=600)
+        job = _click_move_strategy(clicker)
+        seconds = _wait_running(clicker, job, timeout=600)
         figures.append(seconds)
         shown = "still waiting after 600 s" if seconds is None else f"{seconds:.1f} s"
         print(f"  click {attempt + 1}: the move strategy ran after {shown}")
-        time.sleep(1)
+        # The next click once this one's trainer has ended: short work waits for short work,
+        # and this bench measures the wait behind the long jobs.
+        _wait_released(clicker, job, timeout=600)
     _cancel_all(workspaces)
     return figures
 
@@ -151,13 +171,23 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         setup_django(Path(scratch))
         from levers9.models import CardAllocation, GpuPool
+        from levers9.pools import pools_ensure_defaults
         from levers9.services import workspace_create
 
         tag = uuid.uuid4().hex[:6]
         slugs = [f"bench-lane-{tag}-{index}" for index in range(arguments.workspaces + 1)]
         cluster = f"bench-lanes-{tag}"
+        # The bench's pool is the only enabled CPU pool while it runs: the Train card's move
+        # strategy goes to the default CPU pool (the others are enabled again at the end).
+        pools_ensure_defaults()  # else the first workspace made would add local-cpu, enabled
+        others = list(
+            GpuPool.objects.filter(enabled=True, card_type__iexact="cpu").values_list(
+                "pk", flat=True
+            )
+        )
+        GpuPool.objects.filter(pk__in=others).update(enabled=False)
         pool = GpuPool.objects.create(
-            name=cluster, card_type="cpu", card_count=1, cluster_name=cluster, position=-1000
+            name=cluster, card_type="cpu", card_count=1, cluster_name=cluster
         )
         worker = None
         try:
@@ -186,12 +216,17 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if worker is not None:
                 os.killpg(worker.pid, 15)
-                worker.wait(timeout=30)
+                try:
+                    worker.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    os.killpg(worker.pid, 9)
+                    worker.wait()
             from django.db import connection
 
             connection.set_schema_to_public()
             CardAllocation.objects.filter(pool=pool).delete()
             pool.delete()
+            GpuPool.objects.filter(pk__in=others).update(enabled=True)
             left = workspaces_drop(slugs)
             print(f"\nworkspaces left behind: {left}")
     return 0
