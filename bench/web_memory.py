@@ -23,7 +23,10 @@ the web process starts (the Duel's queue topping itself up) never reach a real p
 4. Printed: daphne's resident memory (RSS) at start, after each hour and at the end, its peak
    (VmHWM), each scoring process's memory (none before issue 42: the base was read inside
    daphne), and the scoring API's latency for 1 and for 20 cached replies (p50 and p95 of
-   --latency requests each, through daphne).
+   --latency requests each, through daphne); then the same requests in the bench's own
+   process (Django's test Client: the web process's code path without HTTP), with a reader
+   of the base in that process (as before issue 42) and with the scoring process's, in
+   --rounds turns so both see the machine equally loaded.
 
 The database, the files and any scoring process the bench started are removed at the end.
 Target (issue 42): daphne under 400 MB after the day.
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import http.client
 import json
 import os
@@ -221,11 +225,55 @@ def _latency(site: Site, pack: str, dialogues, size: int, count: int) -> tuple[f
     return _p(times, 0.5), _p(times, 0.95)
 
 
+def _readers_side_by_side(slug: str, token: str, pack: str, dialogues, rounds: int) -> dict:
+    """The scoring API's code path in this process (Django's test Client, no HTTP), on the
+    replies `_latency` cached: with a reader of the base in this process (as before issue 42)
+    and with the scoring process's, in turns, so both see the machine as loaded. Where the
+    new code is absent (the bench run on today's code), the in-process reader alone."""
+    from django.test import Client
+
+    from arena.judge import reading, versions
+    from trainers.judge.base_features import BaseReader
+
+    @functools.lru_cache(maxsize=8)
+    def in_process(base: str, models_dir: str, features: str):
+        return BaseReader(base, models_dir=models_dir, features_dir=features)
+
+    readers = {"in this process": in_process}
+    if "BaseClient" in Path(reading.__file__).read_text():
+        readers["scoring process"] = reading._reader
+    client = Client(HTTP_HOST=f"{slug}.localhost", HTTP_AUTHORIZATION=f"Token {token}")
+    score = f"/api/rl/packs/{pack}/judge/score/"
+    times: dict[tuple[str, int], list[float]] = {}
+    original = reading._reader
+    try:
+        for _round in range(rounds):
+            for name, reader in readers.items():
+                reading._reader = reader
+                versions._loaded.cache_clear()
+                for size in (1, 20):
+                    body = {"items": _score_items(dialogues, 10_000 + size, size)}
+                    client.post(score, body, content_type="application/json")  # warm
+                    for _ in range(10):
+                        started = time.perf_counter()
+                        response = client.post(score, body, content_type="application/json")
+                        elapsed = (time.perf_counter() - started) * 1000
+                        assert response.status_code == 200, response.content[:300]
+                        times.setdefault((name, size), []).append(elapsed)
+    finally:
+        reading._reader = original
+        versions._loaded.cache_clear()
+    return {key: (_p(values, 0.5), _p(values, 0.95)) for key, values in times.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=40, help="real calls in the world")
     parser.add_argument("--hours", type=int, default=8, help="hours of the day replayed")
     parser.add_argument("--latency", type=int, default=50, help="requests per latency figure")
+    parser.add_argument(
+        "--rounds", type=int, default=10, help="turns of the two readers, 10 requests each"
+    )
     parser.add_argument("--base", default="smollm2-135m-instruct", help="the judge's base")
     arguments = parser.parse_args(argv)
 
@@ -300,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         day_seconds = time.perf_counter() - day_started
         one = _latency(site, pack, dialogues, 1, arguments.latency)
         twenty = _latency(site, pack, dialogues, 20, arguments.latency)
+        side_by_side = _readers_side_by_side(slug, token, pack, dialogues, arguments.rounds)
         end, peak = _rss_mb(daphne.pid), _peak_mb(daphne.pid)
         scoring = {base: _rss_mb(pid) for base, pid in _scoring_processes(models_dir).items()}
         print()
@@ -312,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
             print("scoring processes: none (the base is read inside daphne)")
         print(f"scoring API, 1 cached reply:   p50 {one[0]:.1f} ms, p95 {one[1]:.1f} ms")
         print(f"scoring API, 20 cached replies: p50 {twenty[0]:.1f} ms, p95 {twenty[1]:.1f} ms")
+        print("the same in this process (no HTTP), the two readers in turns:")
+        for (name, size), (p50, p95) in sorted(side_by_side.items()):
+            print(f"  {size:>2} cached, reader {name}: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
         print(f"(hourly: {', '.join(f'{mb:.0f}' for mb in memory)} MB)")
     finally:
         if daphne is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import io
 import json
+import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -101,7 +102,7 @@ class BaseClient:
         connection = getattr(self._local, "connection", None)
         if connection is None or getattr(self._local, "port", None) != address.port:
             self._connection_drop()
-            connection = http.client.HTTPConnection(HOST, address.port, timeout=REQUEST_SECONDS)
+            connection = _NoDelayConnection(HOST, address.port, timeout=REQUEST_SECONDS)
             self._local.connection, self._local.port = connection, address.port
         headers = {**address.headers, "Content-Type": "application/json"}
         connection.request("POST", path, body, headers)
@@ -113,6 +114,15 @@ class BaseClient:
         if connection is not None:
             connection.close()
         self._local.connection = None
+
+
+class _NoDelayConnection(http.client.HTTPConnection):
+    """A connection that sends each write at once: http.client sends a request's headers and
+    body apart, and with Nagle's algorithm the body waited for the server's delayed ACK."""
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def _error_text(data: bytes) -> str:

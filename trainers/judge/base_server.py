@@ -339,6 +339,9 @@ def _items(raw: Any) -> list[tuple[list[dict[str, str]], str]]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: a scorer's requests share one connection
+    # Headers and body go out as two writes: with Nagle's algorithm the body waited for the
+    # scorer's delayed ACK, 40 ms a request (a cached score took 96 ms instead of 9).
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
