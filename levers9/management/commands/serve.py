@@ -27,9 +27,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from levers9 import embedded_pg
+from trainers.judge.base_server import servers_stop
 
 # A process that dies sooner than this after its start is failing to start (a port in use, a
 # broken setting): wait before each new try, doubling up to the cap, instead of spinning.
@@ -184,6 +186,8 @@ class Command(BaseCommand):
             self._keep_running(kept)
             time.sleep(0.3)
         self._stop(kept)
+        # The machine's scoring processes (one per base) go with what serve started.
+        servers_stop(settings.MODELS_DIR)
         if not os.environ.get("DATABASE_URL") and not keep_database:
             embedded_pg.stop()
             self.stdout.write("Embedded database stopped.")
