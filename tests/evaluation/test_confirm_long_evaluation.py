@@ -31,8 +31,13 @@ def on_a_model(pushy):
 
 
 def _evaluation(world, candidate, baseline) -> Evaluation:
+    """A finished evaluation (one still on its way would be joined, not run again)."""
     return Evaluation.objects.create(
-        world=world, call_set=call_set_ensure(world=world), candidate=candidate, baseline=baseline
+        world=world,
+        call_set=call_set_ensure(world=world),
+        candidate=candidate,
+        baseline=baseline,
+        state=Evaluation.State.DONE,
     )
 
 
