@@ -19,6 +19,10 @@ turns, reading replies with the base, the base heads, the measure):
 
 Then a refit on the warm cache: a refit after new calls or picks reads only what the cache
 lacks (here nothing). Run it on a quiet machine: the figures are wall-clock.
+
+Measured on the 2-core demo machine, quiet (load 0.9), 600 calls, SmolLM2-135M: 279 s from an
+empty cache, of which 208.8 s reading replies with the base, 43.4 s the outcome head with the
+base's loading, 21.9 s the preference heads (target: at most 300 s).
 """
 
 from __future__ import annotations
