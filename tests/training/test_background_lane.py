@@ -15,17 +15,6 @@ from levers9.pools import BACKGROUND_JOB, cards_release, cards_serving_order
 
 
 @pytest.fixture
-def queued(monkeypatch) -> list[int]:
-    """The jobs handed to a worker, in order (no worker runs here)."""
-    handed: list[int] = []
-    monkeypatch.setattr(
-        "levers9.jobs.services.enqueue_in_workspace",
-        lambda _path, job_id, *args, **kwargs: handed.append(job_id) or f"task-{job_id}",
-    )
-    return handed
-
-
-@pytest.fixture
 def cpu_pool(db):
     """One slot for people, as the local CPU pool has by default."""
     return GpuPool.objects.create(

@@ -21,17 +21,6 @@ from training.cards import train_move_strategy
 
 
 @pytest.fixture
-def queued(monkeypatch) -> list[int]:
-    """The jobs handed to a worker, in order (no worker runs here)."""
-    handed: list[int] = []
-    monkeypatch.setattr(
-        "levers9.jobs.services.enqueue_in_workspace",
-        lambda _path, job_id, *args, **kwargs: handed.append(job_id) or f"task-{job_id}",
-    )
-    return handed
-
-
-@pytest.fixture
 def cpu_pool(db):
     return GpuPool.objects.create(
         name="cpu-one", card_type="cpu", card_count=1, cluster_name="cpu-one"
