@@ -205,10 +205,16 @@ def test_two_machines_run_two_jobs_at_once_on_a_two_card_pool_never_three(
         # --- a job on host-b, followed from host-a --------------------------------------------
         stop(host_a)  # only host-b serves the pool now
         long_id = _start(live_workspace, two_card_pool, LONG)
+        # Trained on host-b and followed by host-a's dashboard: a job nobody followed yet is
+        # taken up by the next dashboard without an adoption, which is not what this checks.
         (job,) = wait_until(
-            lambda: [job for job in _jobs(live_workspace, [long_id]) if job.progress_step > 0],
+            lambda: [
+                job
+                for job in _jobs(live_workspace, [long_id])
+                if job.progress_step > 0 and job.watcher.startswith("host-a:")
+            ],
             timeout=90,
-            what="the long job to train on host-b",
+            what="the long job to train on host-b, followed by the dashboard on host-a",
         )
         assert _host(job) == "host-b"
         trainers = _trainer_tree(job)
@@ -223,7 +229,7 @@ def test_two_machines_run_two_jobs_at_once_on_a_two_card_pool_never_three(
                 for job in _jobs(live_workspace, [long_id])
                 if "Adopted by the dashboard host-a:" in job.notes and job.progress_step > step
             ],
-            timeout=60,
+            timeout=120,
             what="the restarted dashboard to adopt the job while host-b trains it",
         )
         assert job.state in (Job.State.RUNNING, Job.State.INTERRUPTED), job.error
