@@ -1,16 +1,20 @@
-"""The trainers a job can run, by name: the module each one is and the family of work it does.
+"""The catalogue of trainers: every trainer's name, and what the rest of the project says of it.
 
-    TRAINERS["ppo"] -> TrainerModule(name="ppo", module="trainers.moves.ppo", family=...)
-    trainer_module("ppo") -> "trainers.moves.ppo"     what `python -m` runs for the name
-    trainers_of(Family.WORDING) -> ("rlhf", "dpo")      the names of some families, in order
-    trainer_family(name) -> Family | None               None for a name that is not here
+    PPO == "ppo"                                   code names a trainer by its constant
+    TRAINERS[PPO] -> TrainerEntry(name, module, family, label, job_kinds, ...)
+    trainer_module(PPO) -> "trainers.moves.ppo"    what `python -m` runs for the name
+    trainers_of(Family.WORDING) -> (RLHF, DPO)     the names of some families, in order
+    trainer_family(name) -> Family | None          None for a name that is not here
+    trainer_label(name) -> "PPO"                   how people read it; the name where it has none
 
-The one list of these names: the apps register the trainers of their families with the job
-platform (training: the move and wording learners; arena: the judge's fit; policies: the local
-server), a finished Train card turns its result into a version by the trainer's family, and
-the Engines page (``trainers.moves.engines``) runs the learners named here. Work that needs
-the database runs as a function in the worker instead (an evaluation, measuring a judge); the
-app that owns such a function registers it itself, so it is not listed here.
+The one place these names are spelt (tests/trainers/test_trainer_catalogue.py fails on a
+trainer's name written as a string anywhere else): the apps register the trainers of their
+families with the job platform (training: the move and wording learners; arena: the judge's
+fit; policies: the local server), a finished Train card turns its result into a version by the
+trainer's family, the Engines page (``trainers.moves.engines``) runs the learners named here,
+the Policies page, the Train cards and the estimates say them in the words kept here. Work that
+needs the database runs as a function in the worker instead (an evaluation, measuring a judge);
+the app that owns such a function registers it itself, so it is not listed here.
 
 Pure Python, the lowest layer: imports no trainer (naming a module does not load it) and
 never Django.
@@ -20,6 +24,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+
+# --- the names -------------------------------------------------------------------------------
+# What a job row (`Job.trainer`), a spec's "algorithm" and a version's learned_from keep: stored
+# values, so a name never changes.
+
+Q_LEARNING_ONLINE = "q-learning-online"
+PPO = "ppo"
+REWARD_MODEL = "reward-model"
+OFFLINE_OUTCOME = "offline-outcome"
+RLHF = "rlhf"
+DPO = "dpo"
+JUDGE_FIT = "judge-fit"
+SERVE = "serve"
+
+# --- the job kinds they run under --------------------------------------------------------------
+# Registered by the apps (levers9.jobs.kinds); the judge's fit and the server name their kind
+# after their trainer.
+
+TRAIN_KIND = "train"
+ENGINES_KIND = "engines"
+JUDGE_FIT_KIND = JUDGE_FIT
+SERVE_KIND = SERVE
 
 
 class Family(StrEnum):
@@ -39,26 +65,127 @@ class Family(StrEnum):
     """A version's own endpoint, served in-process."""
 
 
+class Estimate(StrEnum):
+    """What a job's expected time is read from before it starts (training.estimates); this
+    workspace's past runs of the trainer on the pool come first in every case."""
+
+    TIME_BUDGET = "time-budget"
+    """Else its `time_budget_s` knob (the default where the spec leaves it) and its loading."""
+    CPU_STAGES = "cpu-stages"
+    """Else, on a CPU, its `budget_stages` stages at the wording stage budget."""
+    PAST_RUNS = "past-runs"
+    """Past runs alone: not known before one has finished."""
+
+
 @dataclass(frozen=True)
-class TrainerModule:
+class TrainerEntry:
     name: str
     """The trainer's name on a job (`Job.trainer`) and in a spec's "algorithm"."""
     module: str
     """What a worker runs: `python -m <module> --spec spec.json --out out.json`."""
     family: Family
+    job_kinds: tuple[str, ...]
+    """The job kinds that run it: a Train card, an Engines run, its own kind."""
+    makes_version: bool
+    """Whether its Train card's job ends in a policy version (an Engines run is promoted by
+    hand, whatever it learned)."""
+    estimate: Estimate
+    budget_stages: int = 0
+    """The stages it runs to the CPU stage budget (Estimate.CPU_STAGES)."""
+    label: str = ""
+    """Its short name for people: the Policies page, the estimates, the spec's refusals."""
+    card_label: str = ""
+    """Its Train card's title."""
+    engines_label: str = ""
+    """Its route on the Engines page."""
+
+    @property
+    def room(self) -> str:
+        """The room of trainers/ it lives in: moves, wording, judge or serving."""
+        return self.module.split(".")[1]
 
 
-TRAINERS: dict[str, TrainerModule] = {
+TRAINERS: dict[str, TrainerEntry] = {
     trainer.name: trainer
     for trainer in (
-        TrainerModule("q-learning-online", "trainers.moves.q_learning", Family.MOVE_STRATEGY),
-        TrainerModule("ppo", "trainers.moves.ppo", Family.MOVE_STRATEGY),
-        TrainerModule("reward-model", "trainers.moves.reward_model", Family.MOVE_REWARD),
-        TrainerModule("offline-outcome", "trainers.moves.offline_outcome", Family.OFFLINE_MOVES),
-        TrainerModule("rlhf", "trainers.wording.rlhf", Family.WORDING),
-        TrainerModule("dpo", "trainers.wording.dpo", Family.WORDING),
-        TrainerModule("judge-fit", "trainers.judge.fit", Family.JUDGE),
-        TrainerModule("serve", "trainers.serving.local", Family.SERVING),
+        TrainerEntry(
+            Q_LEARNING_ONLINE,
+            "trainers.moves.q_learning",
+            Family.MOVE_STRATEGY,
+            job_kinds=(TRAIN_KIND, ENGINES_KIND),
+            makes_version=True,
+            estimate=Estimate.TIME_BUDGET,
+            label="Q-learning",
+            engines_label="Q-learning (online)",
+        ),
+        TrainerEntry(
+            PPO,
+            "trainers.moves.ppo",
+            Family.MOVE_STRATEGY,
+            job_kinds=(ENGINES_KIND,),
+            makes_version=True,
+            estimate=Estimate.TIME_BUDGET,
+            label="PPO",
+            engines_label="PPO over moves",
+        ),
+        TrainerEntry(
+            REWARD_MODEL,
+            "trainers.moves.reward_model",
+            Family.MOVE_REWARD,
+            job_kinds=(ENGINES_KIND,),
+            makes_version=False,
+            estimate=Estimate.TIME_BUDGET,
+            engines_label="Reward model over moves",
+        ),
+        TrainerEntry(
+            OFFLINE_OUTCOME,
+            "trainers.moves.offline_outcome",
+            Family.OFFLINE_MOVES,
+            job_kinds=(TRAIN_KIND, ENGINES_KIND),
+            makes_version=True,
+            estimate=Estimate.PAST_RUNS,
+            label="Off-line learning",
+            engines_label="Off-line on real calls",
+        ),
+        TrainerEntry(
+            RLHF,
+            "trainers.wording.rlhf",
+            Family.WORDING,
+            job_kinds=(TRAIN_KIND,),
+            makes_version=True,
+            # A reward model, then the policy.
+            estimate=Estimate.CPU_STAGES,
+            budget_stages=2,
+            label="RLHF",
+            card_label="Wording · RLHF",
+        ),
+        TrainerEntry(
+            DPO,
+            "trainers.wording.dpo",
+            Family.WORDING,
+            job_kinds=(TRAIN_KIND,),
+            makes_version=True,
+            estimate=Estimate.CPU_STAGES,
+            budget_stages=1,
+            label="DPO",
+            card_label="Benchmark · DPO",
+        ),
+        TrainerEntry(
+            JUDGE_FIT,
+            "trainers.judge.fit",
+            Family.JUDGE,
+            job_kinds=(JUDGE_FIT_KIND,),
+            makes_version=False,
+            estimate=Estimate.PAST_RUNS,
+        ),
+        TrainerEntry(
+            SERVE,
+            "trainers.serving.local",
+            Family.SERVING,
+            job_kinds=(SERVE_KIND,),
+            makes_version=False,
+            estimate=Estimate.PAST_RUNS,
+        ),
     )
 }
 
@@ -78,3 +205,10 @@ def trainers_of(*families: Family) -> tuple[str, ...]:
 def trainer_family(name: str) -> Family | None:
     trainer = TRAINERS.get(name)
     return trainer.family if trainer is not None else None
+
+
+def trainer_label(name: str) -> str:
+    """The trainer's short name for people; the name itself for a trainer with no label (the
+    move reward model, as the Policies page has always said it) or a name not here."""
+    trainer = TRAINERS.get(name)
+    return trainer.label if trainer is not None and trainer.label else name

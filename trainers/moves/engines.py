@@ -1,13 +1,14 @@
 """The Engines registry: the move learners, their knobs, and one entry point to run any of them.
 
-    ALGORITHMS["q-learning-online" | "reward-model" | "ppo"] -> Engine(config, run, module, ...)
+    ALGORITHMS[Q_LEARNING_ONLINE | REWARD_MODEL | PPO] -> Engine(config, run, module, ...)
     validate_knobs(algorithm, knobs) -> Config         raises KnobError before anything runs
     validate_spec(spec) -> Config                      the knobs plus scenarios, max_turns, source
     knob_help(algorithm) -> [{name, type, default, help, min, max, ...}]   for the form
     run_algorithm(spec, progress) -> dict              the chosen trainer's plain-value result
 
 Each trainer also runs headless: `python -m <Engine.module> --spec spec.json --out out.json`;
-the module is the one ``trainers.registry`` keeps for the learner's name.
+the module and the label are the ones the catalogue (``trainers.registry``) keeps for the
+learner's name.
 
 Pure Python; never imports Django.
 """
@@ -32,7 +33,7 @@ from trainers.moves.common import (
     max_turns_from_spec,
     scenarios_from_spec,
 )
-from trainers.registry import trainer_module
+from trainers.registry import TRAINERS
 from trainers.runtime import Progress, silent_progress
 
 __all__ = [
@@ -57,15 +58,17 @@ class Engine:
     """What `python -m` runs for this engine."""
 
 
-def _engine(learner: ModuleType, *, config: type, label: str, summary: str) -> Engine:
-    """A learner's entry: its name and run from its module, its module from the registry."""
+def _engine(learner: ModuleType, *, config: type, summary: str) -> Engine:
+    """A learner's entry: its name and run from its module, its module and label from the
+    catalogue."""
+    catalogued = TRAINERS[learner.ALGORITHM]
     return Engine(
-        name=learner.ALGORITHM,
-        label=label,
+        name=catalogued.name,
+        label=catalogued.engines_label,
         summary=summary,
         config=config,
         run=learner.run,
-        module=trainer_module(learner.ALGORITHM),
+        module=catalogued.module,
     )
 
 
@@ -75,21 +78,18 @@ ALGORITHMS: dict[str, Engine] = {
         _engine(
             q_learning,
             config=q_learning.QLearningConfig,
-            label="Q-learning (online)",
             summary="A table of move values per scenario, learned from simulated calls; "
             "its greedy moves are measured exactly against the optimum.",
         ),
         _engine(
             move_reward_model,
             config=move_reward_model.RewardModelConfig,
-            label="Reward model over moves",
             summary="A readable reward on move sequences, fitted from picks (Bradley-Terry) or "
             "from real-call outcomes (logistic), held out by call.",
         ),
         _engine(
             move_ppo,
             config=move_ppo.PPOConfig,
-            label="PPO over moves",
             summary="A softmax policy over moves per scenario, improved with the clipped "
             "objective on simulated calls.",
         ),
