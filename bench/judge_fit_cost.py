@@ -42,8 +42,8 @@ from arena.judge.rubric import DIMENSIONS
 from bench.judge_agreement import _lines
 from levers9.jobs.cores import trainer_thread_env
 from levers9.shipped_data import PERSUASION_CALLS
+from trainers.bases import SMOLLM2_BASE
 from trainers.runtime import parse_progress_line
-from trainers.wording.bases import SMOLLM2_BASE
 
 REPO = Path(__file__).resolve().parent.parent
 MODELS_DIR = Path(os.environ.get("LEVERS9_MODELS_DIR", REPO / "var/models"))

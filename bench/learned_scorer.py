@@ -30,9 +30,9 @@ from arena.judge.fitted import FittedJudge, outcome_rows, preference_rows
 from arena.judge.rubric import DIMENSIONS
 from bench.judge_agreement import _fmt, _lines
 from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
-from trainers.judge.base_features import BaseReader, ReadStats
+from trainers.bases import SMOLLM2_BASE
 from trainers.judge.fit import JudgeFitSpec, fit
-from trainers.wording.bases import SMOLLM2_BASE
+from trainers.reading.base_features import BaseReader, ReadStats
 
 MODELS_DIR = Path(os.environ.get("LEVERS9_MODELS_DIR", Path(__file__).parent.parent / "var/models"))
 NEW_REPLIES = 1000

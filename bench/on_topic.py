@@ -127,8 +127,8 @@ def fitted_judge(
     does, reading the `guard`'s floor sample ahead, which places the world's answer floor."""
     from arena.judge.fitted import FittedJudge, outcome_rows
     from arena.judge.rubric import DIMENSIONS
-    from trainers.judge.base_features import BaseReader
     from trainers.judge.fit import JudgeFitSpec, fit
+    from trainers.reading.base_features import BaseReader
 
     folders = {"models_dir": str(ROOT / "var/models"), "features_dir": str(FEATURES)}
     spec = JudgeFitSpec(

@@ -1,5 +1,5 @@
 """The reward models' probe head fit: scikit-learn's grid as it ran until issue 29 (30 fits a
-run, one BLAS thread, on the CPU) against the batched torch fit (trainers.judge.head_fit), on
+run, one BLAS thread, on the CPU) against the batched torch fit (trainers.reading.head_fit), on
 random features with a planted direction at the probe's row counts.
 
     python -m bench.probe_head_fit [--widths 1024,2048,4096] [--parts pairs,outcomes]
@@ -71,7 +71,7 @@ def fit_today(rows, labels, groups, *, fit_intercept: bool, scoring: str) -> tup
 
 
 def fit_now(rows, labels, groups, *, fit_intercept: bool, scoring: str, device: str):
-    """The probe's head fit since issue 29: trainers.judge.head_fit, batched on `device`."""
+    """The probe's head fit since issue 29: trainers.reading.head_fit, batched on `device`."""
     from trainers.wording.reward_probe import _fit_head
 
     return _fit_head(

@@ -39,6 +39,7 @@ from bench.judge_agreement import (
     judge_totals,
     judge_won_probability_by_call,
 )
+from trainers.bases import SMOLLM2_BASE, quiet_transformers
 from trainers.judge.fit import (
     JudgeFitSpec,
     auc,
@@ -47,7 +48,6 @@ from trainers.judge.fit import (
     pair_agreement,
     per_call_scores,
 )
-from trainers.wording.bases import SMOLLM2_BASE, quiet_transformers
 from trainers.wording.reward_model import fit_reward_model, reward_model_config
 from trainers.wording.spec import (
     StageProgress,

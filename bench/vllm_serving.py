@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from levers9.providers import ModelTarget, TransformersProvider, local_models_forget
+from trainers.bases import SMOLLM2_BASE, quiet_transformers, resolve_base
 from trainers.serving import local as serve_local
-from trainers.wording.bases import SMOLLM2_BASE, quiet_transformers, resolve_base
 
 SYSTEM = "You are the agent of a lettings business. Answer the customer briefly and politely."
 QUESTIONS = (

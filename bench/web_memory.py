@@ -233,7 +233,7 @@ def _readers_side_by_side(slug: str, token: str, pack: str, dialogues, rounds: i
     from django.test import Client
 
     from arena.judge import reading, versions
-    from trainers.judge.base_features import BaseReader
+    from trainers.reading.base_features import BaseReader
 
     @functools.lru_cache(maxsize=8)
     def in_process(base: str, models_dir: str, features: str):
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from levers9.models import Workspace
     from levers9.services import workspace_create
-    from trainers.wording.bases import TINY_BASE, base_dir, tiny_base
+    from trainers.bases import TINY_BASE, base_dir, tiny_base
 
     models_dir = Path(settings.MODELS_DIR)
     if arguments.base == TINY_BASE:

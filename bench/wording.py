@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
-from trainers.wording.bases import TINY_BASE, base_dir, load_base, quiet_transformers, tiny_base
+from trainers.bases import TINY_BASE, base_dir, load_base, quiet_transformers, tiny_base
 from trainers.wording.spec import outcome_examples_from_calls, parse_wording_spec
 
 QUESTIONS = (
@@ -199,7 +199,7 @@ def bench_base(
     rows.append(Row(base, "load base", None, time.perf_counter() - started, ""))
     parameters = sum(p.numel() for p in model.parameters())
     tokens_per_row = mean_conversation_tokens(tokenizer, pairs)
-    from trainers.wording.bases import device_arguments
+    from trainers.bases import device_arguments
 
     precision = "bfloat16" if device_arguments().get("bf16") else "float32"
     flops = matmul_flops(precision)
@@ -465,7 +465,7 @@ def reward_model_padding(base: str, *, models_dir: Path, pairs: list[dict[str, A
     Trainer's batches (TRL's random sampler before, the length-grouped seeded order after) and
     the held-out scoring's (in the rows' order before, by length after). Token counts only: no
     model runs."""
-    from trainers.wording.bases import conversation_ids, load_tokenizer
+    from trainers.bases import conversation_ids, load_tokenizer
     from trainers.wording.common import by_length
     from trainers.wording.reward_model import bradley_terry, reward_model_config, reward_rows
     from trainers.wording.spec import length_grouped_order
@@ -522,7 +522,7 @@ def _signed(value: float | None, bounds: list[float] | None) -> str:
 
 def mean_conversation_tokens(tokenizer: Any, pairs: list[dict[str, Any]]) -> float:
     """Mean tokens of one side of a pair (the call so far and a reply) through the template."""
-    from trainers.wording.bases import conversation_ids
+    from trainers.bases import conversation_ids
 
     counts = []
     for pair in pairs[:200]:

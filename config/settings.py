@@ -223,7 +223,7 @@ LEVERS9_LOGIN_FAILURES_PER_ADDRESS = int(os.environ.get("LEVERS9_LOGIN_FAILURES_
 LEVERS9_LOGIN_FAILURE_WINDOW_S = int(os.environ.get("LEVERS9_LOGIN_FAILURE_WINDOW_S", 15 * 60))
 # Wrong API tokens from one address in that window before every token from it gets a 429.
 LEVERS9_TOKEN_FAILURES_PER_ADDRESS = int(os.environ.get("LEVERS9_TOKEN_FAILURES_PER_ADDRESS", 20))
-# A machine's scoring process for a base (trainers.judge.base_server) exits after this idle time.
+# A machine's scoring process for a base (trainers.reading.base_server) exits after this idle time.
 JUDGE_SCORING_IDLE_SECONDS = float(os.environ.get("LEVERS9_JUDGE_SCORING_IDLE_S", "900"))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

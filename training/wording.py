@@ -20,7 +20,7 @@ from arena.selectors import preference_pairs
 from levers9.jobs.models import Job
 from levers9.models import GpuPool
 from policies.models import PolicyVersion
-from trainers.wording.bases import LISTED_BASES, default_base
+from trainers.bases import LISTED_BASES, default_base
 from trainers.wording.spec import MIN_PAIRS, outcome_examples_from_calls, parse_wording_spec
 from training.estimates import wording_estimate
 from training.runs import training_run_start

@@ -16,7 +16,7 @@ A world's judge (workspace schema):
   versions   the world's numbered fitted versions: the newest, and a version as a judge
   reading    which base a fit reads with, the workspace's feature cache, the reader a version
              scores with: base_client, which asks the machine's one scoring process per
-             base (trainers.judge.base_server), so no process that scores holds a model
+             base (trainers.reading.base_server), so no process that scores holds a model
   setting    Environment → Judge: naming the world's judge (world_judge_set)
   scoring    a stored reply's verdict recorded, and many items scored for the API
   rows       what a world's judge learns from: frozen picks, overrides, outcome-labelled calls

@@ -230,7 +230,7 @@ class FittedJudge:
 
     def read_ahead(self, items: Sequence[tuple[Sequence[Any], str]]) -> None:
         """Read `items` with the base together, so the call so far they share is read once
-        (trainers.judge.passes) and scoring them one at a time afterwards finds each read in
+        (trainers.reading.passes) and scoring them one at a time afterwards finds each read in
         the cache: the candidates of a pair, which the pair's maker scores one by one."""
         if self.reader is None or not items:
             return

@@ -1,11 +1,11 @@
 """Which base a world's fitted judge reads replies with, and where its features are cached
-(trainers.judge.base_features). Workspace schema: the cache is the workspace's own.
+(trainers.reading.base_features). Workspace schema: the cache is the workspace's own.
 
 A fit reads with the base LEVERS9_JUDGE_BASE names ("default": the default base of the pool
 the fit runs on; "none": the words alone). A fitted version remembers the base it was fitted
 with, and is scored with that base wherever the base is on the machine; where it is not, the
 version scores with its words alone and says so in its name (its verdicts are stored apart).
-Scoring reads through the machine's one scoring process per base (arena.judge.base_client).
+Scoring reads through the machine's one scoring process per base (trainers.reading.base_client).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ def features_dir() -> Path:
 
 def features_sweep(max_bytes: int | None = None) -> Any:
     """Keep the workspace's feature cache within its budget (LEVERS9_JUDGE_FEATURES_MAX_MB),
-    the least used reads first (trainers.judge.base_features.cache_sweep); each judge fit's
+    the least used reads first (trainers.reading.base_features.cache_sweep); each judge fit's
     finish runs it, and so does `manage.py sweep_features`."""
-    from trainers.judge.base_features import cache_sweep
+    from trainers.reading.base_features import cache_sweep
 
     budget = settings.JUDGE_FEATURES_MAX_BYTES if max_bytes is None else max_bytes
     return cache_sweep(features_dir(), budget)
@@ -42,7 +42,7 @@ def features_sweep(max_bytes: int | None = None) -> Any:
 def judge_fit_place() -> tuple[Any, str, str]:
     """(pool, device, base) for a fit: a GPU pool when the fit reads with a base and one is
     enabled, else the CPU pool; the base "" for the words alone."""
-    from trainers.wording.bases import default_base, validate_base
+    from trainers.bases import default_base, validate_base
 
     chosen = (settings.JUDGE_BASE or "").strip()
     if chosen.lower() in WORDS_ONLY:
@@ -62,9 +62,9 @@ def judge_fit_place() -> tuple[Any, str, str]:
 def base_reader(base: str) -> Any:
     """A reader of `base` for scoring, or None when the base is not on this machine (nothing
     is downloaded at run time). The base is read by the machine's scoring process for it
-    (trainers.judge.base_server), never in this process: the web process and the workers'
+    (trainers.reading.base_server), never in this process: the web process and the workers'
     tasks hold no model."""
-    from trainers.judge.base_server import base_on_machine
+    from trainers.reading.base_server import base_on_machine
 
     if not base_on_machine(base, models_dir=settings.MODELS_DIR):
         return None
@@ -74,8 +74,8 @@ def base_reader(base: str) -> Any:
 @functools.lru_cache(maxsize=8)
 def _reader(base: str, models_dir: str, features: str) -> Any:
     # One client per base and workspace cache, shared by every version that reads with it.
-    from arena.judge.base_client import BaseClient
-    from trainers.judge.base_server import IDLE_SECONDS
+    from trainers.reading.base_client import BaseClient
+    from trainers.reading.base_server import IDLE_SECONDS
 
     return BaseClient(
         base,

@@ -147,7 +147,7 @@ def test_it_makes_no_pair_when_the_judge_cannot_score(in_workspace, monkeypatch)
 def test_a_judge_that_reads_with_a_base_reads_a_moments_candidates_together_first(
     in_workspace, monkeypatch
 ):
-    """So the call so far they share is read once (trainers.judge.passes); each score then
+    """So the call so far they share is read once (trainers.reading.passes); each score then
     finds its read in the cache."""
     from arena.judge.rubric import RubricJudge
     from arena.services import pairs

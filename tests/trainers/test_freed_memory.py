@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 # does, and counts the page faults of the last round.
 PROBE = """
 import ctypes, json, resource
-from trainers.wording.bases import return_freed_memory, reuse_freed_memory
+from trainers.bases import return_freed_memory, reuse_freed_memory
 kept = reuse_freed_memory()
 again = reuse_freed_memory()
 libc = ctypes.CDLL("libc.so.6")

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainers.wording.bases import (
+from trainers.bases import (
     TINY_BASE,
     base_dir,
     conversation_ids,
-    fused_head_for_the_cpu,
     load_base,
     tiny_base,
 )
+from trainers.wording.fused_head import fused_head_for_the_cpu
 from trainers.wording.policy_measures import completion_logps
 
 

@@ -1,4 +1,4 @@
-"""The batched logistic head fit (trainers.judge.head_fit) chooses the strength scikit-learn's
+"""The batched logistic head fit (trainers.reading.head_fit) chooses the strength scikit-learn's
 grouped grid chooses and fits the head scikit-learn fits, never splits a group across a fold,
 and runs where it is told to.
 
@@ -14,9 +14,9 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold, cross_val_score
 
-from trainers.judge import head_fit
 from trainers.judge.fit import REGULARISATION_GRID
-from trainers.judge.head_fit import fit_by_group
+from trainers.reading import head_fit
+from trainers.reading.head_fit import fit_by_group
 
 
 def _outcome_rows(count: int, width: int, *, seed: int):

@@ -9,10 +9,10 @@ import pytest
 
 from arena.judge.fitted import FittedJudge, outcome_rows, pair_row
 from arena.judge.rubric import DIMENSIONS
-from trainers.judge.base_features import BaseReader, ReadStats
+from trainers.bases import TINY_BASE, base_dir, tiny_base
 from trainers.judge.fit import FittedJudgeModel, JudgeFitSpec, fit
 from trainers.judge.learned import BASE, MIXED, WORDS, fit_total, fit_won
-from trainers.wording.bases import TINY_BASE, base_dir, tiny_base
+from trainers.reading.base_features import BaseReader, ReadStats
 
 GOOD, POOR = "zorbl", "quaxen"
 
@@ -227,7 +227,7 @@ def test_the_features_read_without_a_mask_are_the_ones_a_masked_pass_gives(model
     states at real tokens never see the pads."""
     import torch
 
-    from trainers.wording.bases import inference_precision, load_base
+    from trainers.bases import inference_precision, load_base
     from trainers.wording.reward_probe import last_token_features
 
     model, tokenizer = load_base(TINY_BASE, models_dir=models_dir, head="reward")

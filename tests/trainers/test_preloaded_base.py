@@ -14,8 +14,7 @@ import torch
 
 from tests.trainers.test_device import _on_the_card, _spec, card  # noqa: F401 (a fixture)
 from tests.trainers.test_rollouts import vllm_importable  # noqa: F401 (a fixture)
-from trainers.wording import dpo, rlhf
-from trainers.wording.bases import (
+from trainers.bases import (
     WEIGHTS_NOT_WRITTEN,
     BaseNotFoundError,
     device_for,
@@ -25,6 +24,7 @@ from trainers.wording.bases import (
     preloaded_name,
     tiny_base,
 )
+from trainers.wording import dpo, rlhf
 from trainers.wording.ppo_update import PolicyConfig, vllm_sampling
 
 HELD = "levers9/held-in-memory"

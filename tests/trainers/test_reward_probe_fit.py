@@ -21,7 +21,7 @@ def _outcome_rows(count: int, *, seed: int) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def test_a_passed_deadline_stops_the_grid_after_its_first_strength(monkeypatch):
-    from trainers.judge import head_fit
+    from trainers.reading import head_fit
 
     features, won, groups = _outcome_rows(400, seed=0)
     strengths: list[float] = []
@@ -120,7 +120,7 @@ def test_the_pair_probe_never_reads_held_out_pairs(models_dir, monkeypatch):  # 
     import torch
 
     from tests.trainers.test_wording import base_spec, synthetic_pairs, tiny_reward_model
-    from trainers.judge import head_fit
+    from trainers.reading import head_fit
     from trainers.wording.reward_model import (
         RewardModelConfig,
         RewardRows,

@@ -11,8 +11,8 @@ import torch
 
 from tests.trainers.test_device import PROMPTS as SOME_PROMPTS
 from tests.trainers.test_device import models_dir  # noqa: F401 (a fixture)
+from trainers.bases import TINY_BASE, load_base
 from trainers.wording import ppo_update
-from trainers.wording.bases import TINY_BASE, load_base
 from trainers.wording.ppo_update import PolicyConfig, rollout_arguments, vllm_sampling
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)

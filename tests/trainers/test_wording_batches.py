@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from trainers.wording.bases import activation_bytes, activations_fit
+from trainers.bases import activation_bytes, activations_fit
 from trainers.wording.spec import length_grouped_order
 
 

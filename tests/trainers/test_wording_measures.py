@@ -112,7 +112,7 @@ def test_trimming_drops_old_turns_by_tokens_and_never_cuts_the_reply():
 
 
 def test_bf16_is_used_on_a_cpu_only_where_it_has_bf16_units(monkeypatch):
-    from trainers.wording.bases import cpu_has_bf16
+    from trainers.bases import cpu_has_bf16
 
     monkeypatch.delenv("LEVERS9_CPU_BF16", raising=False)
     assert cpu_has_bf16("flags\t\t: fpu sse2 avx2 amx_bf16 amx_tile\n") is True

@@ -20,23 +20,19 @@ below zero (the call made it no likelier at all) does not answer the call; fewer
 `MIN_SAMPLE` own turns and there is no floor (nothing is flagged, and the fit says so).
 
 Both log-probabilities come from the pass that reads the base's features of the same item
-(trainers.judge.passes, through trainers.judge.base_features, which caches both): a judge that
+(trainers.reading.passes, through trainers.reading.base_features, which caches both): a judge that
 scores and checks a reply reads it once, plus the short bare pass (one per reply text, shared
 by every moment it is scored at).
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from trainers.conversation import conversation_messages
-from trainers.judge.rendering import trimmed
 from trainers.judge.topic import (
     FLAG_PERCENTILE,
     MIN_UNITS,
@@ -45,36 +41,7 @@ from trainers.judge.topic import (
     own_share_below,
 )
 
-# Bump when what a stored log-probability means changes.
-ANSWERS_VERSION = 1
 MIN_SAMPLE = MIN_UNITS
-
-
-@dataclass(frozen=True)
-class ReplyRow:
-    """Token ids of a rendered conversation whose last message is the reply, and where the
-    reply's tokens start."""
-
-    ids: tuple[int, ...]
-    start: int
-
-    def key(self) -> str:
-        digest = hashlib.sha256(f"answers v{ANSWERS_VERSION}:{self.start}:".encode())
-        digest.update(np.asarray(self.ids, dtype=np.int64).tobytes())
-        return digest.hexdigest()
-
-
-def reply_row(tokenizer: Any, context: Sequence[Mapping[str, str]], reply: str) -> ReplyRow:
-    """The item as the base reads it (oldest turns dropped to fit, as its features are read),
-    with the position of the reply's first token."""
-    from trainers.wording.bases import conversation_ids
-
-    ids, turns = trimmed(tokenizer, context, reply)
-    prefix = conversation_ids(tokenizer, conversation_messages(turns), add_generation_prompt=True)
-    start = len(os.path.commonprefix([prefix, ids]))
-    # A reply too long alone (cut to its end) or a template that renders the prefix otherwise:
-    # every token but the first counts.
-    return ReplyRow(tuple(ids), min(max(start, 1), len(ids) - 1))
 
 
 @dataclass(frozen=True)

@@ -38,13 +38,13 @@ import numpy as np
 from scipy import sparse
 
 from trainers.judge.answers import answers_floor
-from trainers.judge.head_fit import (  # noqa: F401 (the grid is read from here too)
+from trainers.judge.learned import WORDS, LearnedPart, fit_total, fit_won, sigmoid
+from trainers.reading.head_fit import (  # noqa: F401 (the grid is read from here too)
     MIN_ROWS_TO_CHOOSE,
     REGULARISATION_DEFAULT,
     REGULARISATION_GRID,
     regularisation_grid,
 )
-from trainers.judge.learned import WORDS, LearnedPart, fit_total, fit_won, sigmoid
 from trainers.runtime import Progress, trainer_main
 
 # The fewest held-out items (picks, or calls for an outcome AUC) a measure needs before it
@@ -165,7 +165,7 @@ def regularisation_by_group(
     if len(grid) == 1:
         return grid[0]
     if batched if batched is not None else not sparse.issparse(rows):
-        from trainers.judge.head_fit import fit_by_group
+        from trainers.reading.head_fit import fit_by_group
 
         setting = {"fit_intercept": fit_intercept, "scoring": scoring, "deadline": deadline}
         return fit_by_group(rows, labels, groups, grid=grid, final=False, **setting).strength
@@ -442,7 +442,7 @@ class FittedJudgeModel:
     ) -> list[dict[str, Any]]:
         """Scores for each (context, reply): {"scores": {dim: 0..1}, "total", "won_probability"}.
         `rubric` holds the rubric's numbers for each: its seven dimensions, then its total.
-        `base_features` are the base's features of each (trainers.judge.base_features); without
+        `base_features` are the base's features of each (trainers.reading.base_features); without
         them the words' heads alone score, as on a machine without the base.
         `digits` rounds what a user is shown; measuring reads the unrounded scores (None), or
         two near-equal scores would count as a tie."""
@@ -541,7 +541,7 @@ class JudgeFitSpec:
     output_dir: str = ""
     # Which slice is held out (cross-validation in the benchmark); 0 for a world's fit.
     held_out_fold: int = 0
-    # The base that reads every reply (trainers.judge.base_features); "" for words alone.
+    # The base that reads every reply (trainers.reading.base_features); "" for words alone.
     base: str = ""
     # More (context, reply) items for the base to read into the cache ({"context", "reply"}):
     # replies the world will score soon after the fit; no head learns from them.
@@ -710,7 +710,7 @@ def _read_every_reply(
     the heads and the measure then read from, and how well the world's own turns the guard
     samples (`also_read`) answer their calls (trainers.judge.answers; that pass stores their
     features too); the progress moves from 15 to 85 meanwhile."""
-    from trainers.judge.base_features import ReadStats
+    from trainers.reading.base_features import ReadStats
 
     stats = ReadStats()
     # A turn with nothing before it answers nothing (its score is 0 by construction): the
@@ -825,8 +825,8 @@ def _base_reader(spec: JudgeFitSpec) -> tuple[Any, str]:
     leaving the world with no judge version at all (nothing is downloaded at run time)."""
     if not spec.base:
         return None, ""
-    from trainers.judge.base_features import BaseReader
-    from trainers.wording.bases import BaseNotFoundError, resolve_base
+    from trainers.bases import BaseNotFoundError, resolve_base
+    from trainers.reading.base_features import BaseReader
 
     try:
         resolve_base(spec.base, models_dir=spec.models_dir)

@@ -1,5 +1,5 @@
 """The learned scorer's base part: linear heads on what the base reads in a reply
-(trainers.judge.base_features), and whether the words (the TF-IDF heads of trainers.judge.fit)
+(trainers.reading.base_features), and whether the words (the TF-IDF heads of trainers.judge.fit)
 stay beside them (pure Python, no Django).
 
 Each head comes in three kinds, and the fit keeps the one that cross-validates best on the
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.judge.head_fit import feature_spread, fit_by_group
+from trainers.reading.head_fit import feature_spread, fit_by_group
 
 FOLDS = 5
 BASE = "base"

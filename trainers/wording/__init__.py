@@ -1,4 +1,4 @@
-"""Wording: bases, the reward model, RLHF (its PPO update apart), DPO, the spec, the measures,
+"""Wording: the reward model, RLHF (its PPO update apart), DPO, the spec, the measures,
 and what the fits share (common).
 
 Pure Python; never imports Django."""

@@ -1,4 +1,4 @@
-"""What the wording fits share beyond the base (`trainers.wording.bases`): the settings every
+"""What the wording fits share beyond the base (`trainers.bases`): the settings every
 fit has, prompts trimmed to a window, padded batches for the measuring passes, one Trainer run
 in a scratch folder, the time a budgeted stage keeps for measuring, and a run's end (the merged
 version saved on the main process, the last progress line, the seconds each stage took).
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from trainers.wording.bases import (
+from trainers.bases import (
     ACTIVATION_SHARE_OF_FREE_MEMORY,
     CHAT_TEMPLATE_KWARGS,
     activation_bytes,
@@ -81,7 +81,7 @@ class FitSettings:
         *,
         modules_to_save: Sequence[str] | None = None,
     ) -> Any:
-        """The LoRA these settings describe (`trainers.wording.bases.lora_config`)."""
+        """The LoRA these settings describe (`trainers.bases.lora_config`)."""
         return lora_config(
             task_type=task_type,
             r=self.lora_r,

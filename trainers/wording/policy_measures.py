@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.wording.bases import conversation_ids, inference_precision
+from trainers.bases import conversation_ids, inference_precision
 from trainers.wording.common import as_reply, by_length, evaluating, padded_batch
 from trainers.wording.measures import interval, pair_measure
 from trainers.wording.ppo_update import PolicyConfig

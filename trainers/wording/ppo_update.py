@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainers.wording.bases import (
+from trainers.bases import (
     CHAT_TEMPLATE_KWARGS,
-    fused_head_for_the_cpu,
     inference_precision,
     model_device,
     preloaded_name,
 )
 from trainers.wording.common import FitSettings, train_in_scratch
+from trainers.wording.fused_head import fused_head_for_the_cpu
 from trainers.wording.reward_model import RewardModelFit, score
 from trainers.wording.spec import Message, WordingSpec
 

@@ -13,7 +13,7 @@ Either way the head starts from a linear probe on the base's frozen last-token f
 (`trainers.wording.reward_probe`); on a CPU time budget that probe is the head and no step follows.
 
 The reward is read at the last non-pad token, so the pad token always differs from eos
-(`trainers.wording.bases.ensure_distinct_pad`). RLHF uses `score()` to rate the policy's replies.
+(`trainers.bases.ensure_distinct_pad`). RLHF uses `score()` to rate the policy's replies.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.wording.bases import (
+from trainers.bases import (
     conversation_ids,
     device_for,
     inference_precision,
@@ -661,7 +661,7 @@ def probe_head(
     seeded order; never the held-out rows), write it into the model, and measure it on the
     held-out rows from the same features: (the probe's record, its held-out scores), or
     (None, None) when too few rows were read to fit it."""
-    from trainers.judge.passes import shared_rows, tokens_read
+    from trainers.reading.passes import shared_rows, tokens_read
     from trainers.wording.reward_probe import last_token_features, set_head
 
     order = _seeded_order(data.train, config.seed)

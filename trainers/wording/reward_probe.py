@@ -6,7 +6,7 @@ A forward pass alone is three times cheaper and needs no optimizer: the probe re
 base's last hidden state at the conversation's last token (exactly what the scalar head
 reads), on as many training rows as the time it is given allows (in the seeded order), and
 fits the head by Newton's method, batched in torch on the base's own device
-(trainers.judge.head_fit) — Bradley–Terry on chosen minus rejected for picks, the logistic
+(trainers.reading.head_fit) — Bradley–Terry on chosen minus rejected for picks, the logistic
 loss on won/lost for outcomes — its strength chosen by 5-fold cross-validation grouped by call
 (never the held-out rows). The trainer then starts from that
 head, so whatever steps the budget leaves improve a model that already ranks.
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from trainers.judge.head_fit import feature_spread as _scale  # the probes' name for it
+from trainers.reading.head_fit import feature_spread as _scale  # the probes' name for it
 
-# Rows are read in chunks of the seeded order (trainers.judge.passes sorts a chunk's rows by
+# Rows are read in chunks of the seeded order (trainers.reading.passes sorts a chunk's rows by
 # length so a batch pads little); a deadline is checked between chunks.
 CHUNK = 64
 
@@ -65,7 +65,7 @@ def last_token_features(
     the time the next chunk and `reserve_tokens` more tokens will take at the speed measured so
     far (what measuring the held-out rows afterwards costs) and `reserve_seconds` (what the
     head's fit takes), so the whole stage ends by the deadline."""
-    from trainers.judge.passes import reply_pass, shared_rows
+    from trainers.reading.passes import reply_pass, shared_rows
 
     device = next(model.parameters()).device
     hidden = int(model.config.hidden_size)
@@ -81,7 +81,7 @@ def last_token_features(
             if time.monotonic() + still_needed > deadline:
                 break
         done = min(chunk_start + CHUNK, len(token_rows))
-        # A pair's two sides share their conversation so far: read once (trainers.judge.passes,
+        # A pair's two sides share their conversation so far: read once (trainers.reading.passes,
         # which pads after each row's end and passes no attention mask: a causal model's states
         # never look ahead, and the attention takes its causal fast path, +10% on the CPU).
         read = reply_pass(
@@ -132,8 +132,8 @@ def _fit_head(
 ) -> tuple[np.ndarray, float]:
     """A logistic head on scaled rows, its strength chosen by grouped CV (the grid stops at
     `deadline`), fitted batched in torch on `device` (default: where the rows are), and that
-    strength: trainers.judge.head_fit (scikit-learn's grid took 448 s at width 4,096)."""
-    from trainers.judge.head_fit import fit_by_group, regularisation_grid
+    strength: trainers.reading.head_fit (scikit-learn's grid took 448 s at width 4,096)."""
+    from trainers.reading.head_fit import fit_by_group, regularisation_grid
 
     fitted = fit_by_group(
         rows,

@@ -31,7 +31,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from levers9 import embedded_pg
-from trainers.judge.base_server import servers_stop
+from trainers.reading.base_server import servers_stop
 
 # A process that dies sooner than this after its start is failing to start (a port in use, a
 # broken setting): wait before each new try, doubling up to the cap, instead of spinning.

@@ -15,7 +15,7 @@ from django_tenants.utils import schema_context
 
 from arena.models import JudgeVersion
 from tests.recorded_calls import real_calls_world_fitted
-from trainers.judge.base_features import FeatureStore, disk_bytes
+from trainers.reading.base_features import FeatureStore, disk_bytes
 
 
 def _cache(settings, schema: str, count: int) -> list[Path]:

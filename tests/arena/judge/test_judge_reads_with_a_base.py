@@ -18,9 +18,9 @@ from arena.judge.reading import _reader
 from arena.models import JudgeVersion
 from arena.services import calls_import, world_create
 from levers9.shipped_data import PERSUASION_CALLS
+from trainers.bases import TINY_BASE, base_dir, tiny_base
 from trainers.judge import fit as judge_fit
-from trainers.judge.base_server import servers_stop
-from trainers.wording.bases import TINY_BASE, base_dir, tiny_base
+from trainers.reading.base_server import servers_stop
 
 CALLS = 80
 
@@ -79,7 +79,7 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
         assert version.report["outcomes"][who]["calls"] > 0
     # The guard's floor sample was read ahead: the first score after the fit reads nothing.
     from arena.judge.topic import topic_guard_for_world
-    from trainers.judge.base_features import BaseReader, ReadStats
+    from trainers.reading.base_features import BaseReader, ReadStats
 
     sample = topic_guard_for_world(persuasion).floor_sample()
     stats = ReadStats()

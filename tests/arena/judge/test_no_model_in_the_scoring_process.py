@@ -1,6 +1,6 @@
 """Scoring with a base loads no model in the process that scores (issue 42, point 7): the
 scoring API, the pair maker and the answer check ask the machine's one scoring process for the
-base (trainers.judge.base_server), and get the scores an in-process reader gives."""
+base (trainers.reading.base_server), and get the scores an in-process reader gives."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from arena.judge.fitting import judge_fit_finish, judge_fit_start
 from arena.models import DuelPair, JudgeVersion
 from arena.services import calls_import, duel_pairs_generate, world_create
 from levers9.shipped_data import PERSUASION_CALLS
+from trainers import bases
+from trainers.bases import TINY_BASE, base_dir, tiny_base
 from trainers.judge import fit as judge_fit
-from trainers.judge.base_features import BaseReader
-from trainers.judge.base_server import address_read, servers_stop
-from trainers.wording import bases
-from trainers.wording.bases import TINY_BASE, base_dir, tiny_base
+from trainers.reading.base_features import BaseReader
+from trainers.reading.base_server import address_read, servers_stop
 
 CALLS = 80
 

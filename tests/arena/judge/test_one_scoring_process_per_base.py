@@ -1,4 +1,4 @@
-"""One scoring process per base on a machine (trainers.judge.base_server): scorers asking at
+"""One scoring process per base on a machine (trainers.reading.base_server): scorers asking at
 once start one, it answers what an in-process reader gives, from the workspace's cache where
 the reply was read before, only to a scorer with its token, and it goes when nobody asks."""
 
@@ -11,10 +11,11 @@ import threading
 import numpy as np
 import pytest
 
-from arena.judge.base_client import BaseClient
 from tests.processes import wait_until
-from trainers.judge.base_features import BaseReader, ReadStats
-from trainers.judge.base_server import (
+from trainers.bases import TINY_BASE, base_dir, tiny_base
+from trainers.reading.base_client import BaseClient
+from trainers.reading.base_features import BaseReader, ReadStats
+from trainers.reading.base_server import (
     HOST,
     address_path,
     address_read,
@@ -22,7 +23,6 @@ from trainers.judge.base_server import (
     server_ensure,
     servers_stop,
 )
-from trainers.wording.bases import TINY_BASE, base_dir, tiny_base
 
 CALL = [{"speaker": "customer", "text": "Is the deposit for the flat refundable?"}]
 ITEMS = [(CALL, reply) for reply in ("Yes, in full.", "Would you like a viewing?")]

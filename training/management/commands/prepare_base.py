@@ -12,7 +12,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from trainers.wording.bases import SMOLLM2_BASE, BaseNotFoundError, base_dir, convert_smollm2
+from trainers.bases import SMOLLM2_BASE, BaseNotFoundError, base_dir, convert_smollm2
 
 
 class Command(BaseCommand):

@@ -16,7 +16,7 @@ A causal model's state at a position depends on the tokens up to it and on nothi
 - a reader keeps the last few calls so far it read (CallMemo), so replies scored one at a time
   at one moment (each pass a row or two) read their call once too.
 Each row then gets what a pass over it alone gives (up to the rounding of other matrix shapes):
-its last token's state (its features, trainers.judge.base_features) and the mean
+its last token's state (its features, trainers.reading.base_features) and the mean
 log-probability of its reply's tokens (trainers.judge.answers).
 """
 
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.judge.answers import ReplyRow
+from trainers.reading.rendering import ReplyRow
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def reply_pass(
     their call so far apart, found in the memo where a recent pass read it and kept there."""
     import torch
 
-    from trainers.wording.bases import inference_precision
+    from trainers.bases import inference_precision
 
     plan = read_plan(rows)
     by_call = list(plan.shared)

@@ -1,8 +1,8 @@
-"""A reader of a base that asks the machine's scoring process for it (trainers.judge.base_server)
+"""A reader of a base that asks the machine's scoring process for it (trainers.reading.base_server)
 instead of loading the base here: the web process, the workers' tasks and the pair maker all
 score through one process per base, and none of them holds a model.
 
-It answers what trainers.judge.base_features.BaseReader answers (`features`, `answers`, the
+It answers what trainers.reading.base_features.BaseReader answers (`features`, `answers`, the
 same floats), so the fitted judge and its answer check take it as they took the in-process
 reader. Pure Python; the settings are read by the caller (arena.judge.reading).
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainers.judge.base_features import ReadStats
-from trainers.judge.base_server import HOST, ServerAddress, server_ensure
+from trainers.reading.base_features import ReadStats
+from trainers.reading.base_server import HOST, ServerAddress, server_ensure
 
 Item = tuple[Sequence[Mapping[str, str]], str]
 

@@ -1,7 +1,7 @@
 """One process per base on a machine that reads replies for every scorer there: the web
 process's scoring API, the workers' pair making and Evaluate (pure Python, no Django).
 
-    python -m trainers.judge.base_server --base BASE --models-dir DIR [--idle-seconds 900]
+    python -m trainers.reading.base_server --base BASE --models-dir DIR [--idle-seconds 900]
 
 Why a process of its own: a base read in the process that scores stays there. A web process
 that scored with SmolLM2-135M held 3.7 GB after an hour of the demo (138 MB before), and each
@@ -18,7 +18,7 @@ user of the machine reaches the port but cannot have it write to a workspace's c
 What it answers: `POST /features` and `POST /answers` with {"features_dir", "items"}, what
 `BaseReader.features` / `.answers` give for those items, as a .npy body (exactly the floats an
 in-process reader gives), with what the read cost in the X-Read-Stats header. Each request
-names its workspace's feature cache (trainers.judge.base_features), so replies read before are
+names its workspace's feature cache (trainers.reading.base_features), so replies read before are
 served from there without the base: a request whose items are all cached never waits for
 another's forward passes (the base is used by one request at a time, the cache by any).
 """
@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from trainers.judge.base_features import BaseReader, ReadStats
+from trainers.reading.base_features import BaseReader, ReadStats
 
 HOST = "127.0.0.1"
 IDLE_SECONDS = 900.0
@@ -171,7 +171,7 @@ def _started(base: str, models_dir: Path | str, idle_seconds: float, wait: float
             [
                 sys.executable,
                 "-m",
-                "trainers.judge.base_server",
+                "trainers.reading.base_server",
                 "--base",
                 base,
                 "--models-dir",
@@ -228,8 +228,8 @@ def servers_stop(models_dir: Path | str) -> int:
 
 def base_on_machine(base: str, *, models_dir: Path | str) -> bool:
     """Whether the base can be loaded here without downloading, checked without loading it
-    (trainers.wording.bases.resolve_base would convert SmolLM2's GGUF in the asking process)."""
-    from trainers.wording.bases import (
+    (trainers.bases.resolve_base would convert SmolLM2's GGUF in the asking process)."""
+    from trainers.bases import (
         SMOLLM2_BASE,
         BaseNotFoundError,
         base_dir,

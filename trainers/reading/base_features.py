@@ -25,9 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from trainers.judge.answers import ReplyRow, reply_row
-from trainers.judge.passes import CallMemo, reply_pass
-from trainers.judge.rendering import trimmed
+from trainers.reading.passes import CallMemo, reply_pass
+from trainers.reading.rendering import ReplyRow, reply_row, trimmed
 
 # Bump when what a feature means changes (the rendering, the layer read): old files stop
 # matching instead of being read as the new kind.
@@ -147,7 +146,7 @@ class ReadStats:
     cached: int = 0
     tokens: int = 0
     # Tokens of the texts read that the base did not read again: a beginning they share, a
-    # text that begins another (trainers.judge.passes).
+    # text that begins another (trainers.reading.passes).
     spared: int = 0
     seconds: float = 0.0
 
@@ -184,14 +183,14 @@ class BaseReader:
 
     def tokenizer(self) -> Any:
         if self._tokenizer is None:
-            from trainers.wording.bases import load_tokenizer
+            from trainers.bases import load_tokenizer
 
             self._tokenizer = load_tokenizer(self.base, models_dir=self.models_dir)
         return self._tokenizer
 
     def model(self) -> Any:
         if self._model is None:
-            from trainers.wording.bases import device_for, load_base
+            from trainers.bases import device_for, load_base
 
             self._model, self._tokenizer = load_base(
                 self.base, models_dir=self.models_dir, head="causal", device=device_for(self.device)
@@ -252,7 +251,7 @@ class BaseReader:
         stats.cached += len(keys) - len(missing)
         rows = {key: row_of(first[key]) for key in missing}
         # Families side by side (the replies at one moment, a call's turns in order), so a
-        # block reads each shared beginning once (trainers.judge.passes).
+        # block reads each shared beginning once (trainers.reading.passes).
         missing.sort(key=lambda key: rows[key].ids)
         # Stored a block at a time: a fit stopped halfway keeps what it read, and the progress
         # moves while the base reads.
