@@ -42,9 +42,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainers.registry import OFFLINE_OUTCOME
 from trainers.runtime import Progress, silent_progress, trainer_main
 
-ALGORITHM = "offline-outcome"
+ALGORITHM = OFFLINE_OUTCOME
 LEARNER = "per-state outcome model (position bucket × previous move, smoothed won share)"
 # Agent-turn numbers (0-based) where a bucket starts: turn 1, turns 2-3, turns 4-6, turn 7 on.
 POSITION_BUCKETS = (0, 1, 3, 6)

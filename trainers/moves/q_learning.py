@@ -47,9 +47,10 @@ import numpy as np
 from trainers.moves.common import knob, seed_knob
 from trainers.moves.simulator import LettingsWorld
 from trainers.moves.tabular_run import Learned, StepReport, run_tabular_learner
+from trainers.registry import Q_LEARNING_ONLINE
 from trainers.runtime import Progress, silent_progress, trainer_main
 
-ALGORITHM = "q-learning-online"
+ALGORITHM = Q_LEARNING_ONLINE
 
 # --- Config ------------------------------------------------------------------------------
 

@@ -70,9 +70,10 @@ from trainers.moves.labels import label_agent_turns
 from trainers.moves.simulator import MOVE_INDEX, MOVES, N_ACTIONS, LettingsWorld, describe_state
 from trainers.moves.strategy import SCRIPTED
 from trainers.moves.value_iteration import value_iteration
+from trainers.registry import REWARD_MODEL
 from trainers.runtime import Progress, silent_progress, trainer_main
 
-ALGORITHM = "reward-model"
+ALGORITHM = REWARD_MODEL
 SOURCES = ("picks", "outcomes")
 
 # --- Config ------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from trainers.registry import DPO
 from trainers.runtime import Progress, silent_progress, trainer_main
 from trainers.wording.bases import (
     conversation_ids,
@@ -89,13 +90,13 @@ CPU_DPO_DEFAULTS = {"max_length": 384}
 
 
 def dpo_settings(spec: WordingSpec) -> DpoSettings:
-    return DpoSettings.from_spec(spec, "dpo", where="DPO", cpu_defaults=CPU_DPO_DEFAULTS)
+    return DpoSettings.from_spec(spec, DPO, where="DPO", cpu_defaults=CPU_DPO_DEFAULTS)
 
 
 def check_spec(spec: Mapping[str, Any]) -> tuple[WordingSpec, DpoSettings]:
     """The spec and its settings, or ValueError saying what is wrong; loads no model (the
     Train step can call it before starting a job)."""
-    wording = parse_wording_spec(spec, trainer="dpo")
+    wording = parse_wording_spec(spec, trainer=DPO)
     return wording, dpo_settings(wording)
 
 
@@ -122,10 +123,10 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     pairs = pairs.in_reading_order(settings)
     stages = StageProgress(
         progress,
-        {"dpo": settings.planned_steps(len(pairs.train))},
+        {DPO: settings.planned_steps(len(pairs.train))},
         budget_seconds=wording.stage_budget_seconds,
     )
-    callback = stages.callback("dpo")
+    callback = stages.callback(DPO)
     clock.lap()  # reading the pairs: in the total only
     base_logps = measure_the_base(model, tokenizer, pairs, settings, stages)
     # On a budget the Trainer gets what is left less as long again as the base's half took,
@@ -232,7 +233,7 @@ def measure_the_base(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The base's half of the held-out measuring, before the adapter exists: its (chosen,
     rejected) log-probabilities."""
-    stages.step("dpo", 0, phase="measuring the base on the held-out pairs")
+    stages.step(DPO, 0, phase="measuring the base on the held-out pairs")
     return pair_logps(model, tokenizer, **pairs.held_out(settings))
 
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainers.registry import RLHF
 from trainers.runtime import Progress, silent_progress, trainer_main
 from trainers.wording.bases import (
     device_for,
@@ -62,7 +63,7 @@ from trainers.wording.spec import (
 def check_spec(spec: Mapping[str, Any]) -> tuple[WordingSpec, RewardModelConfig, PolicyConfig]:
     """The spec and both configs, or ValueError saying what is wrong; loads no model (the
     Train step can call it before starting a job)."""
-    wording = parse_wording_spec(spec, trainer="rlhf")
+    wording = parse_wording_spec(spec, trainer=RLHF)
     return wording, reward_model_config(wording), policy_config(wording)
 
 

@@ -35,12 +35,14 @@ from typing import Any, Literal
 import numpy as np
 
 from trainers.conversation import Message, conversation_messages
+from trainers.registry import DPO, RLHF, trainer_label
 from trainers.runtime import Progress
 from trainers.wording.bases import FREE_HEAP_BOUND, return_freed_memory, validate_base
 
+# The wording trainers (trainers.registry: RLHF, DPO), spelt out as a type can only spell them.
 Trainer = Literal["rlhf", "dpo"]
 
-MIN_PAIRS: dict[str, int] = {"rlhf": 500, "dpo": 200}
+MIN_PAIRS: dict[str, int] = {RLHF: 500, DPO: 200}
 """Pairs each route asks for: a reward model needs about twice DPO's to generalise."""
 REWARD_SOURCES = ("picks", "outcomes")
 OPENING_AGENT_TURNS = 4
@@ -205,12 +207,12 @@ def _pairs(
         _parse_pair(item, index, system) for index, item in enumerate(_list(raw, "pairs"))
     )
     # A reward model from outcome labels needs no picks: the policy answers the calls' openings.
-    outcomes_only = trainer == "rlhf" and raw.get("reward_source") == "outcomes"
+    outcomes_only = trainer == RLHF and raw.get("reward_source") == "outcomes"
     minimum = 0 if outcomes_only else MIN_PAIRS[trainer]
     if raw.get("min_pairs") is not None:
         minimum = _positive_int(raw["min_pairs"], "min_pairs")
     if len(pairs) < minimum:
-        route = "RLHF" if trainer == "rlhf" else "DPO"
+        route = trainer_label(trainer)
         raise ValueError(
             f"{route} asks for at least {minimum} pairs and preference version {version} has "
             f"{len(pairs)}: collect more picks in the Duel and freeze a new version."
@@ -223,7 +225,7 @@ def _reward_source(
 ) -> tuple[str, tuple[OutcomeExample, ...]]:
     """(reward source, outcome examples): RLHF's reward model learns from the picks or from
     labelled real calls, won and lost, from at least two calls; DPO always reads the picks."""
-    if trainer != "rlhf":
+    if trainer != RLHF:
         return "picks", ()
     reward_source = raw.get("reward_source") or "picks"
     if reward_source not in REWARD_SOURCES:
@@ -278,7 +280,7 @@ def _time_budget(raw: Mapping[str, Any]) -> float | None:
 def _overrides(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The spec's own settings for each part, each an object (checked by name later)."""
     overrides = {}
-    for name in ("reward_model", "policy", "dpo"):
+    for name in ("reward_model", "policy", DPO):
         section = raw.get(name) or {}
         if not isinstance(section, Mapping):
             raise ValueError(f"'{name}' must be an object of settings.")
@@ -646,7 +648,7 @@ def version_record(
         "pack": spec.pack,
         "preference_version": spec.preference_version,
         "base": spec.base,
-        "reward_source": spec.reward_source if spec.trainer == "rlhf" else None,
+        "reward_source": spec.reward_source if spec.trainer == RLHF else None,
         "pairs": {"total": len(spec.pairs), "train": pairs_train, "held_out": pairs_held_out},
         "held_out_accuracy": held_out_accuracy,
         "held_out_auc": held_out_auc,
