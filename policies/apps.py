@@ -2,8 +2,6 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
-from trainers.registry import trainer_module
-
 
 class PoliciesConfig(AppConfig):
     name = "policies"
@@ -49,7 +47,7 @@ class PoliciesConfig(AppConfig):
             )
         )
         # Starts a vLLM server in its own session (or checks in-process weights) and returns.
-        trainer_register(SERVE_TRAINER, module=trainer_module(SERVE_TRAINER))
+        trainer_register(SERVE_TRAINER)
         # An endpoint row deleted however it was deleted (the Endpoints page, the admin, a
         # shell) releases its version at once; the watcher's look catches anything else.
         # A signal, against the house rule, because it is the only hook on every delete path.

@@ -44,12 +44,13 @@ from levers9.models import CardAllocation, GpuPool, Workspace
 from levers9.pools import cards_release
 from policies.errors import PolicyBadRequest, PolicyConflict
 from policies.models import Endpoint, PolicyVersion
+from trainers.registry import SERVE, SERVE_KIND
 from trainers.serving.local import VLLM_PYTHON_ENV, vllm_importable
 
 logger = logging.getLogger(__name__)
 
-SERVE_TRAINER = "serve"
-SERVE_KIND = "serve"  # registered in policies.apps
+# The kind (registered in policies.apps) and its trainer, as the catalogue names them.
+SERVE_TRAINER = SERVE
 MAX_GPU_COUNT = 64
 
 

@@ -19,6 +19,7 @@ from arena.selectors import (
 )
 from levers9.jobs.kinds import JobAbout
 from policies.models import Endpoint, PolicyVersion
+from trainers.registry import OFFLINE_OUTCOME, PPO, Q_LEARNING_ONLINE, RLHF, trainer_label
 
 
 def policy_live(*, world: World) -> PolicyVersion | None:
@@ -228,16 +229,6 @@ def _bounds_of(learned_from: dict[str, Any], key: str) -> Any:
     return None
 
 
-# How the Policies page names what made a version, by the trainer's name.
-_ALGORITHM_NAMES = {
-    "q-learning-online": "Q-learning",
-    "ppo": "PPO",
-    "offline-outcome": "Off-line learning",
-    "rlhf": "RLHF",
-    "dpo": "DPO",
-}
-
-
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return ""
@@ -282,18 +273,18 @@ def learned_summary(
     algorithm = str(learned.get("algorithm") or "")
     if not algorithm:
         return ""
-    name = _ALGORITHM_NAMES.get(algorithm, algorithm)
+    name = trainer_label(algorithm)
     world = version.world.name if version.world_id else "its world"
     parent = f"from v{version.parent.number}" if version.parent_id else ""
     seed = learned.get("seed")
     run = [_duration(trained_seconds), f"seed {seed}" if seed is not None else "", parent]
     measured: list[str] = []
-    if algorithm in ("q-learning-online", "ppo"):
+    if algorithm in (Q_LEARNING_ONLINE, PPO):
         head = f"{name} on {world}'s simulator"
         share = (learned.get("summary") or {}).get("mean_fraction_of_optimum")
         if isinstance(share, int | float):
             measured.append(f"reaches {share:.0%} of the best return on its scenarios")
-    elif algorithm == "offline-outcome":
+    elif algorithm == OFFLINE_OUTCOME:
         calls = (learned.get("trained_on") or {}).get("calls")
         head = f"{name} on {calls or 'the'} labelled real calls of {world}"
         interval = learned.get("interval") or {}
@@ -322,7 +313,7 @@ def learned_summary(
             value = learned.get(key, reward_model.get(key))
             text = _figure(label, value, _bounds_of(learned, key))
             if text:
-                who = "reward model" if algorithm == "rlhf" else "preferred reply"
+                who = "reward model" if algorithm == RLHF else "preferred reply"
                 measured.append(f"{who} held-out {text}")
         metrics = learned.get("metrics") or {}
         gain = _figure("reward gain", metrics.get("reward_gain"), metrics.get("reward_gain_ci"))

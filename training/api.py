@@ -17,6 +17,7 @@ from levers9.roles import MANAGER, HasRole
 from policies.models import PolicyVersion
 from policies.selectors import policy_live, policy_version_numbered
 from policies.services import VersionWorldMismatch
+from trainers.registry import DPO, RLHF
 from training.cards import train_move_strategy
 from training.wording import EPOCHS_MAX, SEED_MAX
 
@@ -228,7 +229,7 @@ def engines_run_promote_api(request, job_id: int):
 
 class WordingCardSerializer(serializers.Serializer):
     method = serializers.ChoiceField(
-        choices=["rlhf", "dpo"], help_text="rlhf (Wording, the route to ship) or dpo (Benchmark)"
+        choices=[RLHF, DPO], help_text="rlhf (Wording, the route to ship) or dpo (Benchmark)"
     )
     preference_version = serializers.IntegerField(help_text="A frozen preference version number")
     pack = serializers.SlugField(

@@ -10,10 +10,11 @@ from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from trainers.moves.simulator import DEFAULT_MAX_TURNS
 from trainers.moves.strategy import SCRIPTED
+from trainers.registry import Q_LEARNING_ONLINE
 from training.estimates import move_expected_seconds
 from training.runs import training_run_start
 
-MOVE_STRATEGY_ALGORITHM = "q-learning-online"
+MOVE_STRATEGY_ALGORITHM = Q_LEARNING_ONLINE
 
 
 def world_scenarios_spec(world: World) -> list[dict[str, Any]]:

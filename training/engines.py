@@ -25,6 +25,7 @@ from trainers.moves.engines import ALGORITHMS, KnobError, knob_help, validate_sp
 from trainers.moves.offline_comparison import offline_agreement, outcome_policy_comparison
 from trainers.moves.simulator import DEFAULT_MAX_TURNS, MOVES
 from trainers.moves.strategy import SCRIPTED
+from trainers.registry import REWARD_MODEL, TRAINERS
 from training.cards import world_scenarios_spec
 from training.estimates import move_expected_seconds
 from training.finish import version_from_move_strategy, version_from_offline_moves
@@ -119,7 +120,7 @@ def engines_routes(*, world: World) -> list[EnginesRoute]:
     routes = []
     for engine in ALGORITHMS.values():
         refused = ""
-        if engine.name == "reward-model":
+        if engine.name == REWARD_MODEL:
             if set(world.move_names) != set(MOVES):
                 refused = (
                     f"The reward model over moves reads the lettings moves; {world.name} "
@@ -136,7 +137,7 @@ def engines_routes(*, world: World) -> list[EnginesRoute]:
     routes.append(
         EnginesRoute(
             OFFLINE_ALGORITHM,
-            "Off-line on real calls",
+            TRAINERS[OFFLINE_ALGORITHM].engines_label,
             f"A move strategy learned from the world's own labelled calls and their outcomes "
             f"({OFFLINE_LEARNER}), measured on the held-out calls it never saw.",
             (
@@ -240,7 +241,7 @@ def _simulator_spec(
         "parent_strategy": parent.move_strategy or SCRIPTED,
         "pack": world.slug,
     }
-    if algorithm == "reward-model":
+    if algorithm == REWARD_MODEL:
         if not world.has_simulator:
             if spec["knobs"].get("plan_strategy"):
                 raise KnobError(

@@ -14,10 +14,9 @@ from typing import Any
 from levers9.jobs.estimates import JobEstimate, estimate_from_runs
 from levers9.jobs.selectors import job_durations_recent
 from trainers.moves.engines import ALGORITHMS, validate_knobs
+from trainers.registry import RLHF, TRAINERS, trainer_label
 from trainers.wording.spec import CPU_STAGE_SECONDS
 
-# The stages each wording trainer runs to its budget: RLHF fits a reward model, then the policy.
-STAGES = {"rlhf": 2, "dpo": 1}
 # A stage's budget bounds its training; the base's load and the held-out measures come on top.
 BUDGET_SPREAD = (0.75, 1.25)
 # A move learner stops at its time budget; starting its process and writing its result come on
@@ -41,8 +40,8 @@ def move_expected_seconds(spec: Mapping[str, Any], *, trainer: str, pool_name: s
 
 def wording_estimate(choice) -> JobEstimate:
     """The estimate of a Wording (RLHF) or Benchmark (DPO) card's job (a WordingChoice)."""
-    label = {"rlhf": "RLHF", "dpo": "DPO"}.get(choice.method, choice.method)
-    reward = choice.reward_source if choice.method == "rlhf" else ""
+    label = trainer_label(choice.method)
+    reward = choice.reward_source if choice.method == RLHF else ""
 
     def like_this_one(job) -> bool:
         # RLHF on the calls' outcomes and on the picks learn from different rows.
@@ -55,7 +54,10 @@ def wording_estimate(choice) -> JobEstimate:
     from_runs = estimate_from_runs(past, what=f"of {label} on {choice.pool.name} in this workspace")
     if from_runs is not None:
         return from_runs
-    stages = STAGES.get(choice.method, 1)
+    # The stages the trainer runs to its budget (the catalogue's): RLHF fits a reward model,
+    # then the policy.
+    trainer = TRAINERS.get(choice.method)
+    stages = trainer.budget_stages if trainer is not None and trainer.budget_stages else 1
     if choice.pool.is_cpu:
         budget = stages * CPU_STAGE_SECONDS
         stage_minutes = round(CPU_STAGE_SECONDS / 60)

@@ -12,7 +12,7 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import job_note
 from policies.models import PolicyVersion
 from policies.services import version_register
-from trainers.registry import Family, trainers_of
+from trainers.registry import RLHF, Family, trainers_of
 from training.models import TrainingRun
 from training.runs import training_run_of
 
@@ -108,7 +108,7 @@ def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
     learned_from["did_not_learn"] = list(metrics.get("did_not_learn") or [])
     version = version_register(
         world=_world_of(job),
-        name="trained" if job.trainer == "rlhf" else "dpo benchmark",
+        name="trained" if job.trainer == RLHF else "dpo benchmark",
         parent=parent,
         move_strategy=parent.move_strategy if parent else {},
         learned_from=learned_from,

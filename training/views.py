@@ -23,6 +23,7 @@ from levers9.jobs.services import JobError, job_cancel
 from levers9.roles import MANAGER, role_required
 from policies.models import PolicyVersion
 from policies.selectors import policies_answering, policy_live
+from trainers.registry import DPO, RLHF
 from training.cards import train_move_strategy
 from training.runs import training_run_of
 
@@ -135,7 +136,7 @@ def _how_each_method_learns() -> dict:
     """The world's own numbers under "How each method learns": the latest RLHF and DPO, each
     with its checkpoint on the held-out calls (the DPO one is the number RLHF must beat)."""
     latest = {}
-    for method in ("rlhf", "dpo"):
+    for method in (RLHF, DPO):
         job = Job.objects.filter(trainer=method, state=Job.State.DONE).order_by("-id").first()
         if job and job.result:
             produced = training_run_of(job).produced_version
@@ -162,7 +163,7 @@ def _how_each_method_learns() -> dict:
                 "version": produced,
                 "checkpoint": _checkpoint_of(produced),
             }
-    rlhf = latest.get("rlhf")
+    rlhf = latest.get(RLHF)
     if rlhf and rlhf["version"] is not None:
         # The head-to-head the description asks for: RLHF against DPO of the same picks.
         benchmark = _dpo_benchmark_of(rlhf["version"])
@@ -183,7 +184,7 @@ def _dpo_benchmark_of(version):
         "baseline_id", flat=True
     )
     for candidate in PolicyVersion.objects.filter(pk__in=baseline_ids).order_by("-pk"):
-        if (candidate.learned_from or {}).get("algorithm") == "dpo":
+        if (candidate.learned_from or {}).get("algorithm") == DPO:
             return candidate
     return None
 

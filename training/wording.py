@@ -21,6 +21,7 @@ from levers9.jobs.models import Job
 from levers9.models import GpuPool
 from policies.models import PolicyVersion
 from trainers.bases import LISTED_BASES, default_base
+from trainers.registry import RLHF, TRAINERS, Family, trainers_of
 from trainers.wording.spec import MIN_PAIRS, outcome_examples_from_calls, parse_wording_spec
 from training.estimates import wording_estimate
 from training.runs import training_run_start
@@ -30,7 +31,8 @@ from training.runs import training_run_start
 SEED_MAX = 2**32 - 1
 EPOCHS_MAX = 100
 
-METHODS = {"rlhf": "Wording · RLHF", "dpo": "Benchmark · DPO"}
+# The two cards, by trainer, with their titles (the catalogue's).
+METHODS = {name: TRAINERS[name].card_label for name in trainers_of(Family.WORDING)}
 
 
 class WordingCardError(ValueError):
@@ -141,7 +143,7 @@ def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[s
         "output_dir": job_folder_hint,
         "base_allowlist": os.environ.get("LEVERS9_TRAIN_BASE_ALLOWLIST") or None,
     }
-    if choice.method == "rlhf":
+    if choice.method == RLHF:
         spec["reward_source"] = choice.reward_source
         if choice.reward_source == "outcomes":
             if choice.outcomes_world is None:
@@ -252,7 +254,7 @@ def wording_choice_check(choice: WordingChoice) -> None:
     if choice.method not in METHODS:
         raise WordingCardError(f"Unknown method '{choice.method}': choose rlhf or dpo.")
     needed = choice.min_pairs if choice.min_pairs is not None else MIN_PAIRS[choice.method]
-    if choice.method == "rlhf" and choice.reward_source == "outcomes" and choice.min_pairs is None:
+    if choice.method == RLHF and choice.reward_source == "outcomes" and choice.min_pairs is None:
         needed = 0  # the reward model learns from the calls' outcomes, not from picks
     if not needed:
         return

@@ -6,8 +6,9 @@ so in its `AppConfig.ready()`:
   job_kind_register(JobKind(...))     a kind: how a finished job turns into something (a version,
                                       a served endpoint, an evaluation's results), what happens
                                       whenever one ends, whether its cards outlive the task
-  trainer_register(name, module=...)  what a job's task runs: a trainer module run as its own
-                                      process (`python -m module --spec ... --out ...`) ...
+  trainer_register(name)              what a job's task runs: a trainer of the catalogue
+                                      (trainers.registry), its module run as its own process
+                                      (`python -m module --spec ... --out ...`) ...
   trainer_register(name, function=...)  ... or a function called in the worker, for work that
                                       needs the database (evaluations)
   job_produced_listen(listener)       told of every version a job produced (the checkpoint)
@@ -28,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from trainers.registry import TRAINERS as CATALOGUE
 
 # The finish: (job, the task's plain-value result) -> what it produced (a version) or None.
 Finish = Callable[[Any, dict[str, Any]], Any]
@@ -88,8 +91,24 @@ def job_kind_register(kind: JobKind) -> None:
 
 
 def trainer_register(name: str, *, module: str = "", function: InWorker | None = None) -> None:
-    if bool(module) == (function is not None):
-        raise ValueError(f"Trainer '{name}' needs exactly one of a module or a function.")
+    """A trainer of the catalogue runs the module the catalogue names (a `module` given must
+    be that one); any other name is work done in the worker, by its `function`."""
+    if function is not None:
+        if module:
+            raise ValueError(f"Trainer '{name}' runs a module or a function, not both.")
+        if name in CATALOGUE:
+            raise ValueError(f"Trainer '{name}' is in trainers.registry: it runs its module.")
+    elif name not in CATALOGUE:
+        raise ValueError(
+            f"Trainer '{name}' is not in trainers.registry: give the function it runs in the "
+            "worker."
+        )
+    elif module and module != CATALOGUE[name].module:
+        raise ValueError(
+            f"Trainer '{name}' runs {CATALOGUE[name].module} (trainers.registry), not {module}."
+        )
+    else:
+        module = CATALOGUE[name].module
     TRAINERS[name] = Trainer(name, module=module, function=function)
 
 
