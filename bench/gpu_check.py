@@ -81,6 +81,7 @@ from pathlib import Path
 from typing import Any
 
 from levers9.shipped_data import HH_RLHF_PAIRS
+from trainers.registry import DPO, RLHF
 
 REPO = Path(__file__).resolve().parents[1]
 PREPARED = REPO / ".gpu_check"
@@ -111,17 +112,17 @@ QWEN3_SHAPES: dict[str, dict[str, Any]] = {
 """Qwen3's published configs (the layer shapes; the vocabulary is the carried tokenizer's)."""
 SHAPE_SHARES = {"tiny": 1.0, "0.6B": 1.0, "8B": 3.0, "14B": 2.0}
 """Each shape's share of the time left when it starts."""
-STAGE_SHARES = {"dpo": 1.0, "stock": 1.0, "rlhf": 2.0}
+STAGE_SHARES = {DPO: 1.0, "stock": 1.0, RLHF: 2.0}
 """Each stage's share of its shape's time left when it starts (RLHF is two fits)."""
 MIN_SHAPE_SECONDS = {"tiny": 10.0, "0.6B": 45.0, "8B": 90.0, "14B": 90.0}
 """Below this, a shape is reported as not run rather than started and killed."""
 STAGE_ROWS = {
-    "dpo": ("DPO, the project's",),
+    DPO: ("DPO, the project's",),
     "stock": ("DPO, stock TRL",),
-    "rlhf": ("reward model", "policy"),
+    RLHF: ("reward model", "policy"),
 }
 SMOKE_SECTIONS = {
-    "dpo": {"batch_size": 2, "max_length": 128, "score_batch_size": 4},
+    DPO: {"batch_size": 2, "max_length": 128, "score_batch_size": 4},
     "reward_model": {"batch_size": 2, "max_length": 128, "score_batch_size": 4},
     "policy": {"batch_size": 2, "replies_per_prompt": 2, "max_reply_tokens": 8,
                "max_prompt_length": 96, "held_out_prompts": 2},
@@ -561,7 +562,7 @@ def project_dpo(shape: Shape, budget: float) -> list[dict[str, Any]]:
     """`trainers.wording.dpo.run` on a spec; the Trainer gets half the stage's time."""
     from trainers.wording import dpo
 
-    spec = shape.spec("dpo", budget / 2, dpo=shape.section("dpo"))
+    spec = shape.spec(DPO, budget / 2, dpo=shape.section(DPO))
     trainings = len(shape.meter.trainings)
     result = dpo.run(spec)
     (record,) = shape.meter.trainings[trainings:]
@@ -633,7 +634,7 @@ def rlhf_fits(shape: Shape, budget: float) -> list[dict[str, Any]]:
     from trainers.wording import rlhf
 
     spec = shape.spec(
-        "rlhf",
+        RLHF,
         budget / 4,
         reward_source="picks",
         reward_model=shape.section("reward_model", fine_tune=True),
@@ -652,9 +653,9 @@ def rlhf_fits(shape: Shape, budget: float) -> list[dict[str, Any]]:
 
 
 STAGES: dict[str, Callable[[Shape, float], list[dict[str, Any]]]] = {
-    "dpo": project_dpo,
+    DPO: project_dpo,
     "stock": stock_dpo,
-    "rlhf": rlhf_fits,
+    RLHF: rlhf_fits,
 }
 
 

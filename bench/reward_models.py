@@ -48,6 +48,7 @@ from trainers.judge.fit import (
     pair_agreement,
     per_call_scores,
 )
+from trainers.registry import RLHF
 from trainers.wording.reward_model import fit_reward_model, reward_model_config
 from trainers.wording.spec import (
     StageProgress,
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
         raw = _spec(
             part, base=args.base, models_dir=args.models_dir, budget=args.budget, out=args.out
         )
-        spec = parse_wording_spec(raw, trainer="rlhf")
+        spec = parse_wording_spec(raw, trainer=RLHF)
         config = reward_model_config(spec)
         stages = StageProgress(
             _progress, {"reward_model": 100}, budget_seconds=spec.stage_budget_seconds

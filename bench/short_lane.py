@@ -34,10 +34,11 @@ import uuid
 from pathlib import Path
 
 from bench.django_app import setup_django, workspaces_drop
+from trainers.registry import ENGINES_KIND, Q_LEARNING_ONLINE
 
 REPO = Path(__file__).resolve().parent.parent
 LONG = {
-    "algorithm": "q-learning-online",
+    "algorithm": Q_LEARNING_ONLINE,
     "knobs": {"episodes": 50_000_000, "batch_episodes": 64, "time_budget_s": 0},
     "scenarios": ["young-professional-price"],
 }
@@ -107,8 +108,8 @@ def _long_job(workspace, pool) -> int:
 
     with schema_context(workspace.schema_name):
         return job_start(
-            kind="engines",
-            trainer="q-learning-online",
+            kind=ENGINES_KIND,
+            trainer=Q_LEARNING_ONLINE,
             spec=LONG,
             pool=pool,
             title="bench: a long job",

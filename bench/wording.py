@@ -31,6 +31,7 @@ import numpy as np
 
 from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 from trainers.bases import TINY_BASE, base_dir, load_base, quiet_transformers, tiny_base
+from trainers.registry import DPO, RLHF
 from trainers.wording.spec import outcome_examples_from_calls, parse_wording_spec
 
 QUESTIONS = (
@@ -174,7 +175,7 @@ def bench_base(
     steps: int,
     work_dir: Path,
     budget: float | None = None,
-    stages: tuple[str, ...] = ("rlhf", "dpo", "outcomes"),
+    stages: tuple[str, ...] = (RLHF, DPO, "outcomes"),
     rlhf_source: str = "picks",
 ) -> list[Row]:
     from trainers.wording.reward_model import RewardModelConfig, fit_on_outcomes
@@ -209,11 +210,11 @@ def bench_base(
     )
     del model
 
-    if "rlhf" in stages:
+    if RLHF in stages:
         rows += _rlhf_rows(
             base,
             common,
-            work_dir=work_dir / slug / "rlhf",
+            work_dir=work_dir / slug / RLHF,
             budget=budget,
             rlhf_source=rlhf_source,
             outcome_examples=outcome_examples,
@@ -221,11 +222,11 @@ def bench_base(
             parameters=parameters,
             flops=flops,
         )
-    if "dpo" in stages:
+    if DPO in stages:
         rows += _dpo_rows(
             base,
             common,
-            work_dir=work_dir / slug / "dpo",
+            work_dir=work_dir / slug / DPO,
             budget=budget,
             tokens_per_row=tokens_per_row,
             parameters=parameters,
@@ -357,7 +358,7 @@ def _dpo_rows(
     rows: list[Row] = []
     dpo_dir = str(work_dir)
     result = dpo.run(
-        {**common, "output_dir": dpo_dir, **({} if budget else {"dpo": {"batch_size": 4}})}
+        {**common, "output_dir": dpo_dir, **({} if budget else {DPO: {"batch_size": 4}})}
     )
     measured = result["metrics"]
     seen = measured.get("data_seen") or {}
@@ -425,7 +426,7 @@ def _outcome_rows(
     if outcome_examples:
         spec = parse_wording_spec(
             {**common, "reward_source": "outcomes", "outcome_examples": outcome_examples},
-            trainer="rlhf",
+            trainer=RLHF,
         )
         started = time.perf_counter()
         model, tokenizer = load_base(base, models_dir=models_dir, head="reward")
@@ -471,7 +472,7 @@ def reward_model_padding(base: str, *, models_dir: Path, pairs: list[dict[str, A
     from trainers.wording.spec import length_grouped_order
 
     spec = {"pack": "bench", "version": 1, "base": base, "pairs": pairs, "min_pairs": 1}
-    wording = parse_wording_spec({**spec, "models_dir": str(models_dir)}, trainer="rlhf")
+    wording = parse_wording_spec({**spec, "models_dir": str(models_dir)}, trainer=RLHF)
     config = reward_model_config(wording)
     tokenizer = load_tokenizer(base, models_dir=models_dir)
     data = reward_rows(wording.pairs, tokenizer, loss=bradley_terry, config=config)

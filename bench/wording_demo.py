@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.judge.rubric import RubricJudge, Turn
+from trainers.registry import DPO, RLHF
 
 
 class DemoError(RuntimeError):
@@ -274,7 +275,7 @@ def dpo_stage(api: Api, args: argparse.Namespace, judge: RubricJudge, stages) ->
     else:
         frozen = freeze_picks(api, args, judge, args.dpo_picks, stages)
         started = time.monotonic()
-        body = {"method": "dpo", "preference_version": frozen["number"]}
+        body = {"method": DPO, "preference_version": frozen["number"]}
         dpo = train_card(api, args, {**body, "epochs": args.dpo_epochs})
     stages.add(
         f"DPO → {dpo['label']}",
@@ -347,7 +348,7 @@ def rlhf_on_outcomes(
         api,
         args,
         {
-            "method": "rlhf",
+            "method": RLHF,
             "preference_version": frozen["number"],
             "epochs": args.rlhf_epochs,
             "reward_source": "outcomes",
