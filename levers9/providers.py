@@ -1,6 +1,6 @@
 """Providers: who writes the words for a role that runs on a model (the agent, a model judge).
 
-One interface (ARCHITECTURE.md, Contracts → Provider):
+One interface (docs/architecture.md, Contracts → Provider):
 
     reply(messages, *, max_tokens) -> str        messages: [{"role", "content"}], OpenAI style
     available() -> (bool, reason)                the reason names what is missing
