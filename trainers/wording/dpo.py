@@ -21,17 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from trainers.registry import DPO
-from trainers.runtime import Progress, silent_progress, trainer_main
-from trainers.wording.bases import (
+from trainers.bases import (
     conversation_ids,
     device_for,
-    fused_head_for_the_cpu,
     load_base,
     model_device,
     quiet_transformers,
     reference_kind,
 )
+from trainers.registry import DPO
+from trainers.runtime import Progress, silent_progress, trainer_main
 from trainers.wording.common import (
     HeldOutSettings,
     Stopwatch,
@@ -45,6 +44,7 @@ from trainers.wording.common import (
     train_in_scratch,
     trimmed,
 )
+from trainers.wording.fused_head import fused_head_for_the_cpu
 from trainers.wording.measures import did_not_learn
 from trainers.wording.policy_measures import pair_logps, preference_accuracy
 from trainers.wording.spec import (

@@ -22,14 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainers.registry import RLHF
-from trainers.runtime import Progress, silent_progress, trainer_main
-from trainers.wording.bases import (
+from trainers.bases import (
     device_for,
     load_base,
     quiet_transformers,
     reference_kind,
 )
+from trainers.registry import RLHF
+from trainers.runtime import Progress, silent_progress, trainer_main
 from trainers.wording.common import (
     Stopwatch,
     keep_time_to_measure,

@@ -34,10 +34,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from trainers.bases import FREE_HEAP_BOUND, return_freed_memory, validate_base
 from trainers.conversation import Message, conversation_messages
 from trainers.registry import DPO, RLHF, trainer_label
 from trainers.runtime import Progress
-from trainers.wording.bases import FREE_HEAP_BOUND, return_freed_memory, validate_base
 
 # The wording trainers (trainers.registry: RLHF, DPO), spelt out as a type can only spell them.
 Trainer = Literal["rlhf", "dpo"]
@@ -116,7 +116,7 @@ class WordingSpec:
     @property
     def device_type(self) -> Literal["cpu", "cuda"]:
         """Where every model of the run loads and every pass runs: the CPU for a CPU spec, the
-        card otherwise (`trainers.wording.bases.device_for`)."""
+        card otherwise (`trainers.bases.device_for`)."""
         return "cpu" if self.gpu_type in {"", "cpu"} else "cuda"
 
     def section(self, name: str) -> Mapping[str, Any]:
@@ -568,7 +568,7 @@ class StageProgress:
             def on_step_end(self, args, state, control, **kwargs):
                 # A step reuses the memory it frees (its LM-head tiles come back many times),
                 # but batches differ in length, and a heap kept whole across steps fragments
-                # (trainers.wording.bases.return_freed_memory): give it back once 2 GiB lie free.
+                # (trainers.bases.return_freed_memory): give it back once 2 GiB lie free.
                 return_freed_memory(above_bytes=FREE_HEAP_BOUND)
                 budget = self.budget_seconds
                 if budget is not None and time.monotonic() - self.started > budget:
