@@ -18,7 +18,6 @@ from django.utils.html import format_html, format_html_join
 
 from arena.errors import DuelError
 from arena.judge.overrides import judgements_rescore
-from arena.judge.standing import measure_text
 from arena.models import (
     Call,
     DuelPair,
@@ -57,6 +56,7 @@ from arena.services import (
     world_update,
 )
 from levers9.roles import MANAGER, RoleAdminMixin, has_role
+from trainers.judge.standing import measure_text
 from trainers.moves.simulator import MOVES
 
 
@@ -104,7 +104,7 @@ class WorldAdminForm(forms.ModelForm):
 
 def _judge_figure(version: JudgeVersion, measure: str, key: str, judge: str) -> str:
     """The figure with its bootstrap interval, "0.71 [0.60, 0.80]", or "too few to measure
-    (n = 4)" (arena.judge.standing)."""
+    (n = 4)" (trainers.judge.standing)."""
     return measure_text((version.report.get(measure) or {}).get(judge), measure, digits=2)
 
 

@@ -22,10 +22,9 @@ from rest_framework.response import Response
 
 from arena.errors import DuelError, DuelNotFound, JudgeFitError
 from arena.judge.agreement import judge_measure_start, judge_measurement_latest
-from arena.judge.fitting import judge_fit_start
+from arena.judge.fit_job import judge_fit_start
 from arena.judge.overrides import judge_override_submit, judgements_rescore
 from arena.judge.scoring import judge_score_items
-from arena.judge.standing import MIN_HELD_OUT_ITEMS, report_shown
 from arena.models import (
     Call,
     JudgeOverride,
@@ -80,6 +79,7 @@ from arena.services.preferences import preference_imported_ids
 from arena.services.queue import NOTE_MAX_CHARS
 from levers9.jobs.api import JobSerializer
 from levers9.roles import MANAGER, REVIEWER, HasRole
+from trainers.judge.standing import MIN_HELD_OUT_ITEMS, report_shown
 
 
 class ScenarioSerializer(serializers.ModelSerializer):

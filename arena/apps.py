@@ -15,7 +15,7 @@ class ArenaConfig(AppConfig):
             JUDGE_MEASURE_TRAINER,
             judge_measure_run,
         )
-        from arena.judge.fitting import (
+        from arena.judge.fit_job import (
             JUDGE_FIT_KIND,
             JUDGE_FIT_TRAINER,
             judge_fit_ended,

@@ -1,6 +1,6 @@
 """A model connection: the fields of a model role — a world's judge (Environment → Judge,
-arena.judge.setting) or a version's agent (policies) — checked before they are stored, with
-one set of rules for both: a provider offered here, a model name that is not a key, and an
+arena.judge.world_judge_choice) or a version's agent (policies) — checked before they are stored,
+with one set of rules for both: a provider offered here, a model name that is not a key, and an
 address the server may call.
 """
 

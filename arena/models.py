@@ -16,9 +16,9 @@ from django.db import models
 from django.utils import timezone
 from django.utils.functional import cached_property
 
-from arena.judge.rubric import DEFAULT_RUBRIC
-from arena.judge.standing import AT_CHANCE, report_standing
 from arena.moves import generic_moves, move_names
+from trainers.judge.rubric import DEFAULT_RUBRIC
+from trainers.judge.standing import AT_CHANCE, report_standing
 
 DEFAULT_JUDGE = "rubric"
 # The agent's system prompt where a world sets none: the one prompt the conversation builder
@@ -58,7 +58,7 @@ class World(models.Model):
     )
     # The world's rubric, which is also its reason tags: [{"name", "label", "help", "weight"}],
     # 2 to 12 of them (arena.services.worlds.dimensions_clean); read it through
-    # arena.judge.dimensions.world_dimensions.
+    # arena.judge.world_dimensions.world_dimensions.
     dimensions = models.JSONField(
         default=default_dimensions,
         help_text="The rubric's dimensions (the Duel's reasons): name, label, meaning, weight.",
@@ -622,7 +622,7 @@ class JudgeVersion(models.Model):
 
     @property
     def standing(self) -> dict:
-        """How far its held-out agreement can be believed (arena.judge.standing)."""
+        """How far its held-out agreement can be believed (trainers.judge.standing)."""
         return report_standing(self.report)
 
     @property

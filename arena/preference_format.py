@@ -16,7 +16,7 @@ columns; they read as preferences with no note, their bytes and sha256 untouched
 
 Who reads a tie or both bad: nobody trains on them yet. DPO's loss and the Bradley-Terry
 reward model's both need a chosen and a rejected reply, so a wording spec leaves them out and
-counts them (training.wording); the judge's fit leaves them out too (arena.judge.rows), and so
+counts them (training.wording); the judge's fit leaves them out too (arena.judge.fit_rows), and so
 does TRL's JSONL export, whose format has no tie. The TSV and the spreadsheet CSV keep them.
 
     from arena.preference_format import read_pairs

@@ -18,7 +18,6 @@ from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery
 
 from arena.errors import DuelBadInput, DuelNotFound
 from arena.judge.agreement import judge_agreement
-from arena.judge.topic_guard import ON_TOPIC
 from arena.models import (
     DuelPair,
     Judgement,
@@ -30,6 +29,7 @@ from arena.models import (
 )
 from arena.moves import move_label
 from arena.preference_format import PreferencePair, PreferenceRow, read_pairs, read_rows
+from trainers.judge.topic_guard import ON_TOPIC
 
 
 def world_list_with_counts() -> QuerySet[World]:

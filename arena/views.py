@@ -23,16 +23,9 @@ from django.views.decorators.http import require_POST
 from arena.agents import agents
 from arena.errors import DuelError, JudgeFitError
 from arena.judge.agreement import judge_measure_start, judge_measurement_latest
-from arena.judge.dimensions import world_dimensions
-from arena.judge.fitting import judge_fit_start
-from arena.judge.standing import (
-    MIN_HELD_OUT_ITEMS,
-    measure_items,
-    pairs_text,
-    report_rows,
-    scorer_text,
-)
+from arena.judge.fit_job import judge_fit_start
 from arena.judge.versions import judge_version_latest
+from arena.judge.world_dimensions import world_dimensions
 from arena.models import Call, JudgeConnection, Pick, World
 from arena.moves import (
     MAX_MOVES,
@@ -72,6 +65,13 @@ from arena.services.worlds import MAX_DIMENSIONS, MIN_DIMENSIONS
 from levers9.jobs.progress import job_payloads
 from levers9.providers import provider_choices
 from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required
+from trainers.judge.standing import (
+    MIN_HELD_OUT_ITEMS,
+    measure_items,
+    pairs_text,
+    report_rows,
+    scorer_text,
+)
 
 
 @role_required(REVIEWER)
@@ -450,7 +450,7 @@ def world_new(request):
 
 def _judge_panel(world: World) -> dict:
     """One world's judge on Environment → Judge: its newest fitted version with its held-out
-    figures in words (each through arena.judge.standing: too few items say so), its standing,
+    figures in words (each through trainers.judge.standing: too few items say so), its standing,
     and a model judge's measurement."""
     version = judge_version_latest(world)
     measurement = judge_measurement_latest(world)

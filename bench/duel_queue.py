@@ -57,7 +57,7 @@ def _batches(iterable, size: int = BATCH):
 
 def _create_data(world, moments: int, picks: int, reviewers: list) -> None:
     """Moments, two replies each, their judgements, a pair per moment, and picks."""
-    from arena.judge.dimensions import world_dimension_names
+    from arena.judge.world_dimensions import world_dimension_names
     from arena.models import DuelPair, Judgement, Moment, Pick, Reply
     from arena.preference_format import dialogue_json
 

@@ -143,7 +143,7 @@ def _run_once(*, slug: str, calls_text: str, versions, stub: OpenAIStub, slots: 
     """A fresh world of the same calls judged by the stub, and one evaluation run in it."""
     import logging
 
-    from arena.judge.setting import world_judge_set
+    from arena.judge.world_judge_choice import world_judge_set
     from arena.services import calls_import, world_create
     from evaluation.models import Evaluation
     from evaluation.services import call_set_ensure, evaluation_run

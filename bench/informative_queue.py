@@ -42,7 +42,7 @@ def _rows(path: Path) -> list[dict]:
     from bench.django_app import setup_django
 
     setup_django()
-    from arena.judge.fitted import preference_rows
+    from trainers.judge.fitted_judge import preference_rows
 
     with path.open() as lines:
         return preference_rows(json.loads(line) for line in lines if line.strip())

@@ -25,8 +25,6 @@ from pathlib import Path
 
 import numpy as np
 
-from arena.judge.fitted import FittedJudge, outcome_rows, preference_rows
-from arena.judge.rubric import DIMENSIONS
 from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 from trainers.judge.fit import (
     BOOTSTRAP,
@@ -38,6 +36,8 @@ from trainers.judge.fit import (
     per_call_scores,
     split_rows,
 )
+from trainers.judge.fitted_judge import FittedJudge, outcome_rows, preference_rows
+from trainers.judge.rubric import DIMENSIONS
 
 
 def _lines(path: Path) -> list[dict]:

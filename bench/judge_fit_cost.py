@@ -37,12 +37,12 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from arena.judge.fitted import outcome_rows
-from arena.judge.rubric import DIMENSIONS
 from bench.judge_agreement import _lines
 from levers9.jobs.cores import trainer_thread_env
 from levers9.shipped_data import PERSUASION_CALLS
 from trainers.bases import SMOLLM2_BASE
+from trainers.judge.fitted_judge import outcome_rows
+from trainers.judge.rubric import DIMENSIONS
 from trainers.runtime import parse_progress_line
 
 REPO = Path(__file__).resolve().parent.parent

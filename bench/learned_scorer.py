@@ -26,12 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from arena.judge.fitted import FittedJudge, outcome_rows, preference_rows
-from arena.judge.rubric import DIMENSIONS
 from bench.judge_agreement import _fmt, _lines
 from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 from trainers.bases import SMOLLM2_BASE
 from trainers.judge.fit import JudgeFitSpec, fit
+from trainers.judge.fitted_judge import FittedJudge, outcome_rows, preference_rows
+from trainers.judge.rubric import DIMENSIONS
 from trainers.reading.base_features import BaseReader, ReadStats
 
 MODELS_DIR = Path(os.environ.get("LEVERS9_MODELS_DIR", Path(__file__).parent.parent / "var/models"))

@@ -1,5 +1,5 @@
 """Another business's lines against the real agent's reply at the same moments, with and without
-the on-topic guard (arena.judge.topic_guard), and how often the guard flags the real agent.
+the on-topic guard (trainers.judge.topic_guard), and how often the guard flags the real agent.
 
     python -m bench.on_topic [--seed 0] [--folds 5] [--base smollm2-135m-instruct]
 
@@ -103,11 +103,11 @@ def lettings_lines() -> list[str]:
 
 
 def persuasion_world_guard(train: Sequence[dict[str, Any]]) -> Any:
-    from arena.judge.topic import topic_texts
-    from arena.judge.topic_guard import TopicGuard
+    from arena.judge.world_topic_guard import topic_texts
     from arena.models import World
     from arena.moves import generic_moves
     from trainers.judge.topic import topic_model_fit
+    from trainers.judge.topic_guard import TopicGuard
 
     world = World(
         name="Persuasion for Good (real calls)",
@@ -125,9 +125,9 @@ def fitted_judge(
     """The world's fitted judge on these calls' outcomes; with `base`, reading every reply with
     it (the learned scorer, features cached in var/features-bench) and, as the product's fit
     does, reading the `guard`'s floor sample ahead, which places the world's answer floor."""
-    from arena.judge.fitted import FittedJudge, outcome_rows
-    from arena.judge.rubric import DIMENSIONS
     from trainers.judge.fit import JudgeFitSpec, fit
+    from trainers.judge.fitted_judge import FittedJudge, outcome_rows
+    from trainers.judge.rubric import DIMENSIONS
     from trainers.reading.base_features import BaseReader
 
     folders = {"models_dir": str(ROOT / "var/models"), "features_dir": str(FEATURES)}
@@ -150,7 +150,7 @@ def fitted_judge(
 
 
 def _totals(judge: Any, items: list[tuple[Sequence[Any], str]]) -> np.ndarray:
-    from arena.judge.rubric import Turn
+    from trainers.judge.rubric import Turn
 
     if hasattr(judge, "score_many"):
         return np.asarray([r["total"] for r in judge.score_many(items, digits=None)])
@@ -177,7 +177,7 @@ def meet(
     judges: dict[str, Any], guard: Any, units: Sequence[Any], lines: Sequence[str], into: Meetings
 ) -> None:
     """Score each unit's real reply and every line at that unit's moment with every judge,
-    then with the guard on (arena.judge.topic_guard's cap, each total scored once)."""
+    then with the guard on (trainers.judge.topic_guard's cap, each total scored once)."""
     real_items = [(unit.context, unit.reply) for unit in units]
     line_items = [(unit.context, line) for unit in units for line in lines]
     into.calls.extend(unit.group for unit in units for _line in lines)
@@ -236,7 +236,7 @@ def _row(label: str, groups: Sequence[str], values: Sequence[float], seed: int) 
 
 
 def judges_for(fitted: Any | None) -> dict[str, Any]:
-    from arena.judge.rubric import RubricJudge
+    from trainers.judge.rubric import RubricJudge
 
     return {"rubric": RubricJudge()} | ({"fitted judge": fitted} if fitted is not None else {})
 
@@ -316,11 +316,11 @@ def cross_fitted(calls: list[dict[str, Any]], folds: int, seed: int) -> None:
 
 
 def lettings_reverse(calls: list[dict[str, Any]], seed: int) -> None:
-    from arena.judge.topic import topic_texts
-    from arena.judge.topic_guard import TopicGuard
+    from arena.judge.world_topic_guard import topic_texts
     from arena.models import World
     from arena.moves import lettings_moves
     from trainers.judge.topic import TopicUnit, topic_model_fit
+    from trainers.judge.topic_guard import TopicGuard
     from trainers.moves.simulator import (
         DEFAULT_SCENARIOS,
         LettingsWorld,

@@ -28,8 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from arena.judge.fitted import outcome_rows, preference_rows
-from arena.judge.rubric import DIMENSIONS
 from bench.judge_agreement import (
     CALLS,
     PAIRS,
@@ -48,6 +46,8 @@ from trainers.judge.fit import (
     pair_agreement,
     per_call_scores,
 )
+from trainers.judge.fitted_judge import outcome_rows, preference_rows
+from trainers.judge.rubric import DIMENSIONS
 from trainers.registry import RLHF
 from trainers.wording.reward_model import fit_reward_model, reward_model_config
 from trainers.wording.spec import (

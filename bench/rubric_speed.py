@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from arena.judge.rubric import RubricJudge, Turn
+from trainers.judge.rubric import RubricJudge, Turn
 
 TARGET = 2000
 LINES = [

@@ -144,7 +144,7 @@ def _world_with_a_fitted_judge(slug: str, calls: int, base: str):
     """The workspace's default world, given real calls, its judge fitted with `base` here."""
     from django_tenants.utils import schema_context
 
-    from arena.judge.fitting import _judge_fit_pack, judge_fit_finish
+    from arena.judge.fit_job import _judge_fit_pack, judge_fit_finish
     from arena.models import World
     from arena.services import calls_import
     from levers9.shipped_data import PERSUASION_CALLS
@@ -232,7 +232,7 @@ def _readers_side_by_side(slug: str, token: str, pack: str, dialogues, rounds: i
     new code is absent (the bench run on today's code), the in-process reader alone."""
     from django.test import Client
 
-    from arena.judge import reading, versions
+    from arena.judge import judge_base, versions
     from trainers.reading.base_features import BaseReader
 
     @functools.lru_cache(maxsize=8)
@@ -240,16 +240,16 @@ def _readers_side_by_side(slug: str, token: str, pack: str, dialogues, rounds: i
         return BaseReader(base, models_dir=models_dir, features_dir=features)
 
     readers = {"in this process": in_process}
-    if "BaseClient" in Path(reading.__file__).read_text():
-        readers["scoring process"] = reading._reader
+    if "BaseClient" in Path(judge_base.__file__).read_text():
+        readers["scoring process"] = judge_base._reader
     client = Client(HTTP_HOST=f"{slug}.localhost", HTTP_AUTHORIZATION=f"Token {token}")
     score = f"/api/rl/packs/{pack}/judge/score/"
     times: dict[tuple[str, int], list[float]] = {}
-    original = reading._reader
+    original = judge_base._reader
     try:
         for _round in range(rounds):
             for name, reader in readers.items():
-                reading._reader = reader
+                judge_base._reader = reader
                 versions._loaded.cache_clear()
                 for size in (1, 20):
                     body = {"items": _score_items(dialogues, 10_000 + size, size)}
@@ -261,7 +261,7 @@ def _readers_side_by_side(slug: str, token: str, pack: str, dialogues, rounds: i
                         assert response.status_code == 200, response.content[:300]
                         times.setdefault((name, size), []).append(elapsed)
     finally:
-        reading._reader = original
+        judge_base._reader = original
         versions._loaded.cache_clear()
     return {key: (_p(values, 0.5), _p(values, 0.95)) for key, values in times.items()}
 

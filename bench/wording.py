@@ -141,7 +141,7 @@ def frozen_pairs(path: Path) -> list[dict[str, Any]]:
 
 def hh_pairs() -> list[dict[str, Any]]:
     """The shared hh-rlhf harmless pairs (real human preferences) in the spec's format."""
-    from arena.judge.fitted import preference_rows
+    from trainers.judge.fitted_judge import preference_rows
 
     path = HH_RLHF_PAIRS
     with open(path, encoding="utf-8") as handle:

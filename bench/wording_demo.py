@@ -34,7 +34,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from arena.judge.rubric import RubricJudge, Turn
+from trainers.judge.rubric import RubricJudge, Turn
 from trainers.registry import DPO, RLHF
 
 

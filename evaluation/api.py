@@ -20,7 +20,6 @@ from rest_framework.decorators import action, api_view, permission_classes
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from arena.judge.standing import MIN_HELD_OUT_ITEMS
 from arena.models import World
 from evaluation.models import Evaluation
 from evaluation.selectors import (
@@ -37,6 +36,7 @@ from evaluation.services import (
 )
 from levers9.roles import MANAGER, REVIEWER, HasRole
 from policies.models import PolicyVersion
+from trainers.judge.standing import MIN_HELD_OUT_ITEMS
 
 
 class EvaluationSerializer(serializers.ModelSerializer):

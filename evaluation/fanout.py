@@ -23,9 +23,9 @@ from typing import Any
 from django.db import connection, connections
 from django_tenants.utils import schema_context
 
-from arena.judge.model import judgement_or_error
-from arena.judge.rubric import Judgement as Verdict
-from arena.judge.rubric import Turn as JudgeTurn
+from trainers.judge.model_judge import judgement_or_error
+from trainers.judge.rubric import Judgement as Verdict
+from trainers.judge.rubric import Turn as JudgeTurn
 
 # More threads than this buys nothing: each holds a database connection while it works.
 MAX_WORKERS = 64

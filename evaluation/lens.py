@@ -13,8 +13,7 @@ from typing import Any
 
 from django.db import connection
 
-from arena.judge.resolve import judge_for_world
-from arena.judge.rubric import RubricJudge
+from arena.judge.world_judge import judge_for_world
 from arena.models import Judgement, Moment, Reply, World, moments_dialogues_load
 from evaluation.fanout import Ask, answers_gather
 from evaluation.models import Evaluation
@@ -25,6 +24,7 @@ from evaluation.replay import (
     judgements_in_force,
     real_openings_ensure,
 )
+from trainers.judge.rubric import RubricJudge
 
 LENS_BANDS = 5
 # Scoring this many of a world's openings at once is a bulk load: refresh the statistics.

@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from arena.held_out import TURNS_PER_CALL
-from arena.judge.rubric import RubricJudge
-from arena.judge.rubric import Turn as JudgeTurn
 from arena.models import Judgement, Moment, Reply, Turn, World
 from evaluation.fanout import Answer
 from policies.models import PolicyVersion
+from trainers.judge.rubric import RubricJudge
+from trainers.judge.rubric import Turn as JudgeTurn
 
 OpeningTurns = dict[int, list[tuple[int, str, str]]]
 

@@ -12,9 +12,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from arena.held_out import TURNS_PER_CALL
-from arena.judge.dimensions import world_dimensions
-from arena.judge.rubric import Dimension, RubricJudge, dimension_default
-from arena.judge.standing import AT_CHANCE
+from arena.judge.world_dimensions import world_dimensions
 from arena.models import (
     Call,
     Judgement,
@@ -38,6 +36,8 @@ from levers9.jobs.estimates import JobEstimate, estimate_from_runs
 from levers9.jobs.kinds import JobAbout
 from levers9.jobs.selectors import job_durations_recent
 from policies.models import PolicyVersion
+from trainers.judge.rubric import Dimension, RubricJudge, dimension_default
+from trainers.judge.standing import AT_CHANCE
 
 SIDES = ("candidate", "baseline")
 OBSERVATIONAL_NOTE = (

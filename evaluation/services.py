@@ -31,7 +31,7 @@ from arena.held_out import (  # noqa: F401 - callers import these from here
     TURNS_PER_CALL,
     held_out_call_ids,
 )
-from arena.judge.resolve import judge_for_world
+from arena.judge.world_judge import judge_for_world
 from arena.models import Judgement, Reply, World, moments_dialogues_load
 from arena.recorded_replies import recorded_replies_pinned
 from evaluation.call_sets import call_set_ensure, scripted_episode

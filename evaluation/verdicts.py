@@ -5,7 +5,7 @@ mission, and the admin's evaluations and "Last evaluation".
 - Where the simulator played the duel (a simulated world's versions), its verdict is the one:
   it knows who won.
 - Elsewhere the judge's win rate gives one only when the judge is measured above chance on
-  enough held-out items (arena.judge.standing), and the verdict names the figure that
+  enough held-out items (trainers.judge.standing), and the verdict names the figure that
   licensed it ("licensed by the judge's AUC 0.68 [0.58, 0.77] on 116 held-out calls"), with
   the judge's other figure beside it when that one does not count ("its pair accuracy is too
   few to measure (n = 5)"): a reader sees what the verdict stands on. A judge at chance,
@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from arena.judge.standing import (
+from evaluation.scoring import INCOMPLETE
+from trainers.judge.standing import (
     ABOVE_CHANCE,
     AT_CHANCE,
     MEASURE_KINDS,
@@ -34,7 +35,6 @@ from arena.judge.standing import (
     standing,
     standing_words,
 )
-from evaluation.scoring import INCOMPLETE
 
 NO_VERDICT = "no_verdict"
 
@@ -103,7 +103,7 @@ class Verdict:
 
 def agreement_figures(pairs: dict[str, Any] | None, outcomes: dict[str, Any] | None) -> dict:
     """A judge's held-out measures as an evaluation keeps them: each figure None under
-    arena.judge.standing.MIN_HELD_OUT_ITEMS with why ("pairs_too_few", "outcomes_too_few"),
+    trainers.judge.standing.MIN_HELD_OUT_ITEMS with why ("pairs_too_few", "outcomes_too_few"),
     and the judge's standing (above_chance, at_chance, too_few, not_measured)."""
     pairs = measure_shown(pairs, "pairs") or {}
     outcomes = measure_shown(outcomes, "outcomes") or {}
@@ -123,7 +123,7 @@ def agreement_figures(pairs: dict[str, Any] | None, outcomes: dict[str, Any] | N
 
 
 def judge_agreement_shown(agreement: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An evaluation's stored judge_agreement read through arena.judge.standing's rule, as
+    """An evaluation's stored judge_agreement read through trainers.judge.standing's rule, as
     pages and the API show it: summaries kept before the rule held figures on too few items,
     and those read as None with why, like a new one's."""
     if not agreement or not agreement.get("measured"):

@@ -27,8 +27,8 @@ when the key is read.
 A typed address is called through levers9.outbound_transport: resolved, checked and connected
 to at the checked address, so DNS cannot change the answer after the check.
 
-Pure Python: no Django here, so the judge (arena.judge.model) and the agent (policies.agents)
-share it. torch/transformers are imported inside functions only.
+Pure Python: no Django here, so the judge (trainers.judge.model_judge) and the agent
+(policies.agents) share it. torch/transformers are imported inside functions only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Writes of the policy registry: versions and where each one runs.
 
 Serving and releasing trained versions are in policies.endpoints; the world's judge
-(Environment → Judge) is arena.judge.setting's.
+(Environment → Judge) is arena.judge.world_judge_choice's.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from arena.errors import DuelError, ModelConnectionError
-from arena.judge.setting import world_judge_set
+from arena.judge.world_judge_choice import world_judge_set
 from arena.models import World
 from arena.selectors import world_description, world_in_view
 from arena.services import world_system_prompt_set

@@ -29,7 +29,7 @@ def real_calls_world_fitted(capture_on_commit_callbacks):
     import json
 
     from arena.held_out import HELD_OUT_CALLS
-    from arena.judge.fitting import judge_fit_finish, judge_fit_start
+    from arena.judge.fit_job import judge_fit_finish, judge_fit_start
     from arena.services import calls_import, world_create
     from trainers.judge import fit as judge_fit
 

@@ -7,7 +7,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from arena.judge.standing import too_few_or_none
 from arena.models import World
 from arena.selectors import world_in_view
 from levers9.jobs.adoption import job_resume
@@ -23,6 +22,7 @@ from levers9.jobs.services import JobError, job_cancel
 from levers9.roles import MANAGER, role_required
 from policies.models import PolicyVersion
 from policies.selectors import policies_answering, policy_live
+from trainers.judge.standing import too_few_or_none
 from trainers.registry import DPO, RLHF
 from training.cards import train_move_strategy
 from training.runs import training_run_of

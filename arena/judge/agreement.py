@@ -13,16 +13,16 @@ from typing import Any
 import numpy as np
 
 from arena.errors import JudgeFitError
-from arena.judge.dimensions import world_dimensions
-from arena.judge.model import comparisons_agreement, model_judge_compare
-from arena.judge.resolve import judged_by_a_model, model_judge_for_world
-from arena.judge.rows import judge_fit_rows
-from arena.judge.rubric import Turn
+from arena.judge.fit_rows import judge_fit_rows
+from arena.judge.world_dimensions import world_dimensions
+from arena.judge.world_judge import judged_by_a_model, model_judge_for_world
 from arena.models import JudgeOverride, World
 from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
 from levers9.pools import pool_default
 from trainers.judge.fit import held_out_part, pair_agreement
+from trainers.judge.model_judge import comparisons_agreement, model_judge_compare
+from trainers.judge.rubric import Turn
 
 # A reviewer's verdict and the judge's score agree when they are this close (verdicts are
 # given as 0, 0.5 or 1, so this reads "in the same third of the scale").

@@ -1,7 +1,7 @@
 """The Duel's judge overrides: a reviewer overruling the judge on some dimensions of a
 reply, and rescoring that applies the overrides and reorders the queue. An override also
-feeds the world's next judge fit (arena.judge.fitting) and a model judge's examples
-(arena.judge.resolve). Workspace schema."""
+feeds the world's next judge fit (arena.judge.fit_job) and a model judge's examples
+(arena.judge.world_judge). Workspace schema."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from django.db.models import Q
 
 from arena.errors import DuelBadInput, DuelConflict, DuelNotFound
 from arena.judge.agreement import judge_agreement
-from arena.judge.dimensions import world_dimension_names, world_dimensions
-from arena.judge.fitting import judge_fit_soon
-from arena.judge.rubric import Dimension, weighted_total
+from arena.judge.fit_job import judge_fit_soon
+from arena.judge.world_dimensions import world_dimension_names, world_dimensions
 from arena.models import DuelPair, Judgement, JudgeOverride, Reply, World
 from arena.selectors import reply_judgements
+from trainers.judge.rubric import Dimension, weighted_total
 
 
 def judge_override_scores_clean(scores: Any, world: World | None = None) -> dict[str, float]:

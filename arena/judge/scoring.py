@@ -1,6 +1,6 @@
 """Scoring with a world's judge: a stored reply's verdict recorded (a verdict as scores, a
 failure as an error, never the one as the other), and many (dialogue, reply) items scored at
-once for integrations (the scoring API). Which judge scores is arena.judge.resolve's.
+once for integrations (the scoring API). Which judge scores is arena.judge.world_judge's.
 Workspace schema.
 """
 
@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from arena.errors import JudgeFitError
-from arena.judge.fitted import FittedJudge
-from arena.judge.model import judgement_or_error
-from arena.judge.resolve import judge_for_world
-from arena.judge.rubric import Judge, Turn
-from arena.judge.topic_guard import ON_TOPIC
+from arena.judge.world_judge import judge_for_world
 from arena.models import Judgement, Reply, World
+from trainers.judge.fitted_judge import FittedJudge
+from trainers.judge.model_judge import judgement_or_error
+from trainers.judge.rubric import Judge, Turn
+from trainers.judge.topic_guard import ON_TOPIC
 
 
 def judgement_record(*, reply: Reply, judge: Judge) -> Judgement:

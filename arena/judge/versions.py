@@ -1,6 +1,6 @@
 """A world's numbered fitted judge versions (reads): the newest, the name its verdicts are
 stored under, and a version loaded as a judge. Each version is the finish of one fit
-(arena.judge.fitting) and carries its held-out agreement in its report.
+(arena.judge.fit_job) and carries its held-out agreement in its report.
 
 Workspace schema (JudgeVersion lives in the tenant's schema).
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from arena.judge.dimensions import world_dimensions
-from arena.judge.fitted import FittedJudge
-from arena.judge.reading import base_reader, features_dir
-from arena.judge.rubric import Dimension
+from arena.judge.judge_base import base_reader, features_dir
+from arena.judge.world_dimensions import world_dimensions
 from arena.models import JudgeVersion, World
+from trainers.judge.fitted_judge import FittedJudge
+from trainers.judge.rubric import Dimension
 
 
 def judge_version_latest(world: World) -> JudgeVersion | None:

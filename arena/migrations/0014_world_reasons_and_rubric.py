@@ -11,7 +11,7 @@ from django.db import migrations, models
 
 
 def _as_rubric(stored):
-    from arena.judge.rubric import DEFAULT_RUBRIC, rubric_from_stored
+    from trainers.judge.rubric import DEFAULT_RUBRIC, rubric_from_stored
 
     if not isinstance(stored, list) or not stored:
         return [dimension.as_dict() for dimension in DEFAULT_RUBRIC]

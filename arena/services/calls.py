@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 
 from arena.held_out import held_out_calls_ensure
-from arena.judge.fitting import judge_fit_soon
+from arena.judge.fit_job import judge_fit_soon
 from arena.models import Call, Turn, World
 from arena.services.move_labels import calls_label_moves
 from levers9.text import bad_text_path

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from arena import preference_format
 from arena.errors import EmptyFreeze
-from arena.judge.fitting import judge_fit_soon
+from arena.judge.fit_job import judge_fit_soon
 from arena.models import Call, DuelPair, Moment, Pick, PreferenceVersion, Reply, Scenario, World
 from arena.selectors import preference_number_next, preferences_dir
 

@@ -22,8 +22,7 @@ from arena import preference_format
 from arena.agents import AgentCannotAnswer, agents
 from arena.errors import DuelBadInput, DuelConflict
 from arena.held_out import held_out_call_ids
-from arena.judge.resolve import judge_for_world, judge_reads_with_a_base
-from arena.judge.rubric import Turn as JudgeTurn
+from arena.judge.world_judge import judge_for_world, judge_reads_with_a_base
 from arena.models import Call, DuelPair, Judgement, Moment, Reply, Scenario, Turn, World
 from arena.selectors import policy_versions_numbered
 from arena.services._common import _advisory_lock
@@ -32,6 +31,7 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
 from levers9.models import GpuPool
 from levers9.pools import pool_default
+from trainers.judge.rubric import Turn as JudgeTurn
 from trainers.moves.simulator import (
     MOVES,
     LettingsWorld,

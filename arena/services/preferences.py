@@ -17,7 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from arena import preference_format
-from arena.judge.dimensions import world_dimension_names
+from arena.judge.world_dimensions import world_dimension_names
 from arena.models import DuelPair, Moment, Pick, Reply, World
 from arena.services.calls import ImportProblem, import_text_decode, json_line_parse
 

@@ -24,8 +24,7 @@ from django.db.models import (
 from django.utils import timezone
 
 from arena.errors import DuelBadInput, DuelConflict, DuelNotFound
-from arena.judge.dimensions import world_dimension_names
-from arena.judge.rubric import DIMENSIONS
+from arena.judge.world_dimensions import world_dimension_names
 from arena.models import DuelPair, PairSkip, Pick, PreferenceVersion, World
 from arena.selectors import (
     QueueSelection,
@@ -36,9 +35,10 @@ from arena.selectors import (
     reply_source_label,
 )
 from arena.services.pairs import duel_pairs_request
+from trainers.judge.rubric import DIMENSIONS
 
 # The reasons of a world that keeps the description's seven; a world's own are its rubric's
-# dimensions (arena.judge.dimensions.world_dimension_names).
+# dimensions (arena.judge.world_dimensions.world_dimension_names).
 REASONS: tuple[str, ...] = DIMENSIONS
 # How long a served pair stays with its reviewer; after that the queue may serve it again.
 RESERVATION = timedelta(minutes=5)

@@ -1,7 +1,7 @@
 """Writes of worlds: the default lettings world every workspace gets (with its simulated
 scenarios and the simulator's eight moves), new worlds, and what describes a world's business:
 its name, description, the system prompt its agent opens with, its moves, and its rubric (the
-dimensions its judge scores and its reviewers tick as reasons: arena.judge.dimensions)."""
+dimensions its judge scores and its reviewers tick as reasons: arena.judge.world_dimensions)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import re
 from typing import Any
 
 from arena.errors import DuelBadInput
-from arena.judge.fitting import judge_fit_soon
-from arena.judge.rubric import dimension_default
+from arena.judge.fit_job import judge_fit_soon
 from arena.models import JudgeVersion, Scenario, World
 from arena.moves import MovesInvalid, lettings_moves, moves_clean
+from trainers.judge.rubric import dimension_default
 from trainers.moves.simulator import DEFAULT_SCENARIOS
 
 LETTINGS_WORLD_SLUG = "lettings"

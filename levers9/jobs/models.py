@@ -31,7 +31,7 @@ class Job(models.Model):
     ACTIVE_STATES = (State.PACKING, State.SUBMITTED, State.RUNNING, State.FINISHING)
     ENDED_STATES = (State.DONE, State.FAILED, State.CANCELLED)
     # Not stored: true on a job a start returned in place of a second one doing the same work
-    # (a fit of a world while one is on its way: arena.judge.fitting).
+    # (a fit of a world while one is on its way: arena.judge.fit_job).
     joined = False
 
     # A kind registered by an app (levers9.jobs.kinds.job_kind_register).

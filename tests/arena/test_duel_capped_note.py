@@ -11,11 +11,11 @@ from unittest import mock
 import pytest
 from django_tenants.utils import schema_context
 
-from arena.judge.topic_guard import ON_TOPIC
 from arena.models import DuelPair, Judgement, Reply, World
 from arena.services import duel_pairs_generate
 from arena.services.pairs import _Candidate
 from tests.conftest import api_token, client_for, make_user, token_client
+from trainers.judge.topic_guard import ON_TOPIC
 
 # A line from another business (car insurance): the lettings world's guard caps it.
 INSURANCE = "Your car insurance renewal covers windscreen repairs and breakdown recovery."

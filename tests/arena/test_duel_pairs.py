@@ -149,8 +149,8 @@ def test_a_judge_that_reads_with_a_base_reads_a_moments_candidates_together_firs
 ):
     """So the call so far they share is read once (trainers.reading.passes); each score then
     finds its read in the cache."""
-    from arena.judge.rubric import RubricJudge
     from arena.services import pairs
+    from trainers.judge.rubric import RubricJudge
 
     calls: list[tuple[str, int]] = []
 

@@ -13,7 +13,7 @@ import pytest
 
 from arena import preference_format
 from arena.errors import DuelBadInput
-from arena.judge.rows import judge_fit_rows
+from arena.judge.fit_rows import judge_fit_rows
 from arena.models import DuelPair, Pick
 from arena.selectors import preference_version_path, preference_version_read, reviewer_agreement
 from arena.services import duel_next, pick_submit, preference_freeze

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from django_tenants.utils import schema_context
 
-from arena.judge.fitting import judge_fit_finish
+from arena.judge.fit_job import judge_fit_finish
 from arena.models import JudgeVersion, Pick, World
 from levers9.jobs.models import Job
 from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS

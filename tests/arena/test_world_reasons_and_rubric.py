@@ -15,14 +15,14 @@ from django.apps import apps
 from django_tenants.utils import schema_context
 
 from arena.errors import DuelBadInput
-from arena.judge.dimensions import world_dimension_names, world_dimensions
-from arena.judge.fitting import _judge_fit_pack
+from arena.judge.fit_job import _judge_fit_pack
 from arena.judge.overrides import judge_override_submit
-from arena.judge.resolve import judge_for_world
-from arena.judge.rubric import DEFAULT_RUBRIC, DIMENSIONS, RubricJudge, Turn
+from arena.judge.world_dimensions import world_dimension_names, world_dimensions
+from arena.judge.world_judge import judge_for_world
 from arena.models import DuelPair, Pick, World
 from arena.services import calls_import, duel_next, duel_pairs_generate, pick_submit, world_create
 from tests.conftest import client_for, make_user
+from trainers.judge.rubric import DEFAULT_RUBRIC, DIMENSIONS, RubricJudge, Turn
 
 BIKE_RUBRIC = [
     {

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from django_tenants.utils import schema_context
 
-from arena.judge.rubric import DIMENSIONS
 from evaluation.models import Evaluation
 from evaluation.runner import evaluation_job_run
 from policies.models import PolicyVersion
 from tests.conftest import api_token, client_for, make_user, token_client
+from trainers.judge.rubric import DIMENSIONS
 
 
 def _run(workspace, evaluation_id: int) -> None:

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import pytest
 from django_tenants.utils import schema_context
 
-from arena.judge.rubric import RubricJudge
 from bench.evaluation_concurrency import OpenAIStub
 from evaluation.fanout import Ask, answers_gather
 from levers9.shipped_data import PERSUASION_CALLS
 from tests.e2e.workspaces import fresh_workspace
+from trainers.judge.rubric import RubricJudge
 
 DELAY = 0.1
 

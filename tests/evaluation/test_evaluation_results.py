@@ -9,10 +9,10 @@ from collections import defaultdict
 
 import pytest
 
-from arena.judge.rubric import DIMENSIONS
 from arena.models import Judgement, Reply
 from evaluation.models import Evaluation, EvaluationAnswer, HeldOutMoment
 from evaluation.scoring import pairwise_outcome
+from trainers.judge.rubric import DIMENSIONS
 
 
 def _strip_ids(summary: dict) -> dict:

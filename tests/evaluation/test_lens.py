@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 
-from arena.judge.resolve import judge_for_world
-from arena.judge.rubric import Judge, Turn
+from arena.judge.world_judge import judge_for_world
 from arena.models import Judgement
 from evaluation.scoring import band_of
 from evaluation.services import LENS_BANDS, TURNS_PER_CALL, world_score_vs_outcome
 from levers9.shipped_data import PERSUASION_CALLS
 from tests.evaluation.conftest import pushy_in
+from trainers.judge.rubric import Judge, Turn
 
 
 def _opening_scores_from_the_file(judge: Judge) -> list[tuple[float, str]]:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from arena.judge.standing import measure_shown
 from evaluation import scoring
 from evaluation.selectors import judge_agreement, verdict_explained, version_verdicts
 from evaluation.services import SIMULATED_DUEL_SEED, _verdict_fields
 from tests.evaluation.conftest import pushy_in
+from trainers.judge.standing import measure_shown
 from trainers.moves.common import table_strategy
 from trainers.moves.simulated_duel import simulated_duel
 from trainers.moves.simulator import LettingsWorld, Persona, Scenario

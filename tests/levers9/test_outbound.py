@@ -65,7 +65,7 @@ def test_the_platform_wide_key_goes_only_to_allowed_hosts():
 
 def test_saving_an_internal_judge_address_is_refused(in_workspace, monkeypatch):
     from arena.errors import ModelConnectionBadRequest
-    from arena.judge.setting import world_judge_set
+    from arena.judge.world_judge_choice import world_judge_set
     from arena.models import JudgeConnection, World
 
     monkeypatch.delenv(ALLOWED_HOSTS_ENV, raising=False)

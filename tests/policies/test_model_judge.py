@@ -9,14 +9,14 @@ import json
 import pytest
 
 from arena.errors import ModelConnectionBadRequest, ModelConnectionConflict
-from arena.judge.model import ModelJudge
-from arena.judge.resolve import judge_for_world, model_judge_for_world
-from arena.judge.rubric import DIMENSIONS, RubricJudge, Turn
 from arena.judge.scoring import judgement_record
-from arena.judge.setting import world_judge_set
+from arena.judge.world_judge import judge_for_world, model_judge_for_world
+from arena.judge.world_judge_choice import world_judge_set
 from arena.models import JudgeConnection, Judgement, Moment, Reply, World
 from levers9.providers import ModelTarget, provider_for
 from tests.policies.stub_server import Answer
+from trainers.judge.model_judge import ModelJudge
+from trainers.judge.rubric import DIMENSIONS, RubricJudge, Turn
 
 GOOD_SCORES = {
     "dialect": 0.9,

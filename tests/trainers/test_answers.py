@@ -10,14 +10,14 @@ import json
 import numpy as np
 import pytest
 
-from arena.judge.fitted import FittedJudge, outcome_rows
-from arena.judge.rubric import DIMENSIONS, RubricJudge, Turn
-from arena.judge.topic_guard import ON_TOPIC, ON_TOPIC_FIGURES, TopicGuard, judge_guarded
 from levers9.shipped_data import PERSUASION_CALLS
 from trainers.bases import TINY_BASE, base_dir, tiny_base
 from trainers.judge.answers import AnswerCheck, answers_floor
 from trainers.judge.fit import FittedJudgeModel, JudgeFitSpec, fit
+from trainers.judge.fitted_judge import FittedJudge, outcome_rows
+from trainers.judge.rubric import DIMENSIONS, RubricJudge, Turn
 from trainers.judge.topic import TopicModel, TopicUnit, background_load
+from trainers.judge.topic_guard import ON_TOPIC, ON_TOPIC_FIGURES, TopicGuard, judge_guarded
 from trainers.reading.base_features import BaseReader, ReadStats
 from trainers.reading.rendering import reply_row
 

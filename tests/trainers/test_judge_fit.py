@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from arena.judge.fitted import override_row, pair_row
-from arena.judge.rubric import DIMENSIONS
 from trainers.judge.fit import FittedJudgeModel, JudgeFitSpec, fit, pair_agreement
+from trainers.judge.fitted_judge import override_row, pair_row
+from trainers.judge.rubric import DIMENSIONS
 
 # Two words no rule knows: only a learned judge can tell which replies reviewers prefer.
 GOOD, POOR = "zorbl", "quaxen"
@@ -152,7 +152,7 @@ def test_a_judge_below_chance_is_no_better_than_chance():
 def _outcome_calls(count: int, *, words_tell: bool) -> list[dict]:
     """Calls whose agent says GOOD in won calls and POOR in lost ones (words_tell), or a word
     drawn apart from the outcome."""
-    from arena.judge.fitted import outcome_rows
+    from trainers.judge.fitted_judge import outcome_rows
 
     rng = np.random.default_rng(4)
     calls = []

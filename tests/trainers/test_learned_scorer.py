@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arena.judge.fitted import FittedJudge, outcome_rows, pair_row
-from arena.judge.rubric import DIMENSIONS
 from trainers.bases import TINY_BASE, base_dir, tiny_base
 from trainers.judge.fit import FittedJudgeModel, JudgeFitSpec, fit
+from trainers.judge.fitted_judge import FittedJudge, outcome_rows, pair_row
 from trainers.judge.learned import BASE, MIXED, WORDS, fit_total, fit_won
+from trainers.judge.rubric import DIMENSIONS
 from trainers.reading.base_features import BaseReader, ReadStats
 
 GOOD, POOR = "zorbl", "quaxen"

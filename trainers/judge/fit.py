@@ -48,7 +48,7 @@ from trainers.reading.head_fit import (  # noqa: F401 (the grid is read from her
 from trainers.runtime import Progress, trainer_main
 
 # The fewest held-out items (picks, or calls for an outcome AUC) a measure needs before it
-# counts (arena.judge.standing shows and judges by the same number).
+# counts (trainers.judge.standing shows and judges by the same number).
 MIN_HELD_OUT_ITEMS = 30
 
 # --- the features -------------------------------------------------------------------------
@@ -884,7 +884,7 @@ def won_scores_total(report: Mapping[str, Any]) -> bool:
     """Whether a world's won head may score its total where it has no picks: only once it beat
     chance on at least MIN_HELD_OUT_ITEMS held-out calls. A head at chance (or unmeasured)
     ranks replies by noise; the rubric's total then ranks them, and the world's verdicts say
-    "no verdict" either way (arena.judge.standing)."""
+    "no verdict" either way (trainers.judge.standing)."""
     measured = (report.get("outcomes") or {}).get("fitted") or {}
     enough = int(measured.get("calls") or 0) >= MIN_HELD_OUT_ITEMS
     return enough and measured.get("at_chance") is False

@@ -4,7 +4,7 @@ score through one process per base, and none of them holds a model.
 
 It answers what trainers.reading.base_features.BaseReader answers (`features`, `answers`, the
 same floats), so the fitted judge and its answer check take it as they took the in-process
-reader. Pure Python; the settings are read by the caller (arena.judge.reading).
+reader. Pure Python; the settings are read by the caller (arena.judge.judge_base).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django_tenants.utils import schema_context
 
-from arena.judge.fitting import JUDGE_FIT_KIND, judge_fit_start
+from arena.judge.fit_job import JUDGE_FIT_KIND, judge_fit_start
 from arena.models import DuelPair, JudgeVersion, World
 from arena.services import calls_import, duel_pairs_generate, world_create
 from levers9.jobs.models import Job

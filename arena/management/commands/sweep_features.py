@@ -1,12 +1,12 @@
 """`manage.py sweep_features [--workspace <slug>] [--max-mb N]` — keep each workspace's cache of
-the base's reads within its budget, the least used first (arena.judge.reading.features_sweep)."""
+the base's reads within its budget, the least used first (arena.judge.judge_base.features_sweep)."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 from django_tenants.utils import schema_context
 
-from arena.judge.reading import features_dir, features_sweep
+from arena.judge.judge_base import features_dir, features_sweep
 from arena.management.world_lookup import workspace_named
 from levers9.models import Workspace
 

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from arena.judge.rubric import Turn
-from arena.judge.topic_guard import ON_TOPIC, ON_TOPIC_FIGURES, judge_guarded, reviewer_sentence
 from tests.arena.judge.test_on_topic_guard import CONTEXT, VIEWING, ManyJudge, _guard
+from trainers.judge.rubric import Turn
 from trainers.judge.topic import JOINT_LIMIT, TopicVerdict
+from trainers.judge.topic_guard import ON_TOPIC, ON_TOPIC_FIGURES, judge_guarded, reviewer_sentence
 
 WORDS_OFF = TopicVerdict(
     on_topic=False, evidence=-7.25, threshold=-2.5, foreign=("viewing", "flat", "saturday")

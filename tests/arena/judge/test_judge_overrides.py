@@ -88,7 +88,7 @@ def test_a_capped_or_fitted_total_survives_rescoring_and_comes_back_when_overrid
     """A judge's total need not be the weighted sum of its dimensions (the on-topic guard's cap,
     a fitted judge's own head): an override moves it by what the reviewers changed, and
     removing the override gives the judge's own total back, not the sum."""
-    from arena.judge.rubric import weighted_total
+    from trainers.judge.rubric import weighted_total
 
     judged = reply_judgements([pair.reply_a_id])[pair.reply_a_id]
     Judgement.objects.filter(pk=judged.pk).update(total=0.05)  # as the guard caps it

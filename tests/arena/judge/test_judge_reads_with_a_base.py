@@ -13,8 +13,8 @@ from django.conf import settings
 from django_tenants.utils import schema_context
 
 from arena.judge import versions
-from arena.judge.fitting import judge_fit_finish, judge_fit_start
-from arena.judge.reading import _reader
+from arena.judge.fit_job import judge_fit_finish, judge_fit_start
+from arena.judge.judge_base import _reader
 from arena.models import JudgeVersion
 from arena.services import calls_import, world_create
 from levers9.shipped_data import PERSUASION_CALLS
@@ -78,7 +78,7 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     for who in ("fitted", "words", "base"):
         assert version.report["outcomes"][who]["calls"] > 0
     # The guard's floor sample was read ahead: the first score after the fit reads nothing.
-    from arena.judge.topic import topic_guard_for_world
+    from arena.judge.world_topic_guard import topic_guard_for_world
     from trainers.reading.base_features import BaseReader, ReadStats
 
     sample = topic_guard_for_world(persuasion).floor_sample()
@@ -91,7 +91,7 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     # guard around the world's judge applies it.
     following = [unit for unit in sample if unit.context]  # an opening line answers nothing
     assert scorer["answers"]["sample"] == len(following) >= 20
-    from arena.judge.resolve import judge_for_world
+    from arena.judge.world_judge import judge_for_world
 
     check = judge_for_world(persuasion)._unguarded.answer_check
     assert check.floor == pytest.approx(scorer["answers"]["floor"])
@@ -168,7 +168,7 @@ def test_another_workspace_cannot_score_with_this_worlds_judge_nor_read_its_cach
 
 
 def test_environment_says_when_a_fit_could_not_read_with_its_base():
-    from arena.judge.standing import scorer_text
+    from trainers.judge.standing import scorer_text
 
     missing = {"scorer": {"base": None, "base_missing": "Base 'x/y' is not on this machine."}}
     assert "the base it was to read with is missing. Base 'x/y'" in scorer_text(missing)

@@ -10,7 +10,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django_tenants.utils import schema_context
 
-from arena.judge.fitting import judge_fit_ended, judge_refit_request
+from arena.judge.fit_job import judge_fit_ended, judge_refit_request
 from arena.services import preference_freeze, preferences_import, world_create
 from levers9.jobs.models import Job
 from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
@@ -124,7 +124,7 @@ def test_a_persons_fit_replaces_a_refit_still_waiting_and_a_second_one_joins_it(
     persuasion,  # noqa: F811 - the fixture
     django_capture_on_commit_callbacks,
 ):
-    from arena.judge.fitting import judge_fit_start
+    from arena.judge.fit_job import judge_fit_start
 
     waiting = _request(persuasion, django_capture_on_commit_callbacks)
     assert waiting.background

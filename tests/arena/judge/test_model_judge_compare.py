@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from arena.judge.model import ModelJudge, comparisons_agreement, model_judge_compare
-from arena.judge.rubric import Turn
+from trainers.judge.model_judge import ModelJudge, comparisons_agreement, model_judge_compare
+from trainers.judge.rubric import Turn
 
 
 class _Answers:

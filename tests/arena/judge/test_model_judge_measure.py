@@ -12,13 +12,13 @@ from django_tenants.utils import schema_context
 from arena.errors import JudgeFitError
 from arena.judge import agreement
 from arena.judge.agreement import judge_measure_run, judge_measure_start, judge_measurement_latest
-from arena.judge.fitting import judge_fit_soon
-from arena.judge.model import ModelJudge
-from arena.judge.setting import world_judge_set
+from arena.judge.fit_job import judge_fit_soon
+from arena.judge.world_judge_choice import world_judge_set
 from arena.models import World
 from arena.services import preference_freeze, preferences_import
 from levers9.jobs.models import Job
 from levers9.shipped_data import HH_RLHF_PAIRS
+from trainers.judge.model_judge import ModelJudge
 
 
 class _AlwaysTheFirst:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from arena.judge import reading, versions
-from arena.judge.fitting import judge_fit_finish, judge_fit_start
+from arena.judge import judge_base, versions
+from arena.judge.fit_job import judge_fit_finish, judge_fit_start
 from arena.models import DuelPair, JudgeVersion
 from arena.services import calls_import, duel_pairs_generate, world_create
 from levers9.shipped_data import PERSUASION_CALLS
@@ -32,11 +32,11 @@ def tiny_judge_base(settings):
     settings.JUDGE_SCORING_IDLE_SECONDS = 120  # a test that fails before its end leaves none
     tiny_base(base_dir(TINY_BASE, settings.MODELS_DIR), texts=["donate", "children"])
     versions._loaded.cache_clear()
-    reading._reader.cache_clear()
+    judge_base._reader.cache_clear()
     yield settings.MODELS_DIR
     servers_stop(settings.MODELS_DIR)
     versions._loaded.cache_clear()
-    reading._reader.cache_clear()
+    judge_base._reader.cache_clear()
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def test_it_scores_with_the_base_in_the_scoring_process_and_loads_none_here(
         return BaseReader(base, models_dir=models_dir, features_dir=tmp_path / "own")
 
     with monkeypatch.context() as patched:
-        patched.setattr(reading, "_reader", in_process)
+        patched.setattr(judge_base, "_reader", in_process)
         versions._loaded.cache_clear()
         local = owner_client.post(url, {"items": ITEMS}, content_type="application/json").json()
     assert loads  # the reference did load it here

@@ -1,7 +1,7 @@
-"""The on-topic guard every judge of a world passes through (arena.judge.topic, applied by
-arena.judge.resolve.judge_for_world): another business's line cannot outrank an on-topic reply,
-an on-topic reply's verdict is the judge's own, a guard never reads another workspace's world or
-a held-out call, and a change to the world rebuilds it."""
+"""The on-topic guard every judge of a world passes through (arena.judge.world_topic_guard,
+applied by arena.judge.world_judge.judge_for_world): another business's line cannot outrank an
+on-topic reply, an on-topic reply's verdict is the judge's own, a guard never reads another
+workspace's world or a held-out call, and a change to the world rebuilds it."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 from django_tenants.utils import schema_context
 
 from arena.held_out import HELD_OUT_CALLS, held_out_call_ids
-from arena.judge.resolve import judge_for_world
-from arena.judge.rubric import RubricJudge, Turn
-from arena.judge.topic import topic_guard_for_world, topic_texts
-from arena.judge.topic_guard import ON_TOPIC
+from arena.judge.world_judge import judge_for_world
+from arena.judge.world_topic_guard import topic_guard_for_world, topic_texts
 from arena.models import Call, World
 from arena.services import calls_import, world_create
 from levers9.shipped_data import PERSUASION_CALLS
+from trainers.judge.rubric import RubricJudge, Turn
 from trainers.judge.topic import stem_counts, words
+from trainers.judge.topic_guard import ON_TOPIC
 
 CALLS = 2 * HELD_OUT_CALLS + 40
 VIEWING = "Would you like to arrange a viewing of the flat on Saturday?"

@@ -3,9 +3,9 @@ off-topic reply's total is capped once, whether it is scored alone or in a batch
 
 from __future__ import annotations
 
-from arena.judge.rubric import Judgement, Turn
-from arena.judge.topic_guard import OFF_TOPIC_SCALE, TopicGuard, judge_guarded
+from trainers.judge.rubric import Judgement, Turn
 from trainers.judge.topic import TopicUnit, topic_model_fit
+from trainers.judge.topic_guard import OFF_TOPIC_SCALE, TopicGuard, judge_guarded
 
 OWN = [
     "Would you consider a donation to Save the Children today?",

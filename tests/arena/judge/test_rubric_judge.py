@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from arena.judge.rubric import (
+from levers9.shipped_data import PERSUASION_CALLS
+from trainers.judge.rubric import (
     DIMENSION_HELP,
     DIMENSION_LABELS,
     DIMENSION_WEIGHTS,
@@ -22,7 +23,6 @@ from arena.judge.rubric import (
     RubricJudge,
     Turn,
 )
-from levers9.shipped_data import PERSUASION_CALLS
 
 # A formal lettings customer with a family, in a hurry; the agent has given the price.
 LETTINGS_CALL = (
@@ -350,7 +350,7 @@ def test_it_ranks_a_good_lettings_reply_above_a_bad_one_in_total(judge):
 
 
 def test_it_imports_nothing_outside_the_standard_library():
-    source = Path(__file__).resolve().parents[3] / "arena" / "judge" / "rubric.py"
+    source = Path(__file__).resolve().parents[3] / "trainers" / "judge" / "rubric.py"
     tree = ast.parse(source.read_text(encoding="utf-8"))
 
     imported: set[str] = set()

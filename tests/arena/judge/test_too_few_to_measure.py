@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django_tenants.utils import schema_context
 
-from arena.judge.standing import (
+from trainers.judge.standing import (
     ABOVE_CHANCE,
     AT_CHANCE,
     MIN_HELD_OUT_ITEMS,

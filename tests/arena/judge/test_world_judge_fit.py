@@ -10,9 +10,9 @@ import pytest
 from django_tenants.utils import schema_context
 
 from arena.held_out import HELD_OUT_CALLS, held_out_call_ids
-from arena.judge.dimensions import world_dimension_names
-from arena.judge.fitting import judge_fit_finish, judge_fit_start
-from arena.judge.rows import judge_fit_rows
+from arena.judge.fit_job import judge_fit_finish, judge_fit_start
+from arena.judge.fit_rows import judge_fit_rows
+from arena.judge.world_dimensions import world_dimension_names
 from arena.models import Call, JudgeVersion, World
 from arena.services import calls_import, world_create
 from levers9.jobs.models import Job

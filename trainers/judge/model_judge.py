@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from arena.judge.rubric import (
+from trainers.judge.rubric import (
     DEFAULT_RUBRIC,
     Dimension,
     Judge,

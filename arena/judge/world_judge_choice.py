@@ -1,6 +1,6 @@
 """Environment → Judge: naming a world's judge, the rubric judge (replaced by the world's
 fitted versions once it has them) or a provider's model. Which judge then scores is
-arena.judge.resolve's. Workspace schema.
+arena.judge.world_judge's. Workspace schema.
 """
 
 from __future__ import annotations

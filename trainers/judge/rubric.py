@@ -849,7 +849,7 @@ def rule_by_meaning(dimension: Dimension, call: _Call, reply: _Reply) -> Verdict
     0.5..0.95: 0.5 + 0.45 x (1 - e^(-4 x share)), so one word of four gives about 0.78. It
     cannot tell a reply that gets the dimension wrong from one that gets it right; that is
     what the world's fitted judge learns from the reviewers' ticks of this reason
-    (arena.judge.fitting), with this score as one of its features.
+    (arena.judge.fit_job), with this score as one of its features.
     """
     topic = _meaning_stems(dimension.name, dimension.label, dimension.help)
     words_by_stem = {_stem(word): word for word in sorted(_content_words(reply.words))}
@@ -892,7 +892,7 @@ def weighted_total(
 
 class RubricJudge:
     """The default judge: the rules above, no model; same inputs, same judgement. It scores
-    the rubric it is given (a world's: arena.judge.dimensions.world_dimensions), the seven by
+    the rubric it is given (a world's: arena.judge.world_dimensions.world_dimensions), the seven by
     default: each of the seven by its rule, any other dimension by `rule_by_meaning`."""
 
     model_name = "rubric-v1"

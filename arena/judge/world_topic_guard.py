@@ -3,9 +3,9 @@ the system prompt its agent opens with, its moves' descriptions, and the agent t
 calls (never a held-out call's: arena.held_out) — or, in a world whose customers are simulated,
 the simulator's agent lines. The model and its threshold are trainers.judge.topic's (the
 threshold is the world's own: a low percentile of its own agent turns scored on calls held out
-by fold); what the guard does to a judge's totals is arena.judge.topic_guard's.
+by fold); what the guard does to a judge's totals is trainers.judge.topic_guard's.
 
-The resolver (arena.judge.resolve.judge_for_world) wraps every judge it returns with the
+The resolver (arena.judge.world_judge.judge_for_world) wraps every judge it returns with the
 world's guard, so the Duel's pairs, Evaluate, the lens and the scoring API all get it.
 
 Guards are cached per workspace schema and world, and rebuilt when what they are built from
@@ -23,10 +23,10 @@ from collections import OrderedDict
 from django.db import connection
 from django.db.models import Count, Max, Q
 
-from arena.judge.topic_guard import TopicGuard
 from arena.models import Call, World
 from arena.models import Turn as CallTurn
 from trainers.judge.topic import TopicUnit, topic_model_fit
+from trainers.judge.topic_guard import TopicGuard
 
 CACHED_WORLDS = 8
 

@@ -1,7 +1,7 @@
 """What a world's judge learns from: the reviewers' frozen picks (with the reasons they
 ticked), their overrides of the judge, and the outcome labels of its real calls — never a call
 Evaluate holds out (arena.held_out), so a checkpoint is not scored by a judge that learned
-from the calls it replays. Read by the fit (arena.judge.fitting) and by the measurement of a
+from the calls it replays. Read by the fit (arena.judge.fit_job) and by the measurement of a
 model judge on the picks a fit holds out (arena.judge.agreement). Workspace schema.
 """
 
@@ -12,8 +12,7 @@ from typing import Any
 from django.db.models import Max, QuerySet
 
 from arena.held_out import held_out_call_ids
-from arena.judge.dimensions import world_dimensions
-from arena.judge.fitted import outcome_rows, override_row, pair_row
+from arena.judge.world_dimensions import world_dimensions
 from arena.models import (
     Call,
     JudgeOverride,
@@ -23,6 +22,7 @@ from arena.models import (
     World,
     moments_dialogues_load,
 )
+from trainers.judge.fitted_judge import outcome_rows, override_row, pair_row
 
 
 def frozen_picks(world: World) -> QuerySet[Pick]:

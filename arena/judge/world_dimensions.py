@@ -2,15 +2,15 @@
 The one resolver (world_dimensions) every part asks — the Duel's reason tags, a pick's
 reasons, the judges and their fit, the radar, the overrides and the agreement — so a bike
 seller's world scores and asks about its own dimensions, never the lettings world's. A world
-that names none has the description's seven (arena.judge.rubric.DEFAULT_RUBRIC). Its owner edits
+that names none has the description's seven (trainers.judge.rubric.DEFAULT_RUBRIC). Its owner edits
 them on the World page or over the packs API (arena.services.worlds.world_update). Reads the
 world's own field only: no query.
 """
 
 from __future__ import annotations
 
-from arena.judge.rubric import Dimension, rubric_from_stored
 from arena.models import World
+from trainers.judge.rubric import Dimension, rubric_from_stored
 
 
 def world_dimensions(world: World | None) -> tuple[Dimension, ...]:

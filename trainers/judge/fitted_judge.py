@@ -4,7 +4,7 @@ A world's fit (trainers.judge.fit) leaves a model on the datasets volume; `Fitte
 and answers the same `Judge` protocol as the rubric judge, with a won-probability where the world
 had outcome labels. The rubric's numbers are one of its feature groups, so this module computes
 them the same way for fitting (`rubric_numbers`) and for scoring, on the world's rubric (its
-dimensions: arena.judge.dimensions), the seven by default.
+dimensions: arena.judge.world_dimensions), the seven by default.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arena.judge.rubric import (
+from trainers.judge.answers import AnswerCheck
+from trainers.judge.fit import FittedJudgeModel
+from trainers.judge.rubric import (
     DEFAULT_RUBRIC,
     Dimension,
     Judgement,
@@ -22,8 +24,6 @@ from arena.judge.rubric import (
     Turn,
     dimension_default,
 )
-from trainers.judge.answers import AnswerCheck
-from trainers.judge.fit import FittedJudgeModel
 from trainers.wording.spec import outcome_examples_from_calls
 
 Rubric = Sequence[Dimension]
@@ -205,7 +205,7 @@ class FittedJudge:
     @property
     def answer_check(self) -> AnswerCheck | None:
         """The world's check that a reply answers its call, where the fit placed its floor and
-        the base is on this machine (the on-topic guard applies it: arena.judge.topic_guard)."""
+        the base is on this machine (the on-topic guard applies it: trainers.judge.topic_guard)."""
         learned = self.model.learned
         if self.reader is None or learned is None or learned.answers_floor is None:
             return None

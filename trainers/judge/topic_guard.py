@@ -14,7 +14,7 @@ keeping the order among off-topic replies. Its dimension scores stay as the judg
 reasons gain "on_topic", one plain sentence saying why for the reviewer who sees the reply, and
 "on_topic_figures", the guard's own figures for operators (a judgement's reasons in the admin).
 A reply the guard finds on-topic is returned exactly as the judge scored it. Which world's guard
-a judge gets is arena.judge.topic's.
+a judge gets is arena.judge.world_topic_guard's.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from arena.judge.model import ModelJudge
-from arena.judge.rubric import Judge, Judgement, Turn
 from trainers.judge.answers import AnswerCheck
+from trainers.judge.model_judge import ModelJudge
+from trainers.judge.rubric import Judge, Judgement, Turn
 from trainers.judge.topic import NOTE_WORDS, TopicModel, TopicUnit, TopicVerdict, opening_line
 
 # The key of the sentence an off-topic verdict adds to its reasons: what the Duel shows.
@@ -90,7 +90,7 @@ class TopicGuard:
 
     def floor_sample(self) -> list[TopicUnit]:
         """The world's own on-topic agent turns a judge's floor is measured on (the same ones
-        every time: a judge fit reads them with its base ahead, arena.judge.fitting)."""
+        every time: a judge fit reads them with its base ahead, arena.judge.fit_job)."""
         step = max(1, len(self.units) // FLOOR_SAMPLE)
         return [
             unit

@@ -10,14 +10,14 @@ tables of the world in view).
 
 from __future__ import annotations
 
-from arena.judge.dimensions import world_dimensions
-from arena.judge.model import JudgeExample, ModelJudge
-from arena.judge.rubric import Judge, RubricJudge, Turn
-from arena.judge.topic import topic_guard_for_world
-from arena.judge.topic_guard import judge_guarded
 from arena.judge.versions import fitted_judge_for, judge_version_latest
+from arena.judge.world_dimensions import world_dimensions
+from arena.judge.world_topic_guard import topic_guard_for_world
 from arena.models import DEFAULT_JUDGE, JudgeConnection, JudgeOverride, World
 from levers9.providers import CallLimits, ModelTarget, provider_for
+from trainers.judge.model_judge import JudgeExample, ModelJudge
+from trainers.judge.rubric import Judge, RubricJudge, Turn
+from trainers.judge.topic_guard import judge_guarded
 
 # Enough to show the model how reviewers read the rubric without crowding out the reply.
 OVERRIDE_EXAMPLES = 6
@@ -32,9 +32,9 @@ def judge_for_world(world: World) -> Judge:
     """The judge a world names (World.judge_provider / judge_model): a ModelJudge on that
     provider's model with the reviewers' overrides as examples; by default the world's newest
     fitted judge version, and the rubric judge (the cold start) until the world has one; each
-    scores the world's own rubric (arena.judge.dimensions.world_dimensions).
-    Whichever it is, the world's on-topic guard (arena.judge.topic) caps what it gives a reply
-    that belongs to another business."""
+    scores the world's own rubric (arena.judge.world_dimensions.world_dimensions).
+    Whichever it is, the world's on-topic guard (arena.judge.world_topic_guard) caps what it
+    gives a reply that belongs to another business."""
     return judge_guarded(_judge_named(world), topic_guard_for_world(world))
 
 

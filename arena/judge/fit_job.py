@@ -1,6 +1,6 @@
 """Fitting a world's judge: the fit job (kind "judge-fit", registered in arena.apps) on the
 CPU pool, its finish that numbers the next judge version, and the refits that follow a freeze
-or an override. What the fit reads is arena.judge.rows'; the fit itself is pure
+or an override. What the fit reads is arena.judge.fit_rows'; the fit itself is pure
 (trainers.judge.fit).
 
 A new fit starts when picks are frozen and when an override is saved ("feeds the next
@@ -23,9 +23,9 @@ from django.db.models import Max
 
 from arena.errors import JudgeFitError
 from arena.judge.agreement import judge_measure_soon
-from arena.judge.dimensions import world_dimension_names
-from arena.judge.reading import features_dir, features_sweep, judge_fit_place
-from arena.judge.rows import frozen_picks, judge_fit_rows
+from arena.judge.fit_rows import frozen_picks, judge_fit_rows
+from arena.judge.judge_base import features_dir, features_sweep, judge_fit_place
+from arena.judge.world_dimensions import world_dimension_names
 from arena.models import JudgeOverride, JudgeVersion, World
 from levers9.jobs.models import Job
 from levers9.jobs.services import job_cancel, job_start
@@ -57,7 +57,7 @@ def _judge_fit_pack(
         "dimensions": list(world_dimension_names(world)),
         "seed": seed,
         "output_dir": str(_fit_folder(world)),
-        # The base that reads every reply (arena.judge.reading); "" for the words alone.
+        # The base that reads every reply (arena.judge.judge_base); "" for the words alone.
         "base": base,
         # Read ahead with the base: the world's turns its on-topic guard measures a judge's
         # floor on, which the first score after the fit needs (20 s read in a web request).
@@ -71,7 +71,7 @@ def _judge_fit_pack(
 
 
 def _floor_items(world: World) -> list[dict[str, Any]]:
-    from arena.judge.topic import topic_guard_for_world
+    from arena.judge.world_topic_guard import topic_guard_for_world
 
     return [
         {"context": [dict(turn) for turn in unit.context], "reply": unit.reply}
