@@ -23,6 +23,14 @@ from statistics import NormalDist
 
 import numpy as np
 
+from trainers.stats.intervals import (
+    CHANCE,
+    percentile_interval,
+    resampled_indices,
+    verdict,
+    wilson_interval,
+)
+
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
 # Equal up to float noise is a tie, not a win. The rubric's totals are rounded to 4 places, so
@@ -58,12 +66,11 @@ def win_rate_with_interval(
     wins = np.array([sum(outcomes) for outcomes in calls], dtype=np.float64)
     moments = np.array([len(outcomes) for outcomes in calls], dtype=np.float64)
     rate = float(wins.sum() / moments.sum())
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(calls), size=(samples, len(calls)))
+    # The calls are one group: each resample draws as many calls, whole, with replacement.
+    picks = resampled_indices([len(calls)], samples, np.random.default_rng(seed))
     resampled = wins[picks].sum(axis=1) / moments[picks].sum(axis=1)
-    tail = (1.0 - confidence) / 2 * 100
-    low, high = np.percentile(resampled, [tail, 100 - tail])
-    return round(rate, 4), round(float(low), 4), round(float(high), 4)
+    low, high = percentile_interval(resampled, confidence=confidence)
+    return round(rate, 4), low, high
 
 
 INCOMPLETE = "incomplete"
@@ -79,11 +86,7 @@ def verdict_of(low: float | None, high: float | None) -> str:
     """ "won" when the whole interval is above a half, "lost" when below, else "even"."""
     if low is None or high is None:
         return ""
-    if low > 0.5:
-        return "won"
-    if high < 0.5:
-        return "lost"
-    return "even"
+    return verdict(low, high, chance=CHANCE)
 
 
 # --- a regression: a difference beyond the judge's noise ---------------------------------------
@@ -148,17 +151,6 @@ def beyond_noise_below(difference: float | None, noise: float | None) -> bool:
 
 def mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
-
-
-def wilson_interval(won: int, total: int, *, z: float = 1.96) -> tuple[float, float] | None:
-    """The Wilson score interval of a won rate: sensible at small counts and near 0 or 1."""
-    if total <= 0:
-        return None
-    rate = won / total
-    denominator = 1 + z * z / total
-    centre = (rate + z * z / (2 * total)) / denominator
-    half = z * math.sqrt(rate * (1 - rate) / total + z * z / (4 * total * total)) / denominator
-    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
 
 
 def band_edges(scores: Sequence[float], bands: int) -> list[float]:

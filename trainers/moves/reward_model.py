@@ -72,6 +72,8 @@ from trainers.moves.strategy import SCRIPTED
 from trainers.moves.value_iteration import value_iteration
 from trainers.registry import REWARD_MODEL
 from trainers.runtime import Progress, silent_progress, trainer_main
+from trainers.stats.auc import auc
+from trainers.stats.logistic import LinearLogits, log_loss, logistic_descent, sigmoid
 
 ALGORITHM = REWARD_MODEL
 SOURCES = ("picks", "outcomes")
@@ -264,30 +266,6 @@ def split_by_group(
 # --- Fit ---------------------------------------------------------------------------------
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * z))  # stable for large |z|
-
-
-def _log_loss(probabilities: np.ndarray, labels: np.ndarray) -> float:
-    clipped = np.clip(probabilities, 1e-12, 1 - 1e-12)
-    return float(-np.mean(labels * np.log(clipped) + (1 - labels) * np.log(1 - clipped)))
-
-
-def auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
-    """Area under the ROC curve (Mann-Whitney, ties count half); None with one class only."""
-    positive, negative = scores[labels == 1], scores[labels == 0]
-    if not len(positive) or not len(negative):
-        return None
-    combined = np.concatenate([positive, negative])
-    # Ranks 1..n, tied scores sharing the mean of their ranks.
-    _values, inverse, counts = np.unique(combined, return_inverse=True, return_counts=True)
-    upper = np.cumsum(counts)
-    ranks = ((upper - counts + 1 + upper) / 2.0)[inverse]
-    positive_ranks = ranks[: len(positive)].sum()
-    u = positive_ranks - len(positive) * (len(positive) + 1) / 2
-    return float(u / (len(positive) * len(negative)))
-
-
 @dataclass(frozen=True)
 class Fit:
     weights: np.ndarray
@@ -296,7 +274,7 @@ class Fit:
     curve: list[dict[str, float]]
 
 
-def fit_logistic(
+def fit_move_reward(
     rows: np.ndarray,
     labels: np.ndarray,
     config: RewardModelConfig,
@@ -313,27 +291,29 @@ def fit_logistic(
     scale = np.where(scale > 0, scale, 1.0)
     standard = (rows - centre) / scale
     held_standard = (held_rows - centre) / scale
-    weights = np.zeros(rows.shape[1])
-    bias = 0.0
     curve: list[dict[str, float]] = []
     every = max(1, config.epochs // 200)
-    for epoch in range(1, config.epochs + 1):
-        # --- gradient step on mean log loss + l2/2 |w|^2 ---
-        probabilities = _sigmoid(standard @ weights + bias)
-        error = probabilities - labels
-        weights -= config.learning_rate * (standard.T @ error / len(labels) + config.l2 * weights)
-        if with_bias:
-            bias -= config.learning_rate * float(error.mean())
+
+    def record(epoch: int, fit: LinearLogits) -> None:
         if epoch % every == 0 or epoch == config.epochs:
             curve.append(
                 {
                     "epoch": epoch,
-                    "train_loss": _log_loss(_sigmoid(standard @ weights + bias), labels),
-                    "held_out_loss": _log_loss(
-                        _sigmoid(held_standard @ weights + bias), held_labels
-                    ),
+                    "train_loss": log_loss(sigmoid(fit.logits(standard)), labels),
+                    "held_out_loss": log_loss(sigmoid(fit.logits(held_standard)), held_labels),
                 }
             )
+
+    fitted = logistic_descent(
+        standard,
+        labels,
+        epochs=config.epochs,
+        learning_rate=config.learning_rate,
+        l2=config.l2,
+        with_bias=with_bias,
+        after_step=record,
+    )
+    weights, bias = fitted.weights, fitted.bias
     # Back to the features' own units: w . (x - c) / s + b = (w / s) . x + (b - w . c / s).
     raw = weights / scale
     return Fit(weights=raw, bias=float(bias - raw @ centre), curve=curve[-200:])
@@ -346,12 +326,12 @@ def evaluate(fit: Fit, rows: np.ndarray, labels: np.ndarray, *, source: str) -> 
         auc_value = auc(np.concatenate([scores, -scores]), np.concatenate([labels, 1 - labels]))
     else:
         auc_value = auc(scores, labels)
-    probabilities = _sigmoid(scores)
+    probabilities = sigmoid(scores)
     return {
         "n": len(labels),
         "accuracy": float(np.mean((probabilities > 0.5) == (labels == 1))) if len(labels) else None,
         "auc": auc_value,
-        "log_loss": _log_loss(probabilities, labels) if len(labels) else None,
+        "log_loss": log_loss(probabilities, labels) if len(labels) else None,
     }
 
 
@@ -455,7 +435,7 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     rng = np.random.default_rng(config.seed)
     train, held_out = split_by_group(data.groups, config.holdout_fraction, rng)
     progress(0, 2, stage="fitting", examples=len(data.labels))
-    fit = fit_logistic(
+    fit = fit_move_reward(
         data.rows[train],
         data.labels[train],
         config,

@@ -30,6 +30,7 @@ from trainers.moves.common import max_turns_from_spec, scenarios_from_spec
 from trainers.moves.simulator import DEFAULT_MAX_TURNS, LettingsWorld, Scenario, simulate_returns
 from trainers.moves.strategy import SCRIPTED, strategy_policy_array
 from trainers.runtime import Progress, silent_progress, trainer_main
+from trainers.stats.intervals import percentile_interval, stratified_bootstrap_means, verdict
 
 DEFAULT_EPISODES = 1000
 """Episodes each version plays, spread over the scenarios."""
@@ -37,8 +38,6 @@ BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
 
 SIDES = ("candidate", "baseline")
-# Resampled episode indices held at once by the bootstrap (about 16 MB of int64).
-_BOOTSTRAP_CELLS = 2_000_000
 
 
 def episodes_per_scenario(episodes: int, scenarios: int) -> list[int]:
@@ -72,45 +71,9 @@ def _policy(
     return policy
 
 
-def _percentile_interval(resampled: np.ndarray, *, confidence: float) -> list[float]:
-    tail = (1.0 - confidence) / 2 * 100
-    low, high = np.percentile(resampled, [tail, 100 - tail])
-    # Rounded as stored, so the verdict is the one the stored interval gives.
-    return [round(float(low), 4), round(float(high), 4)]
-
-
-def _bootstrap_means(
-    differences: Sequence[np.ndarray],
-    counts: Sequence[int],
-    *,
-    samples: int,
-    rng: np.random.Generator,
-) -> list[np.ndarray]:
-    """The mean of each difference array over `samples` resamples of the episodes, each
-    scenario's block resampled with replacement (the same resamples for every array).
-    Done in chunks of resamples, so memory stays flat however many episodes there are."""
-    episodes = int(sum(counts))
-    chunk = max(1, _BOOTSTRAP_CELLS // episodes)
-    means = [np.empty(samples) for _ in differences]
-    for start in range(0, samples, chunk):
-        size = min(chunk, samples - start)
-        picks = np.empty((size, episodes), dtype=np.int64)
-        offset = 0
-        for count in counts:
-            picks[:, offset : offset + count] = offset + rng.integers(0, count, size=(size, count))
-            offset += count
-        for values, mean in zip(differences, means, strict=True):
-            mean[start : start + size] = values[picks].mean(axis=1)
-    return means
-
-
 def verdict_of_difference(low: float, high: float) -> str:
     """ "won" when the whole interval is above 0, "lost" when below it, else "even"."""
-    if low > 0.0:
-        return "won"
-    if high < 0.0:
-        return "lost"
-    return "even"
+    return verdict(low, high, chance=0.0)
 
 
 def _figures(won: np.ndarray, returns: np.ndarray) -> dict[str, float]:
@@ -200,11 +163,12 @@ def simulated_duel(
     won_difference = played.won["candidate"] - played.won["baseline"]
     return_difference = played.returns["candidate"] - played.returns["baseline"]
     rng = np.random.default_rng(seed if bootstrap_seed is None else bootstrap_seed)
-    won_means, return_means = _bootstrap_means(
+    # Each scenario's episodes resampled within it: every resample keeps the duel's mix.
+    won_means, return_means = stratified_bootstrap_means(
         [won_difference, return_difference], counts, samples=samples, rng=rng
     )
-    won_interval = _percentile_interval(won_means, confidence=confidence)
-    return_interval = _percentile_interval(return_means, confidence=confidence)
+    won_interval = percentile_interval(won_means, confidence=confidence)
+    return_interval = percentile_interval(return_means, confidence=confidence)
 
     return {
         "episodes": episodes,

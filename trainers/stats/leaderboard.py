@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trainers.stats.intervals import bootstrap_draws, percentile_bounds
+from trainers.stats.logistic import bradley_terry_strengths
+
 
 @dataclass(frozen=True)
 class Rating:
@@ -24,28 +27,6 @@ class Rating:
     high: float
     games: int
     wins: int
-
-
-def _fit(winners: np.ndarray, losers: np.ndarray, players: int, *, l2: float) -> np.ndarray:
-    """Newton's method on the penalised log-likelihood (concave: converges in a few steps)."""
-    strength = np.zeros(players)
-    for _ in range(100):
-        margin = strength[winners] - strength[losers]
-        p_win = 1.0 / (1.0 + np.exp(-margin))
-        gradient = -l2 * strength
-        np.add.at(gradient, winners, 1.0 - p_win)
-        np.add.at(gradient, losers, -(1.0 - p_win))
-        weight = p_win * (1.0 - p_win)
-        hessian = -l2 * np.eye(players)
-        np.add.at(hessian, (winners, winners), -weight)
-        np.add.at(hessian, (losers, losers), -weight)
-        np.add.at(hessian, (winners, losers), weight)
-        np.add.at(hessian, (losers, winners), weight)
-        step = np.linalg.solve(hessian, gradient)
-        strength -= step
-        if np.max(np.abs(step)) < 1e-9:
-            break
-    return strength - strength.mean()
 
 
 def bradley_terry(
@@ -63,14 +44,14 @@ def bradley_terry(
     index = {name: position for position, name in enumerate(players)}
     winners = np.array([index[w] for w, _ in games], dtype=np.int64)
     losers = np.array([index[loser] for _, loser in games], dtype=np.int64)
-    strength = _fit(winners, losers, len(players), l2=l2)
-    rng = np.random.default_rng(seed)
-    samples = np.empty((bootstrap, len(players)))
-    for draw in range(bootstrap):
-        chosen = rng.integers(0, len(games), size=len(games))
-        samples[draw] = _fit(winners[chosen], losers[chosen], len(players), l2=l2)
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(samples, [tail, 1.0 - tail], axis=0)
+    strength = bradley_terry_strengths(winners, losers, len(players), l2=l2)
+    samples = bootstrap_draws(
+        np.column_stack([winners, losers]),
+        lambda drawn: bradley_terry_strengths(drawn[:, 0], drawn[:, 1], len(players), l2=l2),
+        seed=seed,
+        samples=bootstrap,
+    )
+    low, high = percentile_bounds(samples, confidence=confidence)
     ratings = [
         Rating(
             player=name,

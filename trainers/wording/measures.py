@@ -1,6 +1,6 @@
 """What a wording version's numbers mean: held-out figures with intervals, and whether it learned.
 
-A reward model's held-out figure is only news when its interval leaves chance; an outcome AUC
+A reward model's held-out figure is only news when its interval lies above chance; an outcome AUC
 over turn rows pools up to four correlated turns of a call and mostly tracks turn position and
 reply length, so it is reported by call (a call's score is the mean over its opening turns),
 within each turn position, and beside what a position-only and a length-only predictor score
@@ -12,52 +12,21 @@ Pure numpy: no model is loaded here.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-BOOTSTRAP = 1000
+from trainers.stats.auc import auc
+from trainers.stats.intervals import at_chance, bootstrap_interval
+
+# The names callers outside trainers.stats still import from here (issue 43: until they import
+# trainers.stats themselves).
+interval = bootstrap_interval
+includes_chance = at_chance
+
 # Below this KL (nats per token) the policy is the base, whatever the optimizer logged.
 KL_MOVED = 1e-4
-
-
-def interval(
-    rows: np.ndarray, statistic: Callable[[np.ndarray], float | None], *, seed: int
-) -> list[float] | None:
-    """The 95% bootstrap interval of `statistic`, resampling rows (a pair, a call) whole."""
-    if len(rows) < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(BOOTSTRAP):
-        value = statistic(rows[rng.integers(0, len(rows), len(rows))])
-        if value is not None and not math.isnan(value):
-            draws.append(value)
-    if not draws:
-        return None
-    return [round(float(np.percentile(draws, 2.5)), 4), round(float(np.percentile(draws, 97.5)), 4)]
-
-
-def includes_chance(bounds: Sequence[float] | None) -> bool:
-    """True when the interval holds 0.5 — or there is no interval to say otherwise."""
-    return bounds is None or bounds[0] <= 0.5 <= bounds[1]
-
-
-def auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
-    """Area under the ROC curve (ties count half); None when one class is missing."""
-    values = np.asarray(scores, dtype=float)
-    positive = np.asarray(labels, dtype=bool)
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-    if n_pos == 0 or n_neg == 0:
-        return None
-    order = values.argsort(kind="mergesort")
-    ranks = np.empty(len(values))
-    ranks[order] = np.arange(1, len(values) + 1)
-    _, inverse = np.unique(values, return_inverse=True)
-    ranks = (np.bincount(inverse, weights=ranks) / np.bincount(inverse))[inverse]
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def pair_measure(chosen: Sequence[float], rejected: Sequence[float], *, seed: int) -> dict:
@@ -65,12 +34,12 @@ def pair_measure(chosen: Sequence[float], rejected: Sequence[float], *, seed: in
     agree = (np.asarray(chosen, dtype=float) > np.asarray(rejected, dtype=float)).astype(float)
     if len(agree) == 0:
         return {"pairs": 0, "accuracy": None, "accuracy_ci": None, "at_chance": True}
-    bounds = interval(agree, lambda sample: float(sample.mean()), seed=seed)
+    bounds = bootstrap_interval(agree, lambda sample: float(sample.mean()), seed=seed)
     return {
         "pairs": len(agree),
         "accuracy": round(float(agree.mean()), 4),
         "accuracy_ci": bounds,
-        "at_chance": includes_chance(bounds),
+        "at_chance": at_chance(bounds),
     }
 
 
@@ -114,7 +83,7 @@ def outcome_measure(
     by_call = auc(call_scores, won_calls)
     paired = np.column_stack([call_scores, won_calls.astype(float)])
     bounds = (
-        interval(paired, lambda sample: auc(sample[:, 0], sample[:, 1] > 0.5), seed=seed)
+        bootstrap_interval(paired, lambda sample: auc(sample[:, 0], sample[:, 1] > 0.5), seed=seed)
         if by_call is not None
         else None
     )
@@ -131,7 +100,7 @@ def outcome_measure(
         "rows": len(values),
         "auc_by_call": None if by_call is None else round(by_call, 4),
         "auc_by_call_ci": bounds,
-        "at_chance": includes_chance(bounds),
+        "at_chance": at_chance(bounds),
         "auc_within_position": round(within / weight, 4) if weight else None,
         "position_only_auc": _rounded(auc(turns, won_calls)),
         "length_only_auc": _rounded(auc(call_lengths, won_calls)),
@@ -177,7 +146,7 @@ def did_not_learn(
             name = "pair accuracy"
         if figure is None:
             reasons.append(f"{label} has no held-out figure: nothing was held out to measure it.")
-        elif includes_chance(bounds):
+        elif at_chance(bounds):
             shown = f"{figure:.3f}" + (f" [{bounds[0]:.3f}, {bounds[1]:.3f}]" if bounds else "")
             reasons.append(f"{label}'s held-out {name} is at chance ({shown}).")
     if policy is not None:
