@@ -41,7 +41,7 @@ ALLOWED = {
 NAMES = {
     "AUC": re.compile(r"^_?auc(_|$)"),
     "bootstrap interval": re.compile(r"bootstrap|percentile_interval|wilson"),
-    "chance test": re.compile(r"^_?(includes_chance|includes_half|above_chance)$"),
+    "chance test": re.compile(r"^_?(includes_chance|includes_half)$"),
     "sigmoid": re.compile(r"sigmoid"),
     "logistic fit": re.compile(r"logistic|bradley_terry|newton"),
 }
@@ -84,6 +84,21 @@ def _is_sigmoid(node: ast.AST) -> bool:
         and _called(node.right.right) == "exp"
         and isinstance(node.right.right.args[0], ast.UnaryOp)
     )
+
+
+def _is_chance_test(node: ast.AST) -> bool:
+    """An interval's bound against a half: `bounds[0] > 0.5`, `low[0] <= 0.5 <= high[1]`."""
+    if not isinstance(node, ast.Compare):
+        return False
+    sides = [node.left, *node.comparators]
+    half = any(isinstance(side, ast.Constant) and side.value == 0.5 for side in sides)
+    bound = any(
+        isinstance(side, ast.Subscript)
+        and isinstance(side.slice, ast.Constant)
+        and side.slice.value in (0, 1)
+        for side in sides
+    )
+    return half and bound
 
 
 def _is_two_tails(node: ast.Call) -> bool:
@@ -131,6 +146,8 @@ def _formulas(function: ast.AST) -> set[str]:
             kinds.add("AUC")
         if _is_sigmoid(node):
             kinds.add("sigmoid")
+        if _is_chance_test(node):
+            kinds.add("chance test")
         if isinstance(node, ast.Call):
             called = _called(node)
             if called in LIBRARY_CALLS:
@@ -191,7 +208,10 @@ def fit(rows, labels):
     return LogisticRegression(C=1.0).fit(rows, labels)
 
 def _includes_half(bounds):
-    return bounds[0] <= 0.5
+    return bounds is None
+
+def _above_chance(measure):
+    return measure["ci"][0] > 0.5
 
 def _auc_by_fold(scores):
     return None
@@ -202,6 +222,7 @@ def _auc_by_fold(scores):
         ("Judge.squash", "sigmoid"),
         ("fit", "logistic fit"),
         ("_includes_half", "chance test"),
+        ("_above_chance", "chance test"),
         ("_auc_by_fold", "AUC"),
     }
     assert copies_in("def lens(scores):\n    return np.percentile(scores, 90)\n") == set()
