@@ -43,18 +43,11 @@ from arena.moves import (
     moves_from_text,
 )
 from arena.selectors import picks_frozen, picks_with_version
-from arena.services import (
-    CallImportError,
-    PreferenceImportError,
-    WorldBadInput,
-    calls_import,
-    duel_pairs_request_opinion,
-    duel_reservations_release,
-    preference_freeze,
-    preferences_import,
-    world_create,
-    world_update,
-)
+from arena.services.calls import CallImportError, calls_import
+from arena.services.freeze import preference_freeze
+from arena.services.preferences import PreferenceImportError, preferences_import
+from arena.services.queue import duel_pairs_request_opinion, duel_reservations_release
+from arena.services.worlds import WorldBadInput, world_create, world_update
 from levers9.roles import MANAGER, RoleAdminMixin, has_role
 from trainers.judge.standing import measure_text
 from trainers.moves.simulator import MOVES

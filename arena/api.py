@@ -57,26 +57,28 @@ from arena.selectors import (
     world_list_with_counts,
     world_named,
 )
-from arena.services import (
-    PAIR_BATCH,
-    REASONS,
+from arena.services.calls import (
+    CONVERT_TO_REAL_CALLS,
     CallImportError,
-    PreferenceImportError,
-    WorldBadInput,
+    CallImportRefused,
     calls_import,
+)
+from arena.services.freeze import preference_freeze
+from arena.services.pairs import PAIR_BATCH, duel_pairs_request
+from arena.services.preferences import (
+    PreferenceImportError,
+    preference_imported_ids,
+    preferences_import,
+)
+from arena.services.queue import (
+    NOTE_MAX_CHARS,
+    REASONS,
     duel_next,
-    duel_pairs_request,
     duel_skip,
     pick_submit,
     pick_undo,
-    preference_freeze,
-    preferences_import,
-    world_create,
-    world_update,
 )
-from arena.services.calls import CONVERT_TO_REAL_CALLS, CallImportRefused
-from arena.services.preferences import preference_imported_ids
-from arena.services.queue import NOTE_MAX_CHARS
+from arena.services.worlds import WorldBadInput, world_create, world_update
 from levers9.jobs.api import JobSerializer
 from levers9.roles import MANAGER, REVIEWER, HasRole
 from trainers.judge.standing import MIN_HELD_OUT_ITEMS, report_shown

@@ -52,16 +52,16 @@ from arena.selectors import (
     world_map,
     world_only,
 )
-from arena.services import (
+from arena.services.freeze import preference_freeze
+from arena.services.pairs import duel_pairs_jobs_active, duel_pairs_request
+from arena.services.queue import duel_next
+from arena.services.worlds import (
+    MAX_DIMENSIONS,
+    MIN_DIMENSIONS,
     WorldBadInput,
-    duel_next,
-    duel_pairs_jobs_active,
-    duel_pairs_request,
-    preference_freeze,
     world_create,
     world_update,
 )
-from arena.services.worlds import MAX_DIMENSIONS, MIN_DIMENSIONS
 from levers9.jobs.progress import job_payloads
 from levers9.providers import provider_choices
 from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required

@@ -378,7 +378,7 @@ def _rewrite(version) -> bool:
     rows stream through (under tracemalloc, so this pass is not timed for speed)."""
     from arena.preference_format import file_sha256
     from arena.selectors import preference_version_path
-    from arena.services import preference_version_write
+    from arena.services.freeze import preference_version_write
 
     scratch = Path(tempfile.mkdtemp(prefix="bench-duel-rewrite-"))
     try:
@@ -395,7 +395,7 @@ def _rewrite(version) -> bool:
 
 
 def _timed_freeze(world, owner):
-    from arena.services import preference_freeze
+    from arena.services.freeze import preference_freeze
 
     with _Memory() as memory:
         started = time.perf_counter()

@@ -144,7 +144,8 @@ def _run_once(*, slug: str, calls_text: str, versions, stub: OpenAIStub, slots: 
     import logging
 
     from arena.judge.world_judge_choice import world_judge_set
-    from arena.services import calls_import, world_create
+    from arena.services.calls import calls_import
+    from arena.services.worlds import world_create
     from evaluation.models import Evaluation
     from evaluation.services import call_set_ensure, evaluation_run
     from levers9 import providers

@@ -43,7 +43,8 @@ def _bench_import(workspace) -> bool:
     """Import the calls twice into `workspace`; True when the second import created nothing."""
     from django_tenants.utils import schema_context
 
-    from arena.services import calls_import, world_create
+    from arena.services.calls import calls_import
+    from arena.services.worlds import world_create
 
     text = PERSUASION_CALLS.read_text()
     source = str(PERSUASION_CALLS.relative_to(DATA_DIR.parent))

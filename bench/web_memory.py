@@ -146,7 +146,7 @@ def _world_with_a_fitted_judge(slug: str, calls: int, base: str):
 
     from arena.judge.fit_job import _judge_fit_pack, judge_fit_finish
     from arena.models import World
-    from arena.services import calls_import
+    from arena.services.calls import calls_import
     from levers9.shipped_data import PERSUASION_CALLS
     from trainers.judge import fit as judge_fit
 

@@ -18,7 +18,7 @@ from rest_framework.routers import DefaultRouter
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from levers9.jobs.limits import JOB_LIMIT_RETRY_AFTER_S, JobLimitReached
+from levers9.limit_refusal import JOB_LIMIT_RETRY_AFTER_S, JobLimitReached
 from levers9.middleware import database_unreachable
 from levers9.roles import ROLE_HELP, user_role
 from levers9.throttles import throttle_refusal

@@ -20,7 +20,7 @@ from levers9.roles import OWNER, roles_ensure_groups, user_set_role
 # the platform only knows their names, so it never imports the apps.
 WORKSPACE_SETUP_STEPS: tuple[str, ...] = (
     "levers9.roles.roles_ensure_groups",
-    "arena.services.world_create_lettings",
+    "arena.services.worlds.world_create_lettings",
     "policies.services.policy_baseline_ensure",
 )
 

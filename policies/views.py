@@ -15,7 +15,7 @@ from arena.errors import DuelError, ModelConnectionError
 from arena.judge.world_judge_choice import world_judge_set
 from arena.models import World
 from arena.selectors import world_description, world_in_view
-from arena.services import world_system_prompt_set
+from arena.services.worlds import world_system_prompt_set
 from levers9.models import GpuPool
 from levers9.providers import provider_choices
 from levers9.roles import MANAGER, OWNER, REVIEWER, has_role, role_required

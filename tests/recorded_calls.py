@@ -30,7 +30,8 @@ def real_calls_world_fitted(capture_on_commit_callbacks):
 
     from arena.held_out import HELD_OUT_CALLS
     from arena.judge.fit_job import judge_fit_finish, judge_fit_start
-    from arena.services import calls_import, world_create
+    from arena.services.calls import calls_import
+    from arena.services.worlds import world_create
     from trainers.judge import fit as judge_fit
 
     world = world_create(slug="persuasion", name="Persuasion for good")

@@ -12,7 +12,7 @@ from django_tenants.utils import schema_context
 from rest_framework.request import Request
 
 from arena.models import World
-from arena.services import calls_import
+from arena.services.calls import calls_import
 from evaluation.models import Evaluation
 from levers9.api import exception_handler
 from levers9.jobs.models import Job

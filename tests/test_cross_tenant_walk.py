@@ -15,7 +15,8 @@ from django_tenants.utils import schema_context
 from drf_spectacular.generators import SchemaGenerator
 
 from arena.models import Call, World
-from arena.services import calls_import, world_create
+from arena.services.calls import calls_import
+from arena.services.worlds import world_create
 from tests.conftest import api_token, token_client
 
 MARKER = "acme-secret"

@@ -1,6 +1,13 @@
 """No two modules of the project import each other, directly or round a longer loop, with
 function-level imports counted: a function-level import hides a circle from Python, not from
-the reader who has to hold both modules in mind at once."""
+the reader who has to hold both modules in mind at once.
+
+Nor do two folders: each module belongs to its folder's room (a folder and the folder inside it
+are two rooms), and no room may import one that imports it back, so a reader can learn a room
+knowing only the rooms beneath it. An app's doors — its `admin`, `apps`, `urls`, and its API and
+pages (`api`, `views`, and their parts such as `api_live`) at the app's top, which Django and
+config find by name — are a room of their own above the app's folders: they put the rooms
+together, as config does for the apps."""
 
 from __future__ import annotations
 
@@ -79,6 +86,53 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# The modules Django looks for by name at an app's top; they sit above the app's folders.
+DOORS = ("admin", "api", "apps", "urls", "views")
+# Folder circles still open, each with what ends it. The test fails when one ends too, so the
+# list only shrinks.
+STILL_OPEN: list[list[str]] = [
+    # arena.selectors.duel_stats (the Duel's figures) asks arena.judge.agreement for the
+    # judge's agreement: ended when its callers (arena.api, arena.views, both doors) ask the
+    # judge themselves and duel_stats no longer does.
+    ["arena", "arena.judge"],
+]
+
+
+def room_of(module: str, packages: set[str]) -> str:
+    """The folder a module lives in (a package is its own folder); an app's doors
+    (`<app>.admin`, ...) are the room `<app>:doors`."""
+    if module in packages:
+        return module
+    folder, _, name = module.rpartition(".")
+    door = name in DOORS or name.partition("_")[0] in DOORS
+    if door and "." not in folder and folder in packages:
+        return f"{folder}:doors"
+    return folder
+
+
+def folder_graph(graph: dict[str, set[str]], packages: set[str]) -> dict[str, set[str]]:
+    """room -> the other rooms its modules import."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        room = room_of(module, packages)
+        rooms.setdefault(room, set())
+        for target in targets:
+            other = room_of(target, packages)
+            rooms.setdefault(other, set())
+            if other != room:
+                rooms[room].add(other)
+    return rooms
+
+
+def _project_packages() -> set[str]:
+    return {
+        _module_name(path, ROOT)
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("__init__.py")
+        if "migrations" not in path.parts
+    }
+
+
 def _project_sources() -> dict[str, str]:
     return {
         _module_name(path, ROOT): path.read_text()
@@ -111,3 +165,27 @@ def test_it_sees_a_longer_loop_through_a_package():
         "app.queue": "from app.services import make\n",
     }
     assert circles(import_graph(sources)) == [["app.queue", "app.services", "app.services.pairs"]]
+
+
+def test_no_folder_imports_itself_round_a_loop():
+    sources = _project_sources()
+    packages = _project_packages()
+    assert {"trainers.judge", "trainers.reading", "arena.judge", "levers9.jobs"} <= packages
+    assert circles(folder_graph(import_graph(sources), packages)) == STILL_OPEN
+
+
+def test_it_sees_a_circle_between_a_folder_and_the_folder_inside_it():
+    sources = {
+        "app.models": "from app.judge.rubric import DIMENSIONS\n",
+        "app.judge": "",
+        "app.judge.rubric": "DIMENSIONS = ()\n",
+        "app.judge.versions": "def latest():\n    from app.models import Version\n",
+        "app.views": "from app.judge.versions import latest\n",
+        "app": "",
+    }
+    packages = {"app", "app.judge"}
+    assert circles(folder_graph(import_graph(sources), packages)) == [["app", "app.judge"]]
+    # The same imports with the models' constant owned below the judge: no circle, and the
+    # door (app.views) above both is no circle either.
+    sources["app.models"] = "DIMENSIONS = ()\n"
+    assert circles(folder_graph(import_graph(sources), packages)) == []

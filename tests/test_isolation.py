@@ -8,7 +8,7 @@ import pytest
 from django_tenants.utils import schema_context
 
 from arena.models import Call, World
-from arena.services import calls_import
+from arena.services.calls import calls_import
 from tests.conftest import api_token, client_for, token_client
 from tests.recorded_calls import two_turn_call
 

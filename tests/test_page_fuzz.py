@@ -14,7 +14,9 @@ from django.test import Client
 from django_tenants.utils import schema_context
 
 from arena.models import World
-from arena.services import calls_import, duel_pairs_generate, world_create
+from arena.services.calls import calls_import
+from arena.services.pairs import duel_pairs_generate
+from arena.services.worlds import world_create
 from tests.conftest import PASSWORD, make_user
 from tests.page_fuzzer import BAD_VALUES, Form, PageFuzzer, path_shape
 from tests.recorded_calls import two_turn_call

@@ -7,7 +7,8 @@ import json
 from django_tenants.utils import schema_context
 
 from arena.models import World
-from arena.services import calls_import, world_create
+from arena.services.calls import calls_import
+from arena.services.worlds import world_create
 from tests.conftest import PASSWORD, client_for
 
 

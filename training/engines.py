@@ -16,7 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from arena.models import Call, World
-from arena.services import calls_label_moves
+from arena.services.move_labels import calls_label_moves
 from levers9.jobs.models import Job
 from levers9.jobs.services import JobError, job_produced
 from levers9.pools import pool_default

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from arena.models import Call, World
-from arena.services import calls_label_moves
+from arena.services.move_labels import calls_label_moves
 from levers9.jobs.models import Job
 from levers9.pools import pool_default
 from policies.models import PolicyVersion

@@ -1,7 +1,8 @@
 """A pick may be a tie or both bad, and carry the reviewer's note (issue 40, point 10); and the
 turns of calls imported before the move labeller kept the opening move at the call's start are
 labelled again with their world's moves (issue 40, point 4: 1,811 of a marketplace's 2,315
-agent turns were "greet"). Reviewers' corrections are kept (arena.services.calls_label_moves).
+agent turns were "greet"). Reviewers' corrections are kept
+(arena.services.move_labels.calls_label_moves).
 """
 
 

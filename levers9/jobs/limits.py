@@ -19,23 +19,11 @@ from django.db import connection
 from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from levers9.limit_refusal import JobLimitReached
 from levers9.models import CardAllocation, Workspace
 from levers9.pools import PERSON_JOB, SHORT_JOB
 
 QUEUED_LIMIT_FIELD = "queued_jobs_limit"
-# The refusal's Retry-After: a waiting job starts when another ends, which is minutes on a CPU
-# pool; asking again every minute costs nothing and is soon enough.
-JOB_LIMIT_RETRY_AFTER_S = 60
-
-
-class JobLimitReached(Exception):
-    """Starting a job would take the workspace over one of its limits; the message says which
-    and how to raise it."""
-
-    def __init__(self, message: str, *, limit: str, value: int) -> None:
-        super().__init__(message)
-        self.limit = limit
-        self.value = value
 
 
 def workspace_jobs_waiting(*, workspace: Workspace) -> int:

@@ -14,7 +14,7 @@ from tests.e2e.workspaces import committed_db  # noqa: F401 - a fixture
 def lettings(in_workspace):
     """The seeded Lettings world with ten Duel pairs waiting for review, inside acme's schema."""
     from arena.models import World
-    from arena.services import duel_pairs_generate
+    from arena.services.pairs import duel_pairs_generate
 
     world = World.objects.get(slug="lettings")
     duel_pairs_generate(world=world, count=10)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from arena.models import World
-from arena.services import calls_import, world_create
+from arena.services.calls import calls_import
+from arena.services.worlds import world_create
 
 REAL_CALLS = [
     {

@@ -12,8 +12,8 @@ from django.core.management import CommandError, call_command
 from django_tenants.utils import schema_context
 
 from arena.models import Call, Turn, World
-from arena.services import CallImportError, calls_import, world_create
-from arena.services.calls import CallImportRefused
+from arena.services.calls import CallImportError, CallImportRefused, calls_import
+from arena.services.worlds import world_create
 from levers9.shipped_data import PERSUASION_CALLS
 from tests.recorded_calls import recorded_call
 

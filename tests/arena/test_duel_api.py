@@ -8,7 +8,7 @@ from django_tenants.utils import schema_context
 from rest_framework.authtoken.models import Token
 
 from arena.models import DuelPair, Pick, PreferenceVersion, World
-from arena.services import duel_pairs_generate
+from arena.services.pairs import duel_pairs_generate
 from tests.conftest import api_token, client_for, make_user, token_client
 
 

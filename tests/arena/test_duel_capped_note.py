@@ -12,8 +12,7 @@ import pytest
 from django_tenants.utils import schema_context
 
 from arena.models import DuelPair, Judgement, Reply, World
-from arena.services import duel_pairs_generate
-from arena.services.pairs import _Candidate
+from arena.services.pairs import _Candidate, duel_pairs_generate
 from tests.conftest import api_token, client_for, make_user, token_client
 from trainers.judge.topic_guard import ON_TOPIC
 

@@ -16,7 +16,8 @@ from django_tenants.utils import schema_context
 
 from arena.errors import DuelConflict, EmptyFreeze
 from arena.models import DuelPair, Pick, World
-from arena.services import duel_next, duel_pairs_generate, pick_submit
+from arena.services.pairs import duel_pairs_generate
+from arena.services.queue import duel_next, pick_submit
 from levers9.services import workspace_user_create
 from tests.conftest import PASSWORD
 from tests.e2e.workspaces import fresh_workspace
@@ -92,7 +93,7 @@ def test_it_freezes_while_reviewers_pick_without_losing_or_doubling_a_pick(
 ):
     from arena.models import PreferenceVersion
     from arena.selectors import preference_version_read
-    from arena.services import preference_freeze
+    from arena.services.freeze import preference_freeze
 
     settings.DATASETS_DIR = tmp_path
     rounds = 4

@@ -9,11 +9,8 @@ from django_tenants.utils import schema_context
 
 from arena.judge.overrides import judge_override_submit
 from arena.models import DuelPair, JudgeOverride, Pick, PreferenceVersion, World
-from arena.services import (
-    duel_next,
-    duel_pairs_generate,
-    pick_submit,
-)
+from arena.services.pairs import duel_pairs_generate
+from arena.services.queue import duel_next, pick_submit
 from tests.arena.duel_helpers import real_world
 from tests.conftest import client_for
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from arena.models import DuelPair, Judgement, Moment, Reply, World
-from arena.services import duel_pairs_generate
+from arena.services.pairs import duel_pairs_generate
 from policies.models import PolicyVersion
 from tests.arena.duel_helpers import real_world
 
@@ -128,7 +128,8 @@ def test_it_refuses_a_released_version_chosen_by_the_reviewer(in_workspace):
 
 
 def test_it_makes_no_pair_when_the_judge_cannot_score(in_workspace, monkeypatch):
-    from arena.services import JudgeFailed, pairs
+    from arena.services import pairs
+    from arena.services.pairs import JudgeFailed
 
     class BrokenJudge:
         model_name = "broken-judge"
@@ -179,7 +180,7 @@ def test_it_offers_only_the_worlds_own_versions_in_the_duel(lettings):
     another's Duel, and a number names the world's own version."""
     from arena.errors import DuelNotFound
     from arena.selectors import policy_versions_numbered
-    from arena.services import duel_versions
+    from arena.services.pairs import duel_versions
 
     world = real_world()
     PolicyVersion.objects.create(

@@ -11,7 +11,7 @@ import pytest
 from django_tenants.utils import schema_context
 
 from arena.models import DuelPair, World
-from arena.services import (
+from arena.services.pairs import (
     DUEL_PAIRS_KIND,
     duel_pairs_generate,
     duel_pairs_job_run,

@@ -7,7 +7,8 @@ import pytest
 
 from arena.errors import DuelBadInput, DuelConflict, DuelNotFound
 from arena.models import DuelPair, Pick
-from arena.services import duel_next, pick_submit, preference_freeze
+from arena.services.freeze import preference_freeze
+from arena.services.queue import duel_next, pick_submit
 
 
 def test_it_records_the_preference_and_where_each_reply_came_from(lettings, rita):

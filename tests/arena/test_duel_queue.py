@@ -11,13 +11,8 @@ from django.utils import timezone
 from arena.errors import DuelBadInput
 from arena.models import DuelPair, PairSkip, World
 from arena.selectors import QueueSelection
-from arena.services import (
-    duel_next,
-    duel_pairs_generate,
-    duel_pairs_request_opinion,
-    duel_skip,
-    pick_submit,
-)
+from arena.services.pairs import duel_pairs_generate
+from arena.services.queue import duel_next, duel_pairs_request_opinion, duel_skip, pick_submit
 from tests.conftest import make_user
 
 
@@ -113,7 +108,7 @@ def test_a_model_answering_writes_a_few_pairs_now_and_the_rest_in_the_background
 ):
     """A trained version on a CPU takes seconds per reply: the reviewer waits for two pairs,
     not forty; a job writes the rest of the batch."""
-    from arena.services import DUEL_PAIRS_KIND, PAIR_BATCH, SLOW_BATCH, duel_pairs_job_run
+    from arena.services.pairs import DUEL_PAIRS_KIND, PAIR_BATCH, SLOW_BATCH, duel_pairs_job_run
     from levers9.jobs.models import Job
     from policies.models import PolicyVersion
     from policies.services import version_runs_on_set
@@ -151,7 +146,7 @@ def test_a_model_answering_writes_a_few_pairs_now_and_the_rest_in_the_background
 
 
 def test_the_simulator_answering_refills_a_whole_batch_at_once(in_workspace, monkeypatch):
-    from arena.services import PAIR_BATCH
+    from arena.services.pairs import PAIR_BATCH
 
     world = World.objects.get(slug="lettings")
     reviewer = make_user(in_workspace, "quick@acme.test", "reviewer")

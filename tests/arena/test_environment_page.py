@@ -8,7 +8,7 @@ import re
 
 from django_tenants.utils import schema_context
 
-from arena.services import world_create
+from arena.services.worlds import world_create
 
 
 def _selector_options(html: str) -> list[tuple[str, str]]:

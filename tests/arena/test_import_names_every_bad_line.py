@@ -10,7 +10,7 @@ import pytest
 from django_tenants.utils import schema_context
 
 from arena.models import Call, Pick
-from arena.services import world_create
+from arena.services.worlds import world_create
 from tests.recorded_calls import recorded_call
 
 
@@ -71,7 +71,7 @@ def test_a_call_import_names_every_bad_line_of_both_kinds_in_one_answer(
 
 
 def test_one_line_names_each_of_its_bad_fields(in_workspace):
-    from arena.services import CallImportError, calls_import
+    from arena.services.calls import CallImportError, calls_import
 
     world = world_create(slug="dealer", name="Car dealer")
     text = _jsonl({"id": "", "outcome": "maybe", "turns": [{"speaker": "bot", "text": ""}]})
@@ -83,7 +83,7 @@ def test_one_line_names_each_of_its_bad_fields(in_workspace):
 
 
 def test_a_json_array_names_bad_text_and_bad_fields_together(in_workspace):
-    from arena.services import CallImportError, calls_import
+    from arena.services.calls import CallImportError, calls_import
 
     world = world_create(slug="dealer", name="Car dealer")
     nul_text = _with_turn("nul", "customer", "a\x00b")

@@ -10,8 +10,8 @@ from django_tenants.utils import schema_context
 from arena.errors import DuelBadInput
 from arena.models import DuelPair, Judgement, Pick, World
 from arena.selectors import QueueSelection
-from arena.services import duel_next, duel_pairs_generate, pick_submit
-from arena.services.queue import queue_ordered
+from arena.services.pairs import duel_pairs_generate
+from arena.services.queue import duel_next, pick_submit, queue_ordered
 from tests.conftest import api_token, client_for, make_user, token_client
 
 INFORMATIVE = QueueSelection(order="informative")

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from arena.models import DuelPair, Judgement
 from arena.selectors import QueueSelection
-from arena.services import preferences_import
+from arena.services.preferences import preferences_import
 from arena.services.queue import queue_first_free
 from tests.migration_state import migrate_to, migrate_to_latest
 

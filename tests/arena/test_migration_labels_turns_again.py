@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 from arena.models import Turn
-from arena.services import calls_import, world_create
+from arena.services.calls import calls_import
+from arena.services.worlds import world_create
 from tests.migration_state import migrate_to, migrate_to_latest
 
 MOVES = [

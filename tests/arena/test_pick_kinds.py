@@ -16,7 +16,8 @@ from arena.errors import DuelBadInput
 from arena.judge.fit_rows import judge_fit_rows
 from arena.models import DuelPair, Pick
 from arena.selectors import preference_version_path, preference_version_read, reviewer_agreement
-from arena.services import duel_next, pick_submit, preference_freeze
+from arena.services.freeze import preference_freeze
+from arena.services.queue import duel_next, pick_submit
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from tests.conftest import client_for

@@ -9,7 +9,9 @@ from django_tenants.utils import schema_context
 
 from arena.errors import DuelConflict, DuelNotFound
 from arena.models import DuelPair, Pick, World
-from arena.services import duel_next, duel_pairs_generate, pick_submit, pick_undo, preference_freeze
+from arena.services.freeze import preference_freeze
+from arena.services.pairs import duel_pairs_generate
+from arena.services.queue import duel_next, pick_submit, pick_undo
 from tests.conftest import client_for, make_user
 
 

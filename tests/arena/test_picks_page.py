@@ -14,7 +14,8 @@ from django.utils import timezone
 from django_tenants.utils import schema_context
 
 from arena.models import Pick, World
-from arena.services import duel_next, duel_pairs_generate, pick_submit
+from arena.services.pairs import duel_pairs_generate
+from arena.services.queue import duel_next, pick_submit
 from arena.views import PICKS_CSV_COLUMNS
 from tests.arena.duel_helpers import real_world
 from tests.conftest import client_for, make_user

@@ -14,13 +14,9 @@ from arena import preference_format
 from arena.errors import EmptyFreeze
 from arena.models import DuelPair, Pick, PreferenceVersion, Reply, World
 from arena.selectors import preference_pairs, preference_version_path, preference_version_read
-from arena.services import (
-    duel_next,
-    duel_pairs_generate,
-    pick_submit,
-    preference_freeze,
-    preference_version_write,
-)
+from arena.services.freeze import preference_freeze, preference_version_write
+from arena.services.pairs import duel_pairs_generate
+from arena.services.queue import duel_next, pick_submit
 
 AWKWARD = (
     "Line one\twith a tab\nline two\\with a backslash\r\nand a CRLF — café ☕ "

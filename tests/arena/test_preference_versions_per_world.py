@@ -17,7 +17,9 @@ from arena.selectors import (
     preference_version_path,
     preference_version_read,
 )
-from arena.services import duel_next, duel_pairs_generate, pick_submit, preference_freeze
+from arena.services.freeze import preference_freeze
+from arena.services.pairs import duel_pairs_generate
+from arena.services.queue import duel_next, pick_submit
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from tests.arena.duel_helpers import real_world

@@ -15,7 +15,9 @@ from django_tenants.utils import schema_context
 from arena import recorded_replies
 from arena.models import Call, DuelPair, Moment, Reply, Turn, World
 from arena.recorded_replies import recorded_reply
-from arena.services import calls_import, duel_pairs_generate, world_create
+from arena.services.calls import calls_import
+from arena.services.pairs import duel_pairs_generate
+from arena.services.worlds import world_create
 from levers9.shipped_data import PERSUASION_CALLS
 from policies.agents import VersionCannotAnswer, version_reply
 from policies.models import PolicyVersion

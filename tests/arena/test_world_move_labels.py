@@ -9,13 +9,10 @@ from itertools import islice
 import pytest
 
 from arena.models import DuelPair, Turn
-from arena.services import (
-    calls_import,
-    calls_label_moves,
-    duel_pairs_generate,
-    move_labels_agreement,
-    world_create,
-)
+from arena.services.calls import calls_import
+from arena.services.move_labels import calls_label_moves, move_labels_agreement
+from arena.services.pairs import duel_pairs_generate
+from arena.services.worlds import world_create
 from levers9.shipped_data import PERSUASION_CALLS
 from tests.recorded_calls import recorded_call
 from trainers.moves.simulator import MOVES

@@ -11,7 +11,9 @@ from django_tenants.utils import schema_context
 
 from arena.models import World
 from arena.moves import GENERIC_MOVES
-from arena.services import calls_import, duel_pairs_generate, world_create
+from arena.services.calls import calls_import
+from arena.services.pairs import duel_pairs_generate
+from arena.services.worlds import world_create
 from levers9.shipped_data import PERSUASION_CALLS
 from tests.conftest import client_for, make_user
 

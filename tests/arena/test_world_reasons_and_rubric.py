@@ -20,7 +20,10 @@ from arena.judge.overrides import judge_override_submit
 from arena.judge.world_dimensions import world_dimension_names, world_dimensions
 from arena.judge.world_judge import judge_for_world
 from arena.models import DuelPair, Pick, World
-from arena.services import calls_import, duel_next, duel_pairs_generate, pick_submit, world_create
+from arena.services.calls import calls_import
+from arena.services.pairs import duel_pairs_generate
+from arena.services.queue import duel_next, pick_submit
+from arena.services.worlds import world_create
 from tests.conftest import client_for, make_user
 from trainers.judge.rubric import DEFAULT_RUBRIC, DIMENSIONS, RubricJudge, Turn
 

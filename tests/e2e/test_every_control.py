@@ -41,7 +41,9 @@ def _pages_here(paths: tuple[str, ...]) -> list[str]:
 def _demo_worlds(e2e_db, e2e_workspace) -> None:
     """The demo's two worlds, as `manage.py demo_setup` makes them (fewer calls and pairs)."""
     from arena.models import World
-    from arena.services import calls_import, duel_pairs_generate, world_create
+    from arena.services.calls import calls_import
+    from arena.services.pairs import duel_pairs_generate
+    from arena.services.worlds import world_create
 
     with e2e_db(e2e_workspace):
         world = world_create(

@@ -21,7 +21,7 @@ def _box(page, selector: str) -> dict:
 
 
 def test_the_header_folds_on_a_phone_and_its_menu_opens(page, e2e_server, e2e_workspace, e2e_db):
-    from arena.services import world_create
+    from arena.services.worlds import world_create
 
     with e2e_db(e2e_workspace):
         world_create(slug="bikes", name=LONG_NAME)

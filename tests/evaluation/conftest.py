@@ -70,7 +70,8 @@ def pushy_in(world):
 
 @pytest.fixture
 def real_world(in_workspace, datasets):
-    from arena.services import calls_import, world_create
+    from arena.services.calls import calls_import
+    from arena.services.worlds import world_create
 
     world = world_create(slug="persuasion", name="Persuasion for good")
     calls_import(world=world, text=PERSUASION_CALLS.read_text(), source=str(PERSUASION_CALLS))

@@ -101,7 +101,8 @@ def stub(monkeypatch):
 
 
 def test_it_evaluates_two_endpoint_versions_concurrently(committed_db, stub):
-    from arena.services import calls_import, world_create
+    from arena.services.calls import calls_import
+    from arena.services.worlds import world_create
     from evaluation.models import Evaluation
     from evaluation.services import call_set_ensure, evaluation_run
     from policies.models import PolicyVersion

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from arena.models import Moment, Reply, Turn
-from arena.services import calls_import, world_create
+from arena.services.calls import calls_import
+from arena.services.worlds import world_create
 from evaluation.models import EvaluationCallSet, HeldOutCall, HeldOutMoment
 from evaluation.services import HELD_OUT_CALLS, TURNS_PER_CALL, call_set_ensure
 from levers9.shipped_data import PERSUASION_CALLS
@@ -104,7 +105,7 @@ def test_the_duel_and_the_outcome_reward_model_never_use_the_held_out_calls(real
     """A checkpoint must not score a version on calls it learned from: the Duel pairs no
     moment of a held-out call, and the outcome examples of the RLHF card leave them out."""
     from arena.models import DuelPair
-    from arena.services import duel_pairs_generate
+    from arena.services.pairs import duel_pairs_generate
     from evaluation.services import held_out_call_ids
     from training.wording import _outcome_examples
 

@@ -9,7 +9,7 @@ from django.test import RequestFactory
 from django_tenants.utils import schema_context
 
 from arena.models import Call
-from arena.services import world_create
+from arena.services.worlds import world_create
 from levers9.upload_limit_page import admin_upload_too_large_page
 
 DETAIL = "The body is larger than the upload limit: at most 100 bytes."

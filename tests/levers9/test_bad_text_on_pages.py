@@ -112,7 +112,7 @@ def test_a_bulk_action_refuses_a_nul_in_an_id(owner):
 def test_a_bulk_action_still_takes_real_ids(owner, workspace):
     import json
 
-    from arena.services import calls_import
+    from arena.services.calls import calls_import
     from tests.recorded_calls import two_turn_call
 
     with schema_context(workspace.schema_name):

@@ -11,12 +11,8 @@ from django.core.exceptions import ValidationError
 from django_tenants.utils import schema_context
 
 from arena.models import Call, Pick, World
-from arena.services import (
-    CallImportError,
-    PreferenceImportError,
-    calls_import,
-    preferences_import,
-)
+from arena.services.calls import CallImportError, calls_import
+from arena.services.preferences import PreferenceImportError, preferences_import
 from policies.canary import live_call_route
 from policies.live import live_call_record
 from policies.models import LiveCall

@@ -29,7 +29,7 @@ def test_another_workspace_cannot_start_one(outsider_client, workspace):
 
 def test_another_worlds_version_is_refused_on_the_page(owner_client, workspace):
     """A candidate of another world (a stale form, a second tab) answered a 404 page."""
-    from arena.services import world_create
+    from arena.services.worlds import world_create
     from policies.models import PolicyVersion
 
     with schema_context(workspace.schema_name):

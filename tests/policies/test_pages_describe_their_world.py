@@ -13,7 +13,8 @@ from django_tenants.utils import schema_context
 
 from arena.models import World
 from arena.selectors import world_description
-from arena.services import calls_import, world_create
+from arena.services.calls import calls_import
+from arena.services.worlds import world_create
 from levers9.shipped_data import PERSUASION_CALLS
 from policies.live import version_make_live
 from policies.models import LiveCall, PolicyVersion

@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django_tenants.utils import schema_context
 
 from arena.models import World
-from arena.services import world_create
+from arena.services.worlds import world_create
 from policies.canary import canary_running, canary_start, live_call_route
 from policies.live import LiveError, live_version, version_make_live
 from policies.models import LivePeriod, PolicyVersion

@@ -12,7 +12,8 @@ import pytest
 from django_tenants.utils import schema_context
 
 from arena.models import World
-from arena.services import calls_import, world_create
+from arena.services.calls import calls_import
+from arena.services.worlds import world_create
 from levers9.jobs.models import Job
 from levers9.shipped_data import PERSUASION_CALLS
 from policies.models import PolicyVersion

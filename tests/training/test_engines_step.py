@@ -8,7 +8,8 @@ import pytest
 
 from arena.models import Turn, World
 from arena.moves import lettings_moves
-from arena.services import calls_import, world_create
+from arena.services.calls import calls_import
+from arena.services.worlds import world_create
 from levers9.jobs.models import Job
 from levers9.jobs.services import JobError
 from policies.models import PolicyVersion

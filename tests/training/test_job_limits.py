@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django_tenants.utils import schema_context
 
-from levers9.jobs.limits import JobLimitReached
 from levers9.jobs.models import Job
+from levers9.limit_refusal import JobLimitReached
 from levers9.models import CardAllocation, Workspace
 from tests.conftest import client_for
 

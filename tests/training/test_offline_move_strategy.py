@@ -13,7 +13,8 @@ from django_q.models import Task
 from django_tenants.utils import schema_context
 
 from arena.models import Call
-from arena.services import calls_import, world_create
+from arena.services.calls import calls_import
+from arena.services.worlds import world_create
 from levers9.jobs.models import Job
 from levers9.jobs.services import JOB_TASK, job_finish
 from levers9.shipped_data import PERSUASION_CALLS

@@ -8,13 +8,10 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from arena.models import Pick, World
-from arena.services import (
-    duel_next,
-    duel_pairs_generate,
-    pick_submit,
-    preference_freeze,
-    world_system_prompt_set,
-)
+from arena.services.freeze import preference_freeze
+from arena.services.pairs import duel_pairs_generate
+from arena.services.queue import duel_next, pick_submit
+from arena.services.worlds import world_system_prompt_set
 from levers9.pools import pool_default
 from policies import agents
 from policies.models import PolicyVersion

@@ -9,7 +9,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from arena.models import World
-from arena.services import duel_next, duel_pairs_generate, pick_submit, preference_freeze
+from arena.services.freeze import preference_freeze
+from arena.services.pairs import duel_pairs_generate
+from arena.services.queue import duel_next, pick_submit
 from levers9.jobs.models import Job
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
@@ -145,7 +147,7 @@ def _post_card(client, **body):
 def test_the_api_starts_a_card_and_packs_the_outcome_world(
     frozen, owner_client, monkeypatch, django_capture_on_commit_callbacks
 ):
-    from arena.services import calls_import
+    from arena.services.calls import calls_import
     from trainers.wording import spec as wording_spec
 
     monkeypatch.setitem(wording_spec.MIN_PAIRS, "rlhf", 2)

@@ -10,7 +10,9 @@ from django_tenants.utils import schema_context
 
 from arena.judge.fit_job import JUDGE_FIT_KIND, judge_fit_start
 from arena.models import DuelPair, JudgeVersion, World
-from arena.services import calls_import, duel_pairs_generate, world_create
+from arena.services.calls import calls_import
+from arena.services.pairs import duel_pairs_generate
+from arena.services.worlds import world_create
 from levers9.jobs.models import Job
 from levers9.services import workspace_create
 from levers9.shipped_data import PERSUASION_CALLS

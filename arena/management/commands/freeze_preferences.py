@@ -10,7 +10,7 @@ from django_tenants.utils import schema_context
 from arena.errors import DuelError
 from arena.management.world_lookup import workspace_named, world_named
 from arena.selectors import preference_version_path
-from arena.services import preference_freeze
+from arena.services.freeze import preference_freeze
 
 
 class Command(BaseCommand):

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from arena.management.world_import import WorldFileImportCommand
-from arena.services import CallImportError, calls_import
-from arena.services.calls import CONVERT_TO_REAL_CALLS
+from arena.services.calls import CONVERT_TO_REAL_CALLS, CallImportError, calls_import
 
 
 class Command(WorldFileImportCommand):

@@ -4,7 +4,7 @@ TRL's preference format (JSONL), imported as picks."""
 from __future__ import annotations
 
 from arena.management.world_import import WorldFileImportCommand
-from arena.services import PreferenceImportError, preferences_import
+from arena.services.preferences import PreferenceImportError, preferences_import
 
 
 class Command(WorldFileImportCommand):

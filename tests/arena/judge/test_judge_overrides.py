@@ -10,7 +10,7 @@ from arena.judge.agreement import judge_agreement
 from arena.judge.overrides import judge_override_submit, judgements_rescore
 from arena.models import DuelPair, Judgement, JudgeOverride
 from arena.selectors import reply_judgements
-from arena.services import duel_pairs_generate
+from arena.services.pairs import duel_pairs_generate
 from tests.arena.duel_helpers import real_world
 
 

@@ -16,7 +16,8 @@ from arena.judge import versions
 from arena.judge.fit_job import judge_fit_finish, judge_fit_start
 from arena.judge.judge_base import _reader
 from arena.models import JudgeVersion
-from arena.services import calls_import, world_create
+from arena.services.calls import calls_import
+from arena.services.worlds import world_create
 from levers9.shipped_data import PERSUASION_CALLS
 from trainers.bases import TINY_BASE, base_dir, tiny_base
 from trainers.judge import fit as judge_fit

@@ -11,7 +11,9 @@ from django.contrib.auth import get_user_model
 from django_tenants.utils import schema_context
 
 from arena.judge.fit_job import judge_fit_ended, judge_refit_request
-from arena.services import preference_freeze, preferences_import, world_create
+from arena.services.freeze import preference_freeze
+from arena.services.preferences import preferences_import
+from arena.services.worlds import world_create
 from levers9.jobs.models import Job
 from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 from tests.arena.judge.test_world_judge_fit import datasets, persuasion  # noqa: F401 - fixtures
@@ -86,7 +88,7 @@ def test_another_workspaces_request_never_folds_into_ours(
     ours = _request(persuasion, django_capture_on_commit_callbacks)
     with schema_context(other_workspace.schema_name):
         theirs_world = world_create(slug="persuasion", name="Persuasion (rival)")
-        from arena.services import calls_import
+        from arena.services.calls import calls_import
         from tests.arena.judge.test_world_judge_fit import CALLS
 
         lines = PERSUASION_CALLS.read_text().splitlines()[:CALLS]

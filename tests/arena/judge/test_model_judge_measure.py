@@ -15,7 +15,8 @@ from arena.judge.agreement import judge_measure_run, judge_measure_start, judge_
 from arena.judge.fit_job import judge_fit_soon
 from arena.judge.world_judge_choice import world_judge_set
 from arena.models import World
-from arena.services import preference_freeze, preferences_import
+from arena.services.freeze import preference_freeze
+from arena.services.preferences import preferences_import
 from levers9.jobs.models import Job
 from levers9.shipped_data import HH_RLHF_PAIRS
 from trainers.judge.model_judge import ModelJudge

@@ -15,7 +15,9 @@ from django.conf import settings
 from arena.judge import judge_base, versions
 from arena.judge.fit_job import judge_fit_finish, judge_fit_start
 from arena.models import DuelPair, JudgeVersion
-from arena.services import calls_import, duel_pairs_generate, world_create
+from arena.services.calls import calls_import
+from arena.services.pairs import duel_pairs_generate
+from arena.services.worlds import world_create
 from levers9.shipped_data import PERSUASION_CALLS
 from trainers import bases
 from trainers.bases import TINY_BASE, base_dir, tiny_base

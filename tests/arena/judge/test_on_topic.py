@@ -14,7 +14,8 @@ from arena.held_out import HELD_OUT_CALLS, held_out_call_ids
 from arena.judge.world_judge import judge_for_world
 from arena.judge.world_topic_guard import topic_guard_for_world, topic_texts
 from arena.models import Call, World
-from arena.services import calls_import, world_create
+from arena.services.calls import calls_import
+from arena.services.worlds import world_create
 from levers9.shipped_data import PERSUASION_CALLS
 from trainers.judge.rubric import RubricJudge, Turn
 from trainers.judge.topic import stem_counts, words

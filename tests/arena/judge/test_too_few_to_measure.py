@@ -69,7 +69,7 @@ def test_too_few_picks_are_too_few_not_chance():
 @pytest.fixture
 def new_world(in_workspace):
     from arena.models import JudgeVersion
-    from arena.services import world_create
+    from arena.services.worlds import world_create
 
     world = world_create(slug="bakery", name="Bakery")
     version = JudgeVersion.objects.create(world=world, number=1, model_dir="-", report=FOUR_PICKS)

@@ -14,7 +14,8 @@ from arena.judge.fit_job import judge_fit_finish, judge_fit_start
 from arena.judge.fit_rows import judge_fit_rows
 from arena.judge.world_dimensions import world_dimension_names
 from arena.models import Call, JudgeVersion, World
-from arena.services import calls_import, world_create
+from arena.services.calls import calls_import
+from arena.services.worlds import world_create
 from levers9.jobs.models import Job
 from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 from trainers.judge import fit as judge_fit
@@ -95,7 +96,8 @@ def test_picks_frozen_while_a_fit_runs_are_fitted_once_it_ends(
 ):
     from django.contrib.auth import get_user_model
 
-    from arena.services import preference_freeze, preferences_import
+    from arena.services.freeze import preference_freeze
+    from arena.services.preferences import preferences_import
     from levers9.jobs.kinds import job_kind
 
     def fits():
