@@ -11,9 +11,8 @@ from typing import Any
 from arena.errors import JudgeFitError
 from arena.judge.world_judge import judge_for_world
 from arena.models import Judgement, Reply, World
-from trainers.judge.fitted_judge import FittedJudge
 from trainers.judge.model_judge import judgement_or_error
-from trainers.judge.rubric import Judge, Turn
+from trainers.judge.rubric import Judge, ManyJudge, Turn
 from trainers.judge.topic_guard import ON_TOPIC
 
 
@@ -82,7 +81,7 @@ def judge_score_items(*, world: World, items: Any) -> dict[str, Any]:
     """Score many (dialogue, reply) items with the world's judge in force, in order."""
     cleaned = judge_score_items_clean(items)
     judge = judge_for_world(world)
-    if isinstance(judge, FittedJudge):
+    if isinstance(judge, ManyJudge):
         results = judge.score_many(cleaned)
     else:
         results = []

@@ -157,6 +157,9 @@ class FittedJudge:
     its fit kept the base's heads, `reader` gives the base's features of each reply (None:
     the base is not on this machine, and the words' heads score alone)."""
 
+    quick = False
+    paid = False
+
     def __init__(
         self,
         model: FittedJudgeModel,

@@ -152,6 +152,9 @@ def verdict_parse(
 class ModelJudge:
     """Scores with a model behind any provider; same interface as the rubric judge."""
 
+    quick = False
+    paid = True
+
     def __init__(
         self,
         provider: ReplyProvider,

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "DIMENSIONS",
@@ -191,11 +191,28 @@ class Judgement:
 
 @runtime_checkable
 class Judge(Protocol):
-    """What every judge offers: the rubric judge here, model-backed judges later."""
+    """What every judge offers (the rubric judge here, the model and fitted judges beside it),
+    and what a caller asks of a judge instead of its class:
+      quick  it scores in this process, thousands of replies a second (the rubric judge): a
+             caller judges its missing scores on the spot and gives it a single slot;
+      paid   each score is a call to a provider's model: nothing spends calls on it unasked
+             (the on-topic guard does not measure its floor)."""
 
     model_name: str
+    quick: bool
+    paid: bool
 
     def score(self, context: Sequence[Turn], reply: str) -> Judgement: ...
+
+
+@runtime_checkable
+class ManyJudge(Judge, Protocol):
+    """A judge that also scores many items at once (the fitted judge: one batch, one pass of
+    its base for all of them); each result is its scores, total, won_probability."""
+
+    def score_many(
+        self, items: Sequence[tuple[Sequence[Any], str]], *, digits: int | None = 4
+    ) -> list[dict[str, Any]]: ...
 
 
 # A rule's answer: the dimension's score (0..1) and the one sentence that explains it.
@@ -896,6 +913,8 @@ class RubricJudge:
     default: each of the seven by its rule, any other dimension by `rule_by_meaning`."""
 
     model_name = "rubric-v1"
+    quick = True
+    paid = False
 
     def __init__(self, rubric: Sequence[Dimension] = DEFAULT_RUBRIC) -> None:
         self.rubric = tuple(rubric)

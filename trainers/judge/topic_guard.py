@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from trainers.judge.answers import AnswerCheck
-from trainers.judge.model_judge import ModelJudge
 from trainers.judge.rubric import Judge, Judgement, Turn
 from trainers.judge.topic import NOTE_WORDS, TopicModel, TopicUnit, TopicVerdict, opening_line
 
@@ -99,7 +98,7 @@ class TopicGuard:
         ]
 
     def _floor_measured(self, judge: Judge) -> float:
-        if isinstance(judge, ModelJudge):
+        if judge.paid:
             return UNMEASURED_FLOOR
         sample = self.floor_sample()
         if not sample:
@@ -206,10 +205,12 @@ def _guarded_class(kind: type) -> type:
 
 
 def judge_guarded(judge: Judge, guard: TopicGuard) -> Judge:
-    """`judge` with the world's guard on every total it gives. The result is of a subclass of
-    the judge's own class (its attributes copied, its scoring delegated to the original), so
-    the callers that ask what kind of judge they hold — the lens judges a rubric's missing
-    scores itself, the scoring API batches a fitted judge — still know."""
+    """`judge` with the world's guard on every total it gives. What callers need to know of a
+    judge they ask through the Judge protocol (quick, paid, ManyJudge's score_many), and the
+    guarded judge answers as the judge does. It is still of a subclass of the judge's own class
+    (its attributes copied, its scoring delegated to the original) while the lens and
+    Evaluate's slots (evaluation.lens, evaluation.replay) ask `isinstance(judge, RubricJudge)`
+    for what `judge.quick` says; once they ask `quick`, a plain wrapper will do."""
     guarded = object.__new__(_guarded_class(type(judge)))
     guarded.__dict__.update(vars(judge))
     guarded._unguarded = judge

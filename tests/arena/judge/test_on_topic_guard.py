@@ -22,6 +22,8 @@ class ManyJudge:
     """Scores 0.9 in batches; one reply at a time goes through the batch, as the fitted judge."""
 
     model_name = "many"
+    quick = False
+    paid = False
 
     def score_many(self, items, *, digits=4):
         return [{"scores": {}, "total": 0.9, "won_probability": None} for _item in items]
