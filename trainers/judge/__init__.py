@@ -8,7 +8,7 @@ reading replies with a base is trainers.reading (which this room uses and which 
   model_judge   ModelJudge: the rubric put to a model behind any provider, and its errors
   fitted_judge  FittedJudge: a world's fitted version at scoring time, and the rows a fit reads
   topic         the world's pure topic model and the joint test of its words with the answer
-  topic_guard   the on-topic guard around any judge (guarded_judge) and its floors
+  topic_guard   the on-topic guard around any judge (judge_guarded) and its floors
   answers       whether a reply answers its call, for a judge that reads with a base
   standing      how far a held-out measure can be believed: none shown on fewer than
                 MIN_HELD_OUT_ITEMS items, and whether the judge is above or at chance
