@@ -355,7 +355,7 @@ class PolicyVersionAdmin(RoleAdminMixin, admin.ModelAdmin):
         text = row.summary if row else ""
         text = text or "; ".join(f"{label} {value}" for label, value in facts[:4])
         if not text:
-            return (version.learned_from or {}).get("kind", "—") or "—"
+            return version.learned.kind or "—"
         return text if len(text) <= 160 else text[:159] + "…"
 
     @admin.display(description="Last evaluation")

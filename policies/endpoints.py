@@ -172,8 +172,8 @@ def version_serve(
                 card_count=count,
                 title=f"Serve {version.label} on {count} × {pool.card_type}",
                 started_by=started_by,
-                # What the job is about (the version it serves) is its endpoint's: job_id.
-                finish_needs={"endpoint": endpoint.pk, "version": version.number},
+                # What the job is about (the endpoint, the version it serves) is the
+                # endpoint's: its job_id, set below in this transaction.
             )
         except JobError as error:
             raise PolicyConflict(f"The serve job could not start: {error}") from error
@@ -212,6 +212,13 @@ def _result_clean(result: Any) -> dict[str, Any]:
     }
 
 
+def serve_job_endpoint(job: Any, *, locked: bool = False) -> Endpoint | None:
+    """The endpoint a serve job starts (None once deleted): the one whose job_id it is. (Jobs
+    from before kept its id in finish_needs too, the same endpoint.)"""
+    endpoints = Endpoint.objects.select_for_update() if locked else Endpoint.objects
+    return endpoints.filter(job_id=job.pk).order_by("-pk").first()
+
+
 def endpoint_serve_finish(*, job: Any, result: Any) -> Endpoint | None:
     """The serve job finished on its worker: the endpoint serves, and the version answers.
 
@@ -219,11 +226,10 @@ def endpoint_serve_finish(*, job: Any, result: Any) -> Endpoint | None:
     the endpoint's, not the job's: the job lets go of them so its own end does not free them.
     """
     cleaned = _result_clean(result)
-    endpoint_id = (job.finish_needs or {}).get("endpoint")
     allocation_id = job.card_allocation_id
     job.card_allocation_id = None
     type(job).objects.filter(pk=job.pk).update(card_allocation_id=None)
-    endpoint = Endpoint.objects.select_for_update().filter(pk=endpoint_id).first()
+    endpoint = serve_job_endpoint(job, locked=True)
     if endpoint is None or endpoint.state != Endpoint.State.STARTING:
         # Released or deleted while it started: stop what the job started, free its cards.
         cards_release(allocation_id=allocation_id)
@@ -441,8 +447,13 @@ def _orphan_cards_release(live_endpoint_ids: set[int]) -> None:
 
 def _orphan_serve_jobs_cancel(live_endpoint_ids: set[int]) -> None:
     """A serve job whose endpoint was deleted while it started has nothing to serve."""
+    serving_jobs = set(
+        Endpoint.objects.filter(pk__in=live_endpoint_ids, job_id__isnull=False).values_list(
+            "job_id", flat=True
+        )
+    )
     for job in Job.objects.filter(kind=SERVE_KIND, state__in=Job.ACTIVE_STATES):
-        if (job.finish_needs or {}).get("endpoint") not in live_endpoint_ids:
+        if job.pk not in serving_jobs:
             _serve_job_cancel(job.pk)
 
 

@@ -12,7 +12,10 @@ of the environment variable that holds a key on the dashboard pod.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from trainers.results import LEARNED_SCHEMA, RecordError, VersionRecord, learned_record
 
 
 class PolicyVersion(models.Model):
@@ -54,7 +57,17 @@ class PolicyVersion(models.Model):
     # "scripted" (the hand-written rules) or a learned table {"table": [...], "scenarios": ...}.
     move_strategy = models.JSONField(default=dict, blank=True)
     # What it learned from: algorithm, knobs, seed, preference version, reward source, ...
+    # Read only through `learned`, its family's typed record (trainers.results), which
+    # refuses a key it does not know.
     learned_from = models.JSONField(default=dict, blank=True)
+    # Which record schema learned_from was written under (trainers.results.LEARNED_SCHEMA).
+    learned_schema = models.PositiveSmallIntegerField(default=LEARNED_SCHEMA)
+    # What is queried of the record, as columns (copied from it on every save that writes
+    # it): the trainer that made it ("" for one nobody trained), and for wording the frozen
+    # preference version and the base it learned on (the DPO benchmark of an RLHF version).
+    algorithm = models.CharField(max_length=60, blank=True, db_index=True)
+    preference_version = models.PositiveIntegerField(null=True, blank=True)
+    base_model = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.ANSWERING)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
@@ -69,6 +82,38 @@ class PolicyVersion(models.Model):
 
     def __str__(self) -> str:
         return self.label
+
+    # The columns copied from the record, so no writer (the finish, a promotion, the admin, a
+    # test) can leave them saying something the record does not.
+    LEARNED_COLUMNS = ("learned_schema", "algorithm", "preference_version", "base_model")
+
+    def save(self, *args, **kwargs) -> None:
+        update_fields = kwargs.get("update_fields")
+        if update_fields is None or "learned_from" in update_fields:
+            record = self.learned
+            self.learned_schema = LEARNED_SCHEMA
+            self.algorithm = record.algorithm
+            self.preference_version = getattr(record, "preference_version", None)
+            self.base_model = getattr(record, "base", None) or ""
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, *self.LEARNED_COLUMNS}
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        try:
+            self.learned  # noqa: B018 - loading it is the check
+        except RecordError as error:
+            raise ValidationError({"learned_from": str(error)}) from error
+
+    @property
+    def learned(self) -> VersionRecord:
+        """What it learned from, as its trainer family's record (RecordError names a key no
+        record has)."""
+        return learned_record(self.learned_from or {}, schema=self.learned_schema)
+
+    def learned_set(self, record: VersionRecord) -> None:
+        """Writes `record` (saved with `learned_from` among the fields)."""
+        self.learned_from = record.to_dict()
 
     @property
     def label(self) -> str:
@@ -93,8 +138,7 @@ class PolicyVersion(models.Model):
     def did_not_learn(self) -> list[str]:
         """Why a trained version learned nothing (its reward model held out at chance, its
         policy did not move), as its trainer measured; [] when it learned or was not trained."""
-        reasons = (self.learned_from or {}).get("did_not_learn") or []
-        return [str(reason) for reason in reasons]
+        return [str(reason) for reason in self.learned.did_not_learn or []]
 
 
 class Endpoint(models.Model):

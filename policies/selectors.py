@@ -20,6 +20,13 @@ from arena.selectors import (
 from levers9.jobs.kinds import JobAbout
 from policies.models import Endpoint, PolicyVersion
 from trainers.registry import OFFLINE_OUTCOME, PPO, Q_LEARNING_ONLINE, RLHF, trainer_label
+from trainers.results import (
+    MoveStrategyResult,
+    OfflineMovesResult,
+    RlhfResult,
+    VersionRecord,
+    WordingResult,
+)
 
 
 def policy_live(*, world: World) -> PolicyVersion | None:
@@ -146,7 +153,7 @@ class VersionRow:
 
     @property
     def facts(self) -> list[tuple[str, str]]:
-        return learned_facts(self.version.learned_from or {})
+        return learned_facts(self.version.learned)
 
     @property
     def summary(self) -> str:
@@ -220,10 +227,13 @@ def _fact_value(value: Any, bounds: Any = None) -> str:
     return str(value)
 
 
-def _bounds_of(learned_from: dict[str, Any], key: str) -> Any:
-    """A top-level figure's interval, where the trainer kept it: beside the figure, among the
-    metrics, or in the reward model's record (the held-out AUC of an outcome reward)."""
-    for record in (learned_from, learned_from.get("metrics"), learned_from.get("reward_model")):
+def _bounds_of(learned: VersionRecord, key: str) -> Any:
+    """A top-level figure's interval, where the trainer kept it: among the metrics, or in the
+    reward model's record (the held-out AUC of an outcome reward). (No record keeps one beside
+    the figure.)"""
+    metrics = learned.metrics if isinstance(learned, WordingResult) else None
+    reward_model = learned.reward_model if isinstance(learned, RlhfResult) else None
+    for record in (metrics, reward_model):
         if isinstance(record, dict) and record.get(f"{key}_ci") is not None:
             return record[f"{key}_ci"]
     return None
@@ -248,12 +258,6 @@ def _figure(name: str, value: Any, bounds: Any) -> str:
     )
 
 
-def _pairs_count(pairs: Any) -> int | None:
-    if isinstance(pairs, dict):
-        pairs = pairs.get("total")
-    return pairs if isinstance(pairs, int) and not isinstance(pairs, bool) else None
-
-
 def learned_summary(
     version: PolicyVersion,
     *,
@@ -265,68 +269,81 @@ def learned_summary(
     v1; reward model held-out accuracy 0.62 [0.55, 0.70]". Each measured figure keeps its
     interval; the full settings stay in learned_facts. The hand-written start says what it
     answers with in its world (`answers`, version_answers; read here when not given)."""
-    learned = version.learned_from or {}
-    if learned.get("kind") == "hand-written" or version.number == 1 and not learned.get("job"):
+    learned = version.learned
+    if learned.is_hand_written or version.number == 1 and not learned.job:
         if answers is None:
             answers = version_answers(version, described=world_description(version.world))
         return f"Hand-written start: {answers.how or answers.runs_on}."
-    algorithm = str(learned.get("algorithm") or "")
+    algorithm = learned.algorithm
     if not algorithm:
         return ""
     name = trainer_label(algorithm)
     world = version.world.name if version.world_id else "its world"
     parent = f"from v{version.parent.number}" if version.parent_id else ""
-    seed = learned.get("seed")
+    seed = learned.seed
     run = [_duration(trained_seconds), f"seed {seed}" if seed is not None else "", parent]
     measured: list[str] = []
-    if algorithm in (Q_LEARNING_ONLINE, PPO):
+    if algorithm in (Q_LEARNING_ONLINE, PPO) and isinstance(learned, MoveStrategyResult):
         head = f"{name} on {world}'s simulator"
-        share = (learned.get("summary") or {}).get("mean_fraction_of_optimum")
-        if isinstance(share, int | float):
+        share = learned.mean_fraction_of_optimum
+        if share is not None:
             measured.append(f"reaches {share:.0%} of the best return on its scenarios")
-    elif algorithm == OFFLINE_OUTCOME:
-        calls = (learned.get("trained_on") or {}).get("calls")
-        head = f"{name} on {calls or 'the'} labelled real calls of {world}"
-        interval = learned.get("interval") or {}
-        difference = learned.get("difference")
+    elif algorithm == OFFLINE_OUTCOME and isinstance(learned, OfflineMovesResult):
+        head = f"{name} on {learned.trained_calls or 'the'} labelled real calls of {world}"
+        interval = learned.interval or {}
+        difference = learned.difference
         if isinstance(difference, int | float):
             bounds = [interval.get("low"), interval.get("high")]
             measured.append(
                 _figure(
-                    f"won-share difference on {learned.get('held_out_calls', 0)} held-out calls",
+                    f"won-share difference on {learned.held_out_calls} held-out calls",
                     difference,
                     bounds,
                 )
-                + (f" ({learned['trust']})" if learned.get("trust") else "")
+                + (f" ({learned.trust})" if learned.trust else "")
             )
-    else:
-        base = learned.get("base") or "its base"
-        head = f"{name} on {base}"
-        pairs = _pairs_count(learned.get("pairs"))
-        if learned.get("reward_source") == "outcomes":
-            head += f" from the outcomes of {learned.get('outcome_examples') or 'real'} calls"
-        elif learned.get("preference_version"):
-            head += f" from preference v{learned['preference_version']}"
-            head += f" ({pairs} pairs)" if pairs is not None else ""
-        reward_model = learned.get("reward_model") or {}
-        for key, label in (("held_out_accuracy", "accuracy"), ("held_out_auc", "AUC")):
-            value = learned.get(key, reward_model.get(key))
+    elif isinstance(learned, WordingResult):
+        head = _wording_head(learned, name)
+        reward_model = (learned.reward_model if isinstance(learned, RlhfResult) else None) or {}
+        for key, label, figure in (
+            ("held_out_accuracy", "accuracy", learned.held_out_accuracy),
+            ("held_out_auc", "AUC", learned.held_out_auc),
+        ):
+            # The record's own figure where it holds the key (None included), else the reward
+            # model's.
+            value = figure if learned.holds(key) else reward_model.get(key)
             text = _figure(label, value, _bounds_of(learned, key))
             if text:
                 who = "reward model" if algorithm == RLHF else "preferred reply"
                 measured.append(f"{who} held-out {text}")
-        metrics = learned.get("metrics") or {}
+        metrics = learned.metrics or {}
         gain = _figure("reward gain", metrics.get("reward_gain"), metrics.get("reward_gain_ci"))
         if gain:
             measured.append(gain)
+    else:
+        # A move reward model planned into a table: no base, no picks.
+        head = f"{name} on its base"
     line = ", ".join(part for part in [head, *run] if part)
     measured = [part for part in measured if part]
     return line + ("; " + "; ".join(measured) if measured else "")
 
 
-def learned_facts(learned_from: dict[str, Any]) -> list[tuple[str, str]]:
-    """A version's learned_from as (label, text) pairs a person can read: nested numbers
-    flattened, floats to three figures with their intervals, paths and raw curves left out."""
+def _wording_head(learned: WordingResult, name: str) -> str:
+    """ "RLHF on SmolLM2-135M from preference v3 (200 pairs)": the base and what it learned
+    from."""
+    head = f"{name} on {learned.base or 'its base'}"
+    if learned.reward_source == "outcomes":
+        return head + f" from the outcomes of {learned.outcome_examples or 'real'} calls"
+    if learned.preference_version:
+        head += f" from preference v{learned.preference_version}"
+        head += f" ({learned.pairs_total} pairs)" if learned.pairs_total is not None else ""
+    return head
+
+
+def learned_facts(learned: VersionRecord) -> list[tuple[str, str]]:
+    """A version's record as (label, text) pairs a person can read: nested numbers flattened,
+    floats to three figures with their intervals, paths and raw curves left out."""
+    learned_from = learned.to_dict()
     keys = [key for key in _FACT_ORDER if key in learned_from]
     keys += sorted(key for key in learned_from if key not in _FACT_ORDER)
     facts = []
@@ -339,7 +356,7 @@ def learned_facts(learned_from: dict[str, Any]) -> list[tuple[str, str]]:
         if key == "preference_version":
             facts.append(("picks", f"preference v{value}"))
             continue
-        text = _fact_value(value, _bounds_of(learned_from, key))
+        text = _fact_value(value, _bounds_of(learned, key))
         if text:
             facts.append((key.replace("_", " "), text))
     return facts
@@ -402,11 +419,8 @@ def _trained_seconds(versions: list[PolicyVersion]) -> dict[int, float]:
     job its `learned_from` names (the training's own table is above the registry)."""
     from levers9.jobs.models import Job
 
-    job_ids = {
-        (version.learned_from or {}).get("job"): version.pk
-        for version in versions
-        if isinstance((version.learned_from or {}).get("job"), int)
-    }
+    made_by = {version.pk: version.learned.job for version in versions}
+    job_ids = {job: version_id for version_id, job in made_by.items() if isinstance(job, int)}
     seconds: dict[int, float] = {}
     for job_id, started, finished in Job.objects.filter(
         pk__in=job_ids, started_at__isnull=False, finished_at__isnull=False
@@ -417,11 +431,17 @@ def _trained_seconds(versions: list[PolicyVersion]) -> dict[int, float]:
 
 def serve_jobs_about(jobs: list[Any]) -> dict[int, JobAbout]:
     """What a serve job is about, for the jobs' pages and API: the version its endpoint
-    serves (the job's parent)."""
+    serves (the job's parent), and the endpoint its finish reads."""
     endpoints = Endpoint.objects.filter(job_id__in=[job.pk for job in jobs]).select_related(
         "version"
     )
-    return {endpoint.job_id: JobAbout(parent_version=endpoint.version) for endpoint in endpoints}
+    return {
+        endpoint.job_id: JobAbout(
+            parent_version=endpoint.version,
+            finish_needs={"endpoint": endpoint.pk, "version": endpoint.version.number},
+        )
+        for endpoint in endpoints
+    }
 
 
 def endpoints_list() -> list[Endpoint]:

@@ -6,7 +6,8 @@ Serving and releasing trained versions are in policies.endpoints; the world's ju
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from arena import model_connection
 from arena.errors import ModelConnectionConflict, ModelConnectionError
@@ -14,6 +15,7 @@ from arena.models import DEFAULT_JUDGE, JudgeConnection, Reply, World
 from levers9.providers import SIMULATOR
 from policies.errors import PolicyBadRequest, PolicyConflict
 from policies.models import PolicyVersion, ReplyAuthor
+from trainers.results import VersionRecord, learned_record
 
 BASELINE_NAME = "baseline"
 # Every world reads it, so it names no world's business (policies.agents says how v1 answers).
@@ -79,7 +81,7 @@ def version_register(
     name: str,
     parent: PolicyVersion | None,
     move_strategy: dict,
-    learned_from: dict,
+    learned_from: VersionRecord | Mapping[str, Any],
     description: str = "",
     provider: str = PolicyVersion.Provider.SIMULATOR,
     provider_model: str = "",
@@ -88,8 +90,14 @@ def version_register(
 ) -> PolicyVersion:
     """A new numbered version of `world` (its highest number + 1). Numbers never repeat in a
     world, even under concurrent finishes: the table is locked for the moment it takes to
-    pick the number. The parent must be of the same world (VersionWorldMismatch)."""
+    pick the number. The parent must be of the same world (VersionWorldMismatch).
+    `learned_from` is its trainer family's record, or a dict loaded as one (RecordError names a
+    key no record has)."""
     from django.db import connection, transaction
+
+    record = (
+        learned_from if isinstance(learned_from, VersionRecord) else learned_record(learned_from)
+    )
 
     version_in_world_check(version=parent, world=world, field="parent")
     with transaction.atomic():
@@ -112,7 +120,7 @@ def version_register(
             provider_model=provider_model,
             endpoint_url=endpoint_url,
             move_strategy=move_strategy,
-            learned_from=learned_from,
+            learned_from=record.to_dict(),
             created_by=created_by,
             # A trained version answers only once its endpoint serves (policies.endpoints):
             # until then it is starting, and the Duel, Train and Evaluate pass it by.

@@ -66,7 +66,8 @@ def train_move_strategy(
         pool=pool,
         title=f"Move strategy from {parent.label}",
         started_by=started_by,
-        finish_needs={"version": "move-strategy", "parent": parent.number},
+        # Its parent is the run's (TrainingRun), shown here by the kind's about.
+        finish_needs={"version": "move-strategy"},
         # Its time budget makes it short work: it starts at once beside long jobs.
         expected_seconds=move_expected_seconds(
             spec, trainer=MOVE_STRATEGY_ALGORITHM, pool_name=pool.name

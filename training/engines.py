@@ -382,11 +382,12 @@ def engines_run_promote(
         else:
             version = version_from_move_strategy(locked, locked.result, name="promoted")
         # The mark wording versions carry (PolicyVersion.did_not_learn reads it).
-        version.learned_from = {
-            **version.learned_from,
-            "against_parent": standing,
-            "did_not_learn": [_worse_sentence(standing)] if worse else [],
-        }
+        version.learned_set(
+            version.learned.with_changes(
+                against_parent=standing,
+                did_not_learn=[_worse_sentence(standing)] if worse else [],
+            )
+        )
         if promoted_by is not None:
             version.created_by = promoted_by
         version.save(update_fields=["learned_from", "created_by"])

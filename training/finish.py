@@ -5,7 +5,7 @@ Called by levers9.jobs.services.job_finish inside its exactly-once claim.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from arena.models import World
 from levers9.jobs.models import Job
@@ -13,8 +13,17 @@ from levers9.jobs.services import job_note
 from policies.models import PolicyVersion
 from policies.services import version_register
 from trainers.registry import RLHF, Family, trainers_of
+from trainers.results import (
+    MoveStrategyResult,
+    OfflineMovesResult,
+    VersionRecord,
+    WordingResult,
+    learned_record,
+)
 from training.models import TrainingRun
 from training.runs import training_run_of
+
+_Family = TypeVar("_Family", bound=VersionRecord)
 
 # What a version keeps of a move-strategy result (the full result stays on the job).
 _RETURN_KEYS = (
@@ -42,20 +51,34 @@ def _pack_of(job: Job) -> str | None:
     return run.world.slug if run.world_id else None
 
 
-def _lineage(job: Job, result: dict[str, Any]) -> dict[str, Any]:
+def _lineage(job: Job, result: dict[str, Any]) -> MoveStrategyResult:
     reports = [row for row in result.get("scenarios") or [] if isinstance(row, dict)]
-    return {
-        "job": job.pk,
-        "kind": job.kind,
-        "algorithm": result.get("algorithm", job.trainer),
-        "knobs": result.get("knobs", {}),
-        "seed": result.get("seed"),
-        "max_turns": result.get("max_turns"),
-        "pack": _pack_of(job),
-        "scenarios": [row.get("slug") for row in reports],
-        "returns": [{key: row.get(key) for key in _RETURN_KEYS} for row in reports],
-        "summary": result.get("summary", {}),
-    }
+    lineage = learned_record(
+        {
+            "job": job.pk,
+            "kind": job.kind,
+            "algorithm": result.get("algorithm", job.trainer),
+            "knobs": result.get("knobs", {}),
+            "seed": result.get("seed"),
+            "max_turns": result.get("max_turns"),
+            "pack": _pack_of(job),
+            "scenarios": [row.get("slug") for row in reports],
+            "returns": [{key: row.get(key) for key in _RETURN_KEYS} for row in reports],
+            "summary": result.get("summary", {}),
+        }
+    )
+    return _of_family(lineage, MoveStrategyResult)
+
+
+def _of_family(record: VersionRecord, family: type[_Family]) -> _Family:
+    """The record, which must be of the finish's family (a trainer whose result names another
+    algorithm is refused before a version is made)."""
+    if not isinstance(record, family):
+        raise ValueError(
+            f"the trainer's result names algorithm '{record.algorithm}', not one that makes "
+            f"a {family.__name__}"
+        )
+    return record
 
 
 def version_from_move_strategy(
@@ -83,17 +106,17 @@ def version_from_move_strategy(
 
 def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
     """RLHF or DPO: a version answering from its merged weights; moves stay the parent's."""
-    record = result.get("version") or {}
-    merged = record.get("merged_weights")
+    trained = result.get("version") or {}
+    merged = trained.get("merged_weights")
     if not merged:
         raise ValueError("the trainer returned no merged weights to make a version from")
     parent = training_run_of(job).parent_version
     metrics = result.get("metrics") or {}
-    learned_from = {
+    learned = {
         "job": job.pk,
         "kind": job.kind,
         "algorithm": job.trainer,
-        **{key: value for key, value in record.items() if key != "job"},
+        **{key: value for key, value in trained.items() if key != "job"},
         # Scalars, and the bootstrap intervals that say what they mean (`x_ci`); the curves
         # and per-step histories stay in the job's result.
         "metrics": {
@@ -103,17 +126,18 @@ def version_from_wording(job: Job, result: dict[str, Any]) -> PolicyVersion:
         },
     }
     if isinstance(metrics.get("reward_model"), dict):
-        learned_from["reward_model"] = metrics["reward_model"]
+        learned["reward_model"] = metrics["reward_model"]
     # Still a version (Train always ends in one), but marked where it learned nothing.
-    learned_from["did_not_learn"] = list(metrics.get("did_not_learn") or [])
+    learned["did_not_learn"] = list(metrics.get("did_not_learn") or [])
+    record = _of_family(learned_record(learned), WordingResult)
     version = version_register(
         world=_world_of(job),
         name="trained" if job.trainer == RLHF else "dpo benchmark",
         parent=parent,
         move_strategy=parent.move_strategy if parent else {},
-        learned_from=learned_from,
-        description=f"{job.trainer.upper()} on {record.get('base')} from preference version "
-        f"v{record.get('preference_version')}.",
+        learned_from=record,
+        description=f"{job.trainer.upper()} on {record.base} from preference version "
+        f"v{record.preference_version}.",
         provider=PolicyVersion.Provider.TRAINED,
         provider_model=str(merged),
         created_by=job.started_by,
@@ -152,7 +176,7 @@ def version_from_offline_moves(
         else {}
     )
     trained_on = result.get("trained_on") or {}
-    learned_from = {
+    learned = {
         "job": job.pk,
         "kind": job.kind,
         "algorithm": result.get("algorithm", job.trainer),
@@ -182,7 +206,7 @@ def version_from_offline_moves(
         name=name,
         parent=parent,
         move_strategy=strategy,
-        learned_from=learned_from,
+        learned_from=_of_family(learned_record(learned), OfflineMovesResult),
         description=f"Move strategy learned off-line from {trained_on.get('calls', 0)} "
         f"labelled real calls; wording kept from {parent.label if parent else 'the baseline'}.",
         provider=parent.provider if parent else PolicyVersion.Provider.SIMULATOR,

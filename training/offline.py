@@ -104,7 +104,8 @@ def train_move_strategy_offline(
         pool=pool_default(gpu=False),
         title=f"Move strategy (off-line, real calls) from {parent.label}",
         started_by=started_by,
-        finish_needs={"version": "move-strategy-offline", "parent": parent.number},
+        # Its parent is the run's (TrainingRun), shown here by the kind's about.
+        finish_needs={"version": "move-strategy-offline"},
     )
 
 

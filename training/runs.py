@@ -10,7 +10,12 @@ from django.db import transaction
 from levers9.jobs.kinds import JobAbout
 from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
+from trainers.registry import TRAIN_KIND, Family, trainers_of
 from training.models import TrainingRun
+
+# A Train card's move-strategy job names its parent's number where the API shows what its
+# finish needs (stored in finish_needs before the run's table kept it).
+_PARENT_SHOWN = trainers_of(Family.MOVE_STRATEGY, Family.OFFLINE_MOVES)
 
 
 def training_run_start(
@@ -47,12 +52,21 @@ def training_runs_about(jobs: list[Job]) -> dict[int, JobAbout]:
     runs = TrainingRun.objects.filter(job__in=jobs).select_related(
         "parent_version", "produced_version"
     )
+    by_id = {job.pk: job for job in jobs}
     return {
         run.job_id: JobAbout(
             parent_version=run.parent_version,
             produced_version=run.produced_version,
             preference_version=run.preference_version,
             base_model=run.base_model,
+            finish_needs=_finish_needs_shown(by_id[run.job_id], run),
         )
         for run in runs
     }
+
+
+def _finish_needs_shown(job: Job, run: TrainingRun) -> dict[str, Any]:
+    shows_parent = job.kind == TRAIN_KIND and job.trainer in _PARENT_SHOWN
+    if shows_parent and run.parent_version is not None:
+        return {"parent": run.parent_version.number}
+    return {}

@@ -81,7 +81,7 @@ def _offline_move_card(world: World | None) -> dict | None:
         "training_calls": world.calls.filter(held_out=False).count(),
         "held_out_calls": world.calls.filter(held_out=True).count(),
         "version": version,
-        "record": (version.learned_from or {}) if version else None,
+        "record": version.learned if version else None,
     }
 
 
@@ -183,10 +183,7 @@ def _dpo_benchmark_of(version):
     baseline_ids = version.evaluations_as_candidate.filter(purpose="checkpoint").values_list(
         "baseline_id", flat=True
     )
-    for candidate in PolicyVersion.objects.filter(pk__in=baseline_ids).order_by("-pk"):
-        if (candidate.learned_from or {}).get("algorithm") == DPO:
-            return candidate
-    return None
+    return PolicyVersion.objects.filter(pk__in=baseline_ids, algorithm=DPO).order_by("-pk").first()
 
 
 @require_POST

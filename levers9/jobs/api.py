@@ -33,6 +33,8 @@ class JobSerializer(serializers.ModelSerializer):
         source="about.preference_version", read_only=True, allow_null=True
     )
     base_model = serializers.CharField(source="about.base_model", read_only=True)
+    # Not read_only, as the model's field was: the schema stays as it was (nothing writes a job).
+    finish_needs = serializers.JSONField(source="finish_needs_shown")
     progress_fraction = serializers.FloatField(read_only=True)
     eta_seconds = serializers.FloatField(read_only=True, allow_null=True)
     joined = serializers.BooleanField(

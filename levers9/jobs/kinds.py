@@ -26,9 +26,9 @@ installed fails in words instead of being finished by nobody.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from trainers.registry import TRAINERS as CATALOGUE
 
@@ -42,15 +42,29 @@ About = Callable[[list[Any]], dict[int, "JobAbout"]]
 InWorker = Callable[[int, Callable[..., None]], dict[str, Any]]
 
 
+class VersionShown(Protocol):
+    """A version as the platform shows it (policies.PolicyVersion, which the platform sits
+    below and never imports)."""
+
+    number: int
+
+    @property
+    def label(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class JobAbout:
     """What a job is about, in the product's words, as its kind's app says: the platform only
     shows it (a version by its `number` and `label`)."""
 
-    parent_version: Any = None
-    produced_version: Any = None
+    parent_version: VersionShown | None = None
+    produced_version: VersionShown | None = None
     preference_version: int | None = None
     base_model: str = ""
+    # The product's ids the job's finish reads from the kind's own table (a serve job's
+    # endpoint, a Train card's parent number): shown in the job's `finish_needs` beside what
+    # the platform keeps there, as it always was.
+    finish_needs: Mapping[str, Any] = field(default_factory=dict)
 
 
 NOTHING_KNOWN = JobAbout()

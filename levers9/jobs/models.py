@@ -7,7 +7,8 @@ What a job *is* (train card, evaluation, serve request, ...) is its `kind`, a na
 registered in levers9.jobs.kinds; the platform itself knows no kind, and no product table: what
 a job is about (its world, the version it starts from or made) is kept by the app of its kind,
 in a table of its own that points at the job (training.TrainingRun, evaluation.Evaluation.job,
-policies.Endpoint.job_id, a judge job's finish_needs), and shown through the kind's `about`.
+policies.Endpoint.job_id; the judge's jobs still keep their world in finish_needs), and shown
+through the kind's `about`.
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ class Job(models.Model):
     error = models.TextField(blank=True)
     # What happened to the job along the way, one line each (adoptions, resumes, ...).
     notes = models.TextField(blank=True)
-    # What the finish needs (e.g. promote to a version, which parent, which knobs).
+    # What the finish does, in the platform's plain values (make a version of which kind, serve
+    # it, checkpoint it); the product's ids are the kind's app's, in its own table, and shown
+    # beside these by `finish_needs_shown`.
     finish_needs = models.JSONField(default=dict, blank=True)
     # Who follows the job for the dashboard ("host:pid"), and when it last looked.
     watcher = models.CharField(max_length=100, blank=True)
@@ -104,6 +107,17 @@ class Job(models.Model):
         from levers9.jobs.kinds import jobs_about
 
         return jobs_about([self])[self.pk]
+
+    @property
+    def finish_needs_shown(self) -> dict:
+        """`finish_needs` with the product's ids the kind's app keeps (JobAbout.finish_needs),
+        keyed as PostgreSQL's jsonb orders keys (by length, then bytes), so the API shows the
+        object it showed when they were stored here. What is stored wins: older jobs keep theirs
+        in finish_needs."""
+        shown = {**self.about.finish_needs, **(self.finish_needs or {})}
+        return dict(
+            sorted(shown.items(), key=lambda item: (len(item[0].encode()), item[0].encode()))
+        )
 
     @property
     def is_active(self) -> bool:

@@ -19,6 +19,7 @@ from policies.canary import canary_roll_back, canary_running
 from policies.endpoints import version_serve
 from policies.models import Canary, Endpoint, LivePeriod, PolicyVersion
 from policies.services import version_register
+from trainers.registry import Q_LEARNING_ONLINE
 
 VERSIONS = "/admin/policies/policyversion/"
 REASONS = ["reward model at chance on held-out pairs (0.50 [0.41, 0.59])"]
@@ -38,7 +39,7 @@ def _simulated(name: str, **learned) -> PolicyVersion:
         name=name,
         parent=PolicyVersion.objects.get(world__slug="lettings", number=1),
         move_strategy={"kind": "scripted"},
-        learned_from={"algorithm": "q-learning", **learned},
+        learned_from={"algorithm": Q_LEARNING_ONLINE, **learned},
     )
 
 
