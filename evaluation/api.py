@@ -21,19 +21,17 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from arena.models import World
+from evaluation.episodes import evaluation_episode
 from evaluation.models import Evaluation
-from evaluation.selectors import (
-    evaluation_episode,
-    evaluation_regressions,
-    evaluation_versions_default,
-    judge_agreement_shown,
-)
+from evaluation.selectors import evaluation_versions_default
 from evaluation.services import (
     LENS_BANDS,
     EvaluationError,
     evaluation_start,
     world_score_vs_outcome,
 )
+from evaluation.summary import evaluation_regressions
+from evaluation.verdicts import judge_agreement_shown
 from levers9.roles import MANAGER, REVIEWER, HasRole
 from policies.models import PolicyVersion
 from trainers.judge.standing import MIN_HELD_OUT_ITEMS

@@ -8,19 +8,16 @@ class EvaluationConfig(AppConfig):
     verbose_name = "Evaluation"
 
     def ready(self) -> None:
+        from evaluation.leaderboard_games import evaluation_games, evaluation_games_left_out
         from evaluation.missions import boss_fight_mission
         from evaluation.runner import evaluation_job_run
-        from evaluation.selectors import (
-            evaluation_games,
-            evaluation_games_left_out,
-            evaluation_jobs_about,
-            version_verdicts,
-        )
+        from evaluation.selectors import evaluation_jobs_about
         from evaluation.services import (
             evaluation_job_ended,
             evaluation_job_finish,
             version_checkpoint,
         )
+        from evaluation.verdict_words import version_verdicts
         from levers9.game import mission_register
         from levers9.jobs.kinds import (
             JobKind,

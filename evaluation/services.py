@@ -124,7 +124,7 @@ def _cpu_pool() -> Any:
 
 def _evaluation_job_start(*, evaluation: Evaluation, pool: Any, checkpoint: bool) -> Any:
     """The job that runs the evaluation in the worker, followed live on the jobs websocket."""
-    from evaluation.selectors import evaluation_estimate
+    from evaluation.estimates import evaluation_estimate
     from levers9.jobs.services import job_start
 
     world, candidate, baseline = evaluation.world, evaluation.candidate, evaluation.baseline
@@ -325,7 +325,7 @@ def _verdict_fields(
     """What the verdict rests on, added beside the judge's figures (which keep their keys):
     on scripted customers the simulated duel, wherever it could be played; everywhere the
     judge's own verdict and its measured agreement."""
-    from evaluation.selectors import judge_agreement
+    from evaluation.agreement import judge_agreement
 
     fields: dict[str, Any] = {
         "verdict_source": "judge",
@@ -508,7 +508,7 @@ def _summary_finish(
     """The evaluation's summary and what its kind of calls adds: the simulator's returns and
     its duel on scripted customers, the lens's opening scores on real calls; and what the
     verdict rests on."""
-    from evaluation.selectors import evaluation_summary_compute
+    from evaluation.summary import evaluation_summary_compute
 
     summary = evaluation_summary_compute(evaluation)
     held_calls = list(dict.fromkeys(held_moment.held_out_call for held_moment in held))

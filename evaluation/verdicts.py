@@ -148,7 +148,7 @@ def _agreement_measures_of(agreement: dict[str, Any]) -> tuple[dict | None, dict
 
 def agreement_standing(agreement: Mapping[str, Any] | None) -> dict[str, Any]:
     """The standing of the judge an evaluation's summary names (its judge_agreement, as
-    evaluation.selectors.judge_agreement stored it, old or new)."""
+    evaluation.agreement.judge_agreement stored it, old or new)."""
     agreement = agreement or {}
     if not agreement.get("measured"):
         return standing([])

@@ -13,24 +13,26 @@ from django.utils.http import urlencode
 
 from arena.models import World
 from arena.selectors import world_in_view
+from evaluation.episodes import evaluation_episode
+from evaluation.estimates import evaluation_estimate
 from evaluation.models import Evaluation
 from evaluation.selectors import (
-    evaluation_chart_data,
-    evaluation_episode,
-    evaluation_estimate,
     evaluation_latest_done,
-    evaluation_regressions,
     evaluation_versions_default,
     evaluations_recent,
-    regression_noise_words,
-    regressions_rows,
-    verdict_explained,
 )
 from evaluation.services import (
     EvaluationError,
     evaluation_start,
     world_score_vs_outcome,
 )
+from evaluation.summary import (
+    evaluation_chart_data,
+    evaluation_regressions,
+    regression_noise_words,
+    regressions_rows,
+)
+from evaluation.verdict_words import verdict_explained
 from levers9.jobs.progress import job_payload, job_payloads
 from levers9.roles import MANAGER, role_required
 from policies.models import PolicyVersion

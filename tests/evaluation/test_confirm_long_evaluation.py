@@ -12,8 +12,8 @@ from django.utils import timezone
 from django_tenants.utils import schema_context
 
 from evaluation.call_sets import call_set_ensure
+from evaluation.estimates import evaluation_estimate
 from evaluation.models import Evaluation
-from evaluation.selectors import evaluation_estimate
 from levers9.jobs.models import Job
 from policies.models import PolicyVersion
 

@@ -164,7 +164,7 @@ def test_it_judges_the_yardstick_once_and_reuses_it(lettings, pushy, baseline, e
 
 
 def test_it_gives_the_policies_page_each_versions_last_verdict(lettings, pushy, baseline, evaluate):
-    from evaluation.selectors import version_verdicts
+    from evaluation.verdict_words import version_verdicts
 
     assert version_verdicts() == {}
     evaluation = evaluate(lettings, pushy, baseline)

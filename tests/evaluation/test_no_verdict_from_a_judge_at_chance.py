@@ -25,7 +25,7 @@ def _judged_at_chance(world, evaluation, *, auc=0.504, ci=(0.42, 0.587)):
     """The evaluation as if its judge (the rubric, measured beside a fitted version of the
     world) had been measured at chance on 120 held-out calls when it ran."""
     from arena.models import JudgeVersion
-    from evaluation.selectors import judge_agreement
+    from evaluation.agreement import judge_agreement
 
     version = JudgeVersion.objects.create(
         world=world,
@@ -158,7 +158,7 @@ def test_another_workspaces_evaluation_is_not_counted(owner_client, other_worksp
 
 
 def test_the_admin_shows_the_simulators_verdict(owner_client, lettings, pushy, baseline, evaluate):
-    from evaluation.selectors import version_verdicts
+    from evaluation.verdict_words import version_verdicts
 
     evaluation = evaluate(lettings, pushy, baseline, seed=4)
     duel = evaluation.summary["simulator"]

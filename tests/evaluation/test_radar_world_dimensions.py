@@ -3,7 +3,7 @@ dimensions is scored and drawn on them, never on the lettings seven it no longer
 
 from __future__ import annotations
 
-from evaluation.selectors import evaluation_chart_data
+from evaluation.summary import evaluation_chart_data
 
 OWN_RUBRIC = [
     {"name": "respect", "weight": 2},

@@ -70,7 +70,7 @@ def test_a_version_released_mid_way_gives_no_verdict_on_the_moments_left(
     assert summary["verdict"] == summary["judge_verdict"] == "incomplete"
     assert summary["candidate"]["errors"] == summary["moments"] - 3
 
-    from evaluation.selectors import verdict_explained
+    from evaluation.verdict_words import verdict_explained
 
     words = verdict_explained(summary, candidate=pushy.label, baseline=baseline.label)
     assert f"compared at only 3 of {summary['moments']} moments" in words["sentence"]

@@ -18,7 +18,7 @@ import pytest
 
 from evaluation import scoring
 from evaluation.models import Evaluation, EvaluationAnswer
-from evaluation.selectors import evaluation_regressions, evaluation_summary_compute
+from evaluation.summary import evaluation_regressions, evaluation_summary_compute
 from evaluation.verdicts import verdict_decide
 
 # --- regressions beyond the judge's noise ---------------------------------------------------

@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from evaluation import scoring
-from evaluation.selectors import judge_agreement, verdict_explained, version_verdicts
+from evaluation.agreement import judge_agreement
 from evaluation.services import SIMULATED_DUEL_SEED, _verdict_fields
+from evaluation.verdict_words import verdict_explained, version_verdicts
 from tests.evaluation.conftest import pushy_in
 from trainers.judge.standing import measure_shown
 from trainers.moves.common import table_strategy
