@@ -16,6 +16,7 @@ from django.utils import timezone
 from arena.models import World
 from policies.live import LiveError, live_version, version_make_live
 from policies.models import Canary, LiveCall, LivePeriod, PolicyVersion
+from trainers.stats.intervals import percentile_interval
 
 # Resamples of each version's decided calls; seeded, so a page shows the same interval twice.
 WON_RATE_BOOTSTRAP = 2000
@@ -138,14 +139,6 @@ def _won_rate_draws(won: int, decided: int, *, rng) -> Any:
     return rng.binomial(decided, won / decided, size=WON_RATE_BOOTSTRAP) / decided
 
 
-def _percentiles(draws: Any) -> list[float]:
-    import numpy as np
-
-    tail = (1 - WON_RATE_CONFIDENCE) / 2 * 100
-    low, high = np.percentile(draws, [tail, 100 - tail])
-    return [round(float(low), 4), round(float(high), 4)]
-
-
 @dataclass(frozen=True)
 class CausedWonRate:
     version: PolicyVersion
@@ -168,7 +161,8 @@ class CausedWonRate:
             return None
         import numpy as np
 
-        return _percentiles(_won_rate_draws(self.won, self.decided, rng=np.random.default_rng(0)))
+        draws = _won_rate_draws(self.won, self.decided, rng=np.random.default_rng(0))
+        return percentile_interval(draws, confidence=WON_RATE_CONFIDENCE)
 
 
 @dataclass(frozen=True)
@@ -206,7 +200,7 @@ def canary_comparison(*, canary: Canary, rates: list[CausedWonRate]) -> CanaryCo
         live.won, live_decided, rng=rng
     )
     difference = candidate.rate - live.rate
-    low, high = _percentiles(draws)
+    low, high = percentile_interval(draws, confidence=WON_RATE_CONFIDENCE)
     points = f"{abs(difference) * 100:.1f} points {'above' if difference >= 0 else 'below'}"
     bounds = f"[{low * 100:+.1f}, {high * 100:+.1f}] points"
     if low > 0 or high < 0:
