@@ -54,7 +54,7 @@ from trainers.moves.labels import (
     labeller_agreement,
     opening_moves,
 )
-from trainers.wording.measures import interval
+from trainers.stats.intervals import bootstrap_interval
 
 SAMPLE = Path(__file__).resolve().parent / "move_labels_sample.jsonl"
 
@@ -122,7 +122,7 @@ def world_agreement(
         "turns": n,
         "calls": len(calls),
         "agreement": pooled(rows),
-        "interval": interval(rows, pooled, seed=40),
+        "interval": bootstrap_interval(rows, pooled, seed=40),
         "majority_share": max(hand.values()) / n,
         "majority_label": hand.most_common(1)[0][0],
         "labeller_top_share": max(given.values()) / n,

@@ -28,8 +28,8 @@ from trainers.bases import (
     validate_base,
 )
 from trainers.runtime import parse_progress_line
+from trainers.stats.auc import auc
 from trainers.wording import dpo, ppo_update, rlhf
-from trainers.wording.measures import auc
 from trainers.wording.reward_model import (
     RewardModelConfig,
     fit_on_outcomes,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from trainers.stats.intervals import at_chance
 from trainers.wording.measures import (
     did_not_learn,
-    includes_chance,
     outcome_measure,
     pair_measure,
     positions_in_call,
@@ -87,7 +87,7 @@ def test_dpo_is_marked_when_its_held_out_accuracy_is_chance():
         == []
     )
     assert did_not_learn(preference={"held_out_accuracy": 0.6, "held_out_accuracy_ci": [0.5, 0.7]})
-    assert includes_chance(None)
+    assert at_chance(None)
 
 
 def test_trimming_drops_old_turns_by_tokens_and_never_cuts_the_reply():

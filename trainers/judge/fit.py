@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ import numpy as np
 from scipy import sparse
 
 from trainers.judge.answers import answers_floor
-from trainers.judge.learned import WORDS, LearnedPart, fit_total, fit_won, sigmoid
+from trainers.judge.learned import WORDS, LearnedPart, fit_total, fit_won
 from trainers.reading.head_fit import (  # noqa: F401 (the grid is read from here too)
     MIN_ROWS_TO_CHOOSE,
     REGULARISATION_DEFAULT,
@@ -46,6 +45,13 @@ from trainers.reading.head_fit import (  # noqa: F401 (the grid is read from her
     regularisation_grid,
 )
 from trainers.runtime import Progress, trainer_main
+from trainers.stats.auc import auc
+from trainers.stats.intervals import (
+    BOOTSTRAP,  # noqa: F401 (bench.judge_agreement reads it from here)
+    at_chance,
+    bootstrap_interval,
+)
+from trainers.stats.logistic import logistic_fit, logistic_model, sigmoid
 
 # The fewest held-out items (picks, or calls for an outcome AUC) a measure needs before it
 # counts (trainers.judge.standing shows and judges by the same number).
@@ -57,9 +63,8 @@ MIN_HELD_OUT_ITEMS = 30
 MAX_VOCABULARY = 40_000
 # A dimension head needs this many picks with its reason ticked; below it the rubric answers.
 MIN_DIMENSION_PAIRS = 30
-# How much of the data is held out (by group), and how many bootstrap resamples to draw.
+# How much of the data is held out (by group).
 HELD_OUT_FRACTION = 0.2
-BOOTSTRAP = 1000
 OPENING_AGENT_TURNS = 4
 
 
@@ -140,7 +145,7 @@ class Head:
         return np.asarray(features @ self.weights).ravel() + self.bias
 
     def scores(self, features: sparse.csr_matrix) -> np.ndarray:
-        return 1.0 / (1.0 + np.exp(-self.logits(features)))
+        return sigmoid(self.logits(features))
 
 
 def regularisation_by_group(
@@ -169,30 +174,17 @@ def regularisation_by_group(
 
         setting = {"fit_intercept": fit_intercept, "scoring": scoring, "deadline": deadline}
         return fit_by_group(rows, labels, groups, grid=grid, final=False, **setting).strength
-    from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupKFold, cross_val_score
 
     scores = []
     for strength in grid:
         if scores and deadline is not None and time.monotonic() > deadline:
             break
-        model = LogisticRegression(
-            C=strength, fit_intercept=fit_intercept, max_iter=2000, solver=solver
-        )
+        model = logistic_model(strength=strength, fit_intercept=fit_intercept, solver=solver)
         folds = GroupKFold(n_splits=5)
         score = cross_val_score(model, rows, labels, groups=groups, cv=folds, scoring=scoring)
         scores.append(float(np.mean(score)))
     return grid[int(np.argmax(scores))]
-
-
-def _fit_logistic(
-    rows: sparse.csr_matrix, labels: np.ndarray, weights: np.ndarray, *, strength: float
-) -> np.ndarray:
-    from sklearn.linear_model import LogisticRegression
-
-    model = LogisticRegression(C=strength, fit_intercept=False, max_iter=2000)
-    model.fit(rows, labels, sample_weight=weights)
-    return np.asarray(model.coef_).ravel()
 
 
 def fit_preference_head(
@@ -241,9 +233,13 @@ def fit_preference_head(
     label_vector = np.concatenate(labels)
     if len(set(label_vector.tolist())) < 2:
         return None
-    coefficients = _fit_logistic(
-        sparse.vstack(blocks).tocsr(), label_vector, np.concatenate(weights), strength=strength
-    )
+    coefficients = logistic_fit(
+        sparse.vstack(blocks).tocsr(),
+        label_vector,
+        strength=strength,
+        fit_intercept=False,
+        sample_weight=np.concatenate(weights),
+    ).weights
     head = Head(weights=coefficients[:size], bias=float(coefficients[size]), strength=strength)
     if (absolute is None or not absolute.shape[0]) and chosen is not None and chosen.shape[0]:
         # Picks alone rank replies but anchor no level: their logits can sit anywhere, and in
@@ -260,18 +256,14 @@ def fit_outcome_head(
     *,
     strength: float | None = None,
 ) -> Head | None:
-    from sklearn.linear_model import LogisticRegression
-
     if features.shape[0] < 4 or len(set(won.tolist())) < 2:
         return None
     if strength is None:
         strength = regularisation_by_group(
             features, won, calls, fit_intercept=True, scoring="roc_auc"
         )
-    model = LogisticRegression(C=strength, max_iter=2000)
-    model.fit(features, won)
-    coefficients = np.asarray(model.coef_).ravel()
-    return Head(weights=coefficients, bias=float(model.intercept_[0]), strength=strength)
+    fitted = logistic_fit(features, won, strength=strength)
+    return Head(weights=fitted.weights, bias=fitted.bias, strength=strength)
 
 
 # --- measuring ------------------------------------------------------------------------------
@@ -288,17 +280,6 @@ def _held_out(group: str, *, seed: int, fraction: float, fold: int = 0) -> bool:
     fold 0 is the default split; folds 0..1/fraction-1 together tile every group once."""
     low = fold * fraction
     return low <= _position(group, seed=seed) < low + fraction
-
-
-def _interval(values: np.ndarray, statistic, *, seed: int) -> list[float] | None:
-    if len(values) < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    draws = [statistic(values[rng.integers(0, len(values), len(values))]) for _ in range(BOOTSTRAP)]
-    draws = [d for d in draws if d is not None and not math.isnan(d)]
-    if not draws:
-        return None
-    return [round(float(np.percentile(draws, 2.5)), 4), round(float(np.percentile(draws, 97.5)), 4)]
 
 
 def pair_agreement(
@@ -322,13 +303,14 @@ def pair_agreement(
     def accuracy(sample: np.ndarray) -> float:
         return float(np.mean(sample == 1.0))
 
+    bounds = bootstrap_interval(outcomes, accuracy, seed=seed)
     return {
         "pairs": int(n),
         "accuracy": round(float(agree.mean()), 4),
-        "accuracy_ci": _interval(outcomes, accuracy, seed=seed),
+        "accuracy_ci": bounds,
         "ties": int(ties.sum()),
         "kappa": None if kappa is None else round(kappa, 4),
-        "at_chance": _includes_half(_interval(outcomes, accuracy, seed=seed)),
+        "at_chance": None if bounds is None else at_chance(bounds),
     }
 
 
@@ -339,18 +321,6 @@ def _kappa(reviewer: np.ndarray, judge: np.ndarray) -> float | None:
     p_reviewer, p_judge = float(np.mean(reviewer)), float(np.mean(judge))
     expected = p_reviewer * p_judge + (1 - p_reviewer) * (1 - p_judge)
     return 0.0 if expected >= 1 else (observed - expected) / (1 - expected)
-
-
-def auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
-    """The area under the ROC curve (ties count half); None without both classes."""
-    positives, negatives = scores[labels], scores[~labels]
-    if len(positives) == 0 or len(negatives) == 0:
-        return None
-    from scipy.stats import rankdata
-
-    ranks = rankdata(np.concatenate([positives, negatives]))
-    total = ranks[: len(positives)].sum() - len(positives) * (len(positives) + 1) / 2
-    return float(total / (len(positives) * len(negatives)))
 
 
 def outcome_agreement(
@@ -364,20 +334,14 @@ def outcome_agreement(
     def statistic(sample: np.ndarray) -> float | None:
         return auc(sample[:, 0], sample[:, 1] > 0.5)
 
-    interval = _interval(paired, statistic, seed=seed) if value is not None else None
+    interval = bootstrap_interval(paired, statistic, seed=seed) if value is not None else None
     return {
         "calls": int(len(call_scores)),
         "won": int(call_won.sum()),
         "auc": None if value is None else round(value, 4),
         "auc_ci": interval,
-        "at_chance": _includes_half(interval),
+        "at_chance": None if interval is None else at_chance(interval),
     }
-
-
-def _includes_half(interval: list[float] | None) -> bool | None:
-    """No better than chance: the interval reaches down to a half (or lies below it — a judge
-    that disagrees with reviewers, or ties them, is no yardstick either)."""
-    return None if interval is None else interval[0] <= 0.5
 
 
 def reliability(probabilities: np.ndarray, won: np.ndarray, *, bins: int = 10) -> list[dict]:

@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from trainers.reading.head_fit import feature_spread, fit_by_group
+from trainers.stats.auc import stratified_auc
+from trainers.stats.logistic import logistic_fit, sigmoid
 
 FOLDS = 5
 BASE = "base"
@@ -50,10 +52,6 @@ def fold_of(groups: Sequence[str], *, seed: int) -> np.ndarray:
         digest = hashlib.sha256(f"fold:{seed}:{group}".encode()).digest()
         folds.append(int.from_bytes(digest[:8], "big") * FOLDS // 2**64)
     return np.asarray(folds)
-
-
-def sigmoid(logits: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(logits, -60, 60)))
 
 
 @dataclass
@@ -106,12 +104,8 @@ def won_head(
 
 def _mix_fit(columns: np.ndarray, labels: np.ndarray, *, intercept: bool) -> np.ndarray:
     """The mix's numbers: a lightly regularised logistic fit on the heads' logits."""
-    from sklearn.linear_model import LogisticRegression
-
-    model = LogisticRegression(C=10.0, fit_intercept=intercept, max_iter=1000)
-    model.fit(columns, labels)
-    bias = float(model.intercept_[0]) if intercept else 0.0
-    return np.append(np.asarray(model.coef_).ravel(), bias)
+    fitted = logistic_fit(columns, labels, strength=10.0, fit_intercept=intercept, max_iter=1000)
+    return np.append(fitted.weights, fitted.bias)
 
 
 def _cross_fitted_mix(
@@ -228,24 +222,18 @@ def _auc_by_call(
     calls (fewer won calls outside it, more inside), so ranking calls across folds measures
     that lean too (pooled, the demo's fit on its 92 training calls scored its mix 0.27, far
     below chance)."""
-    from scipy.stats import rankdata
-
     by_call: dict[str, list[float]] = {}
     call_won: dict[str, bool] = {}
     call_fold: dict[str, int] = {}
     for probability, label, group, fold in zip(sigmoid(logits), won, groups, folds, strict=True):
         by_call.setdefault(group, []).append(float(probability))
         call_won[group], call_fold[group] = bool(label), int(fold)
-    above = pairs = 0.0
-    for fold in set(call_fold.values()):
-        calls = [call for call in by_call if call_fold[call] == fold]
-        scores = np.asarray([np.mean(by_call[call]) for call in calls])
-        labels = np.asarray([call_won[call] for call in calls])
-        positives, negatives = int(labels.sum()), int((~labels).sum())
-        ranks = rankdata(np.concatenate([scores[labels], scores[~labels]]))
-        above += ranks[:positives].sum() - positives * (positives + 1) / 2
-        pairs += positives * negatives
-    return float(above / pairs) if pairs else None
+    calls = list(by_call)
+    return stratified_auc(
+        [np.mean(by_call[call]) for call in calls],
+        [call_won[call] for call in calls],
+        [call_fold[call] for call in calls],
+    )
 
 
 def _without_fold_lean(columns: np.ndarray, folds: np.ndarray) -> np.ndarray:

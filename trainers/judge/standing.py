@@ -28,6 +28,7 @@ from typing import Any
 # needs before its figure, interval or kappa is shown, or counts towards a verdict; the fit
 # reads it too (whether a won head scores the total), so it lives with the fit.
 from trainers.judge.fit import MIN_HELD_OUT_ITEMS
+from trainers.stats.intervals import at_chance
 
 ABOVE_CHANCE = "above_chance"
 AT_CHANCE = "at_chance"
@@ -129,7 +130,7 @@ def _counts(measure: Mapping[str, Any], kind: str) -> bool:
 
 def _above_chance(measure: Mapping[str, Any], kind: str) -> bool:
     """A measure that counts and whose interval lies wholly above a half."""
-    return _counts(measure, kind) and measure[f"{MEASURE_KINDS[kind][0]}_ci"][0] > 0.5
+    return _counts(measure, kind) and not at_chance(measure[f"{MEASURE_KINDS[kind][0]}_ci"])
 
 
 def measures_above_chance(measures: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[str]:

@@ -45,6 +45,7 @@ from trainers.moves.labels import customer_objection, label_move
 from trainers.moves.offline_outcome import outcome_choose_move
 from trainers.moves.simulator import DEFAULT_MAX_TURNS, MOVES, state_index
 from trainers.moves.strategy import choose_move
+from trainers.stats.intervals import percentile_interval
 
 RAPPORT_MOVES = frozenset({"greet", "confirm", "reassure", "handle_objection"})
 OUTCOMES = ("won", "lost")
@@ -203,9 +204,7 @@ def outcome_policy_comparison(
                 continue  # one side empty in this resample: no difference to draw
             draws.append(sample_won[sample_agrees].mean() - sample_won[~sample_agrees].mean())
         if draws:
-            tail = (1 - CONFIDENCE) / 2 * 100
-            low, high = np.percentile(draws, [tail, 100 - tail])
-            interval = [round(float(low), 4), round(float(high), 4)]
+            interval = percentile_interval(draws, confidence=CONFIDENCE)
     return {
         "held_out_calls": len(won),
         "won_share": float(won.mean()) if len(won) else None,

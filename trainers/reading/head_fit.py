@@ -12,8 +12,9 @@ half), as `cross_val_score`. It replaced scikit-learn's grid for the reward mode
 448 s at width 4,096 on two cores, bench.probe_head_fit.
 
 What makes it fast:
-- Newton's method (IRLS) in float64 with a backtracking line search converges in a handful of
-  steps, and a warm start from the previous strength saves half of them.
+- Newton's method (IRLS) in float64 with a backtracking line search (trainers.stats.
+  logistic_batched) converges in a handful of steps, and a warm start from the previous
+  strength saves half of them.
 - Where a fold has fewer training rows than features (the probe's 920 pairs against a 4,096-wide
   base), its optimum lies in the span of its training rows (the loss's gradient is a mix of
   them, and the penalty pulls nothing else in), so the fold is fitted on the rows'
@@ -37,6 +38,9 @@ from typing import Any
 
 import numpy as np
 
+from trainers.stats.auc import auc
+from trainers.stats.logistic_batched import newton
+
 # The L2 strength of each head (scikit-learn's C) is chosen by 5-fold cross-validation on the
 # training part alone, grouped like the held-out split, from this grid; the held-out part is
 # never looked at. Below a few dozen rows the library default is used.
@@ -45,17 +49,10 @@ REGULARISATION_DEFAULT = 1.0
 MIN_ROWS_TO_CHOOSE = 60
 
 FOLDS = 5
-# The largest gradient entry, on scikit-learn's scale (the loss averaged over the rows'
-# weight; its own default tol is 1e-4): converged well past where scikit-learn stops, so the
-# two agree to its precision, not ours.
-TOLERANCE = 1e-8
-MAX_NEWTON_STEPS = 100
 # On the CPU the fit runs on one thread: its many small products spent most of their time
 # waiting for a second one (pairs at width 1,024 on two busy cores: 21 s on two threads,
 # 8 s on one), as numpy's BLAS threads did beside torch's before it (reward_probe._dense_fit).
 CPU_THREADS = 1
-# Step sizes the line search tries at once: 1, 1/2, ... 2^-(HALVINGS-1).
-HALVINGS = 30
 
 
 @dataclass(frozen=True)
@@ -277,22 +274,14 @@ def _score(logits, targets, mask, scoring: str) -> float:
         right = ((logits > 0) == (targets > 0.5)).to(logits.dtype) * mask
         return float((right.sum(-1) / mask.sum(-1)).mean())
     by_fold = [
-        _auc(logits[fold][mask[fold] > 0], targets[fold][mask[fold] > 0])
+        auc(
+            logits[fold][mask[fold] > 0].double().cpu().numpy(),
+            (targets[fold][mask[fold] > 0] > 0.5).cpu().numpy(),
+        )
         for fold in range(logits.shape[0])
     ]
     defined = [value for value in by_fold if value is not None]
     return float(np.mean(defined)) if defined else float("nan")
-
-
-def _auc(scores, labels) -> float | None:
-    import torch
-
-    positives, negatives = scores[labels > 0.5], torch.sort(scores[labels <= 0.5]).values
-    if not len(positives) or not len(negatives):
-        return None
-    below = torch.searchsorted(negatives, positives, right=False)
-    up_to = torch.searchsorted(negatives, positives, right=True)
-    return float((below + up_to).sum()) / 2.0 / (len(positives) * len(negatives))
 
 
 def _fit_all(features, targets, weight, strength: float, fit_intercept: bool):
@@ -310,84 +299,6 @@ def _fit_all(features, targets, weight, strength: float, fit_intercept: bool):
         head = basis @ head
     bias = float(coefficients[-1]) if fit_intercept else 0.0
     return head.cpu().numpy(), bias
-
-
-# --- Newton's method, batched ---------------------------------------------------------------
-
-
-def _objective(logits, targets, weight, strength: float, penalised):
-    import torch
-
-    loss = weight * (torch.logaddexp(torch.zeros_like(logits), logits) - targets * logits)
-    return strength * loss.sum(-1) + 0.5 * penalised
-
-
-def newton(design, targets, weight, strength: float, start, *, fit_intercept: bool):
-    """Minimise strength · Σ weight · logistic loss + ½‖coefficients‖² (the last coefficient
-    unpenalised when `fit_intercept`) for each problem of the batch: design [B, rows, p],
-    targets and weight [B, rows], start [B, p]; returns the coefficients [B, p]."""
-    import torch
-
-    penalty = torch.ones(design.shape[-1], dtype=design.dtype, device=design.device)
-    if fit_intercept:
-        penalty[-1] = 0.0
-    scale = strength * weight.sum(-1, keepdim=True)  # scikit-learn's gradient is ours / scale
-    coefficients = start.clone()
-    for _ in range(MAX_NEWTON_STEPS):
-        logits = (design @ coefficients.unsqueeze(-1)).squeeze(-1)
-        probability = torch.sigmoid(logits)
-        residual = (strength * weight * (probability - targets)).unsqueeze(-1)
-        gradient = (design.mT @ residual).squeeze(-1) + penalty * coefficients
-        if float((gradient.abs() / scale).amax()) < TOLERANCE:
-            break
-        curvature = strength * weight * probability * (1.0 - probability)
-        hessian = design.mT @ (design * curvature.unsqueeze(-1))
-        # The intercept's own curvature can vanish when every row is fitted with certainty.
-        ridge = penalty + (1.0 - penalty) * 1e-12 * scale
-        hessian.diagonal(dim1=-2, dim2=-1).add_(ridge)
-        step = -_solve(hessian, gradient)
-        size = _step_size(
-            design, targets, weight, strength, penalty, coefficients, step, logits, gradient
-        )
-        if not bool((size > 0).any()):
-            break
-        coefficients = coefficients + size.unsqueeze(-1) * step
-    return coefficients
-
-
-def _solve(hessian, gradient):
-    """hessian⁻¹ · gradient, by Cholesky (the Hessian is positive definite: the penalty adds
-    the identity); by least squares where rounding broke that."""
-    import torch
-
-    try:
-        factor = torch.linalg.cholesky(hessian)
-    except torch.linalg.LinAlgError:
-        return torch.linalg.lstsq(hessian, gradient.unsqueeze(-1)).solution.squeeze(-1)
-    return torch.cholesky_solve(gradient.unsqueeze(-1), factor).squeeze(-1)
-
-
-def _step_size(design, targets, weight, strength, penalty, coefficients, step, logits, gradient):
-    """Per problem, the largest of 1, 1/2, 1/4, ... that decreases the objective enough
-    (Armijo), all tried at once; 0 where none does (converged to rounding)."""
-    import torch
-
-    sizes = 0.5 ** torch.arange(HALVINGS, dtype=design.dtype, device=design.device)
-    direction = (design @ step.unsqueeze(-1)).squeeze(-1)
-    trial = logits.unsqueeze(1) + sizes.view(1, -1, 1) * direction.unsqueeze(1)
-    moved = coefficients.unsqueeze(1) + sizes.view(1, -1, 1) * step.unsqueeze(1)
-    trial_objective = _objective(
-        trial,
-        targets.unsqueeze(1),
-        weight.unsqueeze(1),
-        strength,
-        (penalty * moved**2).sum(-1),
-    )
-    current = _objective(logits, targets, weight, strength, (penalty * coefficients**2).sum(-1))
-    slope = (gradient * step).sum(-1)
-    accepted = trial_objective <= current.unsqueeze(-1) + 1e-4 * sizes * slope.unsqueeze(-1)
-    first = accepted.to(torch.int64).argmax(-1)
-    return torch.where(accepted.any(-1), sizes[first], torch.zeros_like(sizes[first]))
 
 
 def regularisation_grid(rows: Any, labels: np.ndarray, groups: np.ndarray) -> tuple[float, ...]:

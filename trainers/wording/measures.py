@@ -20,11 +20,6 @@ import numpy as np
 from trainers.stats.auc import auc
 from trainers.stats.intervals import at_chance, bootstrap_interval
 
-# The names callers outside trainers.stats still import from here (issue 43: until they import
-# trainers.stats themselves).
-interval = bootstrap_interval
-includes_chance = at_chance
-
 # Below this KL (nats per token) the policy is the base, whatever the optimizer logged.
 KL_MOVED = 1e-4
 

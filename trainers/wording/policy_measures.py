@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from trainers.bases import conversation_ids, inference_precision
+from trainers.stats.intervals import bootstrap_interval
 from trainers.wording.common import as_reply, by_length, evaluating, padded_batch
-from trainers.wording.measures import interval, pair_measure
+from trainers.wording.measures import pair_measure
 from trainers.wording.ppo_update import PolicyConfig
 from trainers.wording.reward_model import RewardModelFit, score
 from trainers.wording.spec import Message, Pair
@@ -145,7 +146,7 @@ def preference_accuracy(
         "policy_accuracy": own["accuracy"],
         "policy_accuracy_ci": own["accuracy_ci"],
         "policy_gain_over_base": round(float(change.mean()), 4),
-        "policy_gain_over_base_ci": interval(
+        "policy_gain_over_base_ci": bootstrap_interval(
             change, lambda sample: float(sample.mean()), seed=seed
         ),
     }
@@ -228,7 +229,9 @@ def held_out_reward(
         "reward_after": round(float((base + gains).mean()), 4),
         # Paired over the same prompts: whether the rise is more than which prompts were drawn.
         "reward_gain": round(float(gains.mean()), 4),
-        "reward_gain_ci": interval(gains, lambda sample: float(sample.mean()), seed=config.seed),
+        "reward_gain_ci": bootstrap_interval(
+            gains, lambda sample: float(sample.mean()), seed=config.seed
+        ),
         "held_out_prompts": len(prompts),
         "held_out_replies_changed": changed,
     }

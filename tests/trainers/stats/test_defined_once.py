@@ -14,29 +14,10 @@ ROOT = Path(__file__).resolve().parents[3]
 SCANNED = ("arena", "config", "evaluation", "levers9", "policies", "trainers", "training")
 HOME = ROOT / "trainers" / "stats"
 
-# Sites written before trainers/stats, in modules other helpers were moving when it was built
-# (issue 43); the report of that issue gives each one's replacement. Keyed by file name and
-# function, so a move to another folder keeps its entry. Remove an entry with its site: a
-# stale entry fails below. The goal is an empty list.
-ALLOWED = {
-    ("fit.py", "Head.scores", "sigmoid"),
-    ("fit.py", "regularisation_by_group", "logistic fit"),
-    ("fit.py", "_fit_logistic", "logistic fit"),
-    ("fit.py", "fit_outcome_head", "logistic fit"),
-    ("fit.py", "_interval", "bootstrap interval"),
-    ("fit.py", "auc", "AUC"),
-    ("fit.py", "_includes_half", "chance test"),
-    ("head_fit.py", "_auc", "AUC"),
-    ("head_fit.py", "newton", "logistic fit"),
-    ("learned.py", "sigmoid", "sigmoid"),
-    ("learned.py", "_mix_fit", "logistic fit"),
-    ("learned.py", "_auc_by_call", "AUC"),
-    ("standing.py", "_above_chance", "chance test"),
-    # Not judge sites, and not in issue 43's hands either: the canary's and the off-line
-    # comparison's own percentile intervals.
-    ("canary.py", "_percentiles", "bootstrap interval"),
-    ("offline_comparison.py", "outcome_policy_comparison", "bootstrap interval"),
-}
+# Sites allowed to keep their own copy, keyed by file name and function (a move to another
+# folder keeps its entry): none now. A stale entry fails below, so an entry added for a site
+# on its way out is removed with it.
+ALLOWED: set[tuple[str, str, str]] = set()
 
 NAMES = {
     "AUC": re.compile(r"^_?auc(_|$)"),
@@ -44,6 +25,20 @@ NAMES = {
     "chance test": re.compile(r"^_?(includes_chance|includes_half)$"),
     "sigmoid": re.compile(r"sigmoid"),
     "logistic fit": re.compile(r"logistic|bradley_terry|newton"),
+}
+# What trainers/stats offers for each kind: a function named for a statistic that calls one of
+# these is a caller (the AUC by call, its calls grouped first), not a copy.
+HOME_CALLS = {
+    "AUC": {"auc", "stratified_auc"},
+    "bootstrap interval": {
+        "bootstrap_interval",
+        "percentile_interval",
+        "stratified_bootstrap_means",
+        "wilson_interval",
+    },
+    "chance test": {"at_chance"},
+    "sigmoid": {"sigmoid"},
+    "logistic fit": {"bradley_terry_strengths", "logistic_descent", "logistic_fit", "newton"},
 }
 LIBRARY_CALLS = {
     "roc_auc_score": "AUC",
@@ -132,11 +127,18 @@ def copies_in(source: str) -> set[tuple[str, str]]:
             elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 name = f"{prefix}{child.name}"
                 named = {kind for kind, rule in NAMES.items() if rule.search(child.name)}
+                named -= _delegated(child)
                 found.update((name, kind) for kind in named | _formulas(child))
                 visit(child, f"{name}.")
 
     visit(ast.parse(source), "")
     return found
+
+
+def _delegated(function: ast.AST) -> set[str]:
+    """The kinds whose home in trainers/stats the function's own body calls."""
+    called = {_called(node) for node in _own_nodes(function) if isinstance(node, ast.Call)}
+    return {kind for kind, home in HOME_CALLS.items() if called & home}
 
 
 def _formulas(function: ast.AST) -> set[str]:
@@ -215,6 +217,9 @@ def _above_chance(measure):
 
 def _auc_by_fold(scores):
     return None
+
+def _auc_by_call(scores, labels, calls):
+    return stratified_auc(scores, labels, calls)
 """
     assert copies_in(planted) == {
         ("area", "AUC"),
