@@ -146,8 +146,9 @@ def _run_once(*, slug: str, calls_text: str, versions, stub: OpenAIStub, slots: 
     from arena.judge.world_judge_choice import world_judge_set
     from arena.services.calls import calls_import
     from arena.services.worlds import world_create
+    from evaluation.call_sets import call_set_ensure
     from evaluation.models import Evaluation
-    from evaluation.services import call_set_ensure, evaluation_run
+    from evaluation.replay import evaluation_run
     from levers9 import providers
 
     # The provider's per-endpoint bound is read from the environment and sized by its first

@@ -10,9 +10,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
+from evaluation.errors import EvaluationError
 from evaluation.estimates import evaluation_estimate
 from evaluation.models import Evaluation, EvaluationCallSet, HeldOutCall
-from evaluation.services import EvaluationError, evaluation_start
+from evaluation.services import evaluation_start
 from evaluation.summary import evaluation_regressions
 from levers9.roles import MANAGER, REVIEWER, RoleAdminMixin, has_role
 

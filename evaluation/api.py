@@ -22,14 +22,11 @@ from rest_framework.response import Response
 
 from arena.models import World
 from evaluation.episodes import evaluation_episode
+from evaluation.errors import EvaluationError
+from evaluation.lens import LENS_BANDS, world_score_vs_outcome
 from evaluation.models import Evaluation
 from evaluation.selectors import evaluation_versions_default
-from evaluation.services import (
-    LENS_BANDS,
-    EvaluationError,
-    evaluation_start,
-    world_score_vs_outcome,
-)
+from evaluation.services import evaluation_start
 from evaluation.summary import evaluation_regressions
 from evaluation.verdicts import judge_agreement_shown
 from levers9.roles import MANAGER, REVIEWER, HasRole

@@ -24,7 +24,7 @@ from arena.models import Call, Moment, Reply, Scenario, World
 from arena.preference_format import dialogue_json
 from evaluation.errors import EvaluationError
 from evaluation.models import EvaluationCallSet, HeldOutCall, HeldOutMoment
-from evaluation.replay import real_openings_ensure
+from evaluation.openings import real_openings_ensure
 from trainers.moves.simulator import LettingsWorld, Persona, episode_dialogue, run_episode
 from trainers.moves.strategy import SCRIPTED, strategy_policy_array
 

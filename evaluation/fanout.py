@@ -10,12 +10,16 @@ Threads and the database: a thread starts with no workspace schema and its own c
 so every task runs inside the caller's schema and closes its connections when it ends.
 Callers hand in moments whose dialogue, scenario and world are already loaded, so the only
 queries a task makes are the ones `version_reply` itself needs (a remote version's status).
+
+Beside it, what Evaluate, the checkpoints and the lens ask it with and make of its answers:
+how many requests each endpoint takes from us, an ask's context, an answer as a judgement
+row, and the verdicts already in force that spare asking the judge again.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -23,8 +27,11 @@ from typing import Any
 from django.db import connection, connections
 from django_tenants.utils import schema_context
 
+from arena.models import Judgement, Moment, Reply
+from policies.models import PolicyVersion
 from trainers.judge.model_judge import judgement_or_error
 from trainers.judge.rubric import Judgement as Verdict
+from trainers.judge.rubric import RubricJudge
 from trainers.judge.rubric import Turn as JudgeTurn
 
 # More threads than this buys nothing: each holds a database connection while it works.
@@ -141,3 +148,51 @@ def answers_gather(
         # On a stop (cancelled job), drop what has not started; wait for what has.
         executor.shutdown(wait=True, cancel_futures=True)
     return answers
+
+
+# --- how many asks an endpoint takes, what an ask reads, what its answer becomes ----------
+
+
+def endpoint_slots(judge_or_version: Any) -> int:
+    """How many requests one endpoint takes from us at once. Local work (the rubric judge,
+    the simulator) gains nothing from threads and takes one."""
+    from levers9.providers import CallLimits
+
+    if isinstance(judge_or_version, RubricJudge):
+        return 1
+    if isinstance(judge_or_version, PolicyVersion) and (
+        judge_or_version.provider == PolicyVersion.Provider.SIMULATOR
+    ):
+        return 1
+    return max(1, CallLimits.from_environment().concurrency)
+
+
+def judge_context(moment: Moment) -> tuple[JudgeTurn, ...]:
+    """The dialogue before a moment, as the judge reads it."""
+    return tuple(JudgeTurn(turn["speaker"], turn["text"]) for turn in moment.dialogue())
+
+
+def judgements_in_force(reply_ids: Iterable[int], judge_model: str) -> dict[int, Judgement]:
+    """The newest usable verdict of `judge_model` per reply (a rescoring's, if any): the
+    cache a replayed yardstick and the lens read instead of asking the judge again."""
+    in_force: dict[int, Judgement] = {}
+    for judgement in Judgement.objects.filter(
+        reply_id__in=list(reply_ids), judge_model=judge_model, error=""
+    ).order_by("created_at", "id"):
+        in_force[judgement.reply_id] = judgement
+    return in_force
+
+
+def judgement_from(answer: Answer, reply: Reply, judge_model: str) -> Judgement:
+    """A verdict as scores, a failure as an error, never the one as the other."""
+    if answer.verdict is None:
+        return Judgement(
+            reply=reply, judge_model=judge_model, scores={}, total=None, error=answer.judge_error
+        )
+    return Judgement(
+        reply=reply,
+        judge_model=answer.verdict.judge_model,
+        scores=dict(answer.verdict.scores),
+        reasons=dict(answer.verdict.reasons),
+        total=answer.verdict.total,
+    )

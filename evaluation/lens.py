@@ -18,15 +18,16 @@ from arena.held_out import TURNS_PER_CALL
 from arena.judge.world_judge import judge_for_world
 from arena.models import Call, Judgement, Moment, Reply, Turn, World, moments_dialogues_load
 from evaluation import scoring
-from evaluation.fanout import Ask, answers_gather
-from evaluation.models import Evaluation, EvaluationCallSet
-from evaluation.replay import (
+from evaluation.fanout import (
+    Ask,
+    answers_gather,
     endpoint_slots,
     judge_context,
     judgement_from,
     judgements_in_force,
-    real_openings_ensure,
 )
+from evaluation.models import Evaluation, EvaluationCallSet
+from evaluation.openings import real_openings_ensure
 from evaluation.summary import SIDES
 from trainers.judge.rubric import RubricJudge
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from evaluation.errors import EvaluationError
 from evaluation.models import Evaluation
-from evaluation.services import EvaluationError, evaluation_run
+from evaluation.replay import evaluation_run
 from levers9.jobs.models import Job
 
 

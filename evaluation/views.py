@@ -14,18 +14,16 @@ from django.utils.http import urlencode
 from arena.models import World
 from arena.selectors import world_in_view
 from evaluation.episodes import evaluation_episode
+from evaluation.errors import EvaluationError
 from evaluation.estimates import evaluation_estimate
+from evaluation.lens import world_score_vs_outcome
 from evaluation.models import Evaluation
 from evaluation.selectors import (
     evaluation_latest_done,
     evaluation_versions_default,
     evaluations_recent,
 )
-from evaluation.services import (
-    EvaluationError,
-    evaluation_start,
-    world_score_vs_outcome,
-)
+from evaluation.services import evaluation_start
 from evaluation.summary import (
     evaluation_chart_data,
     evaluation_regressions,

@@ -81,7 +81,8 @@ def real_world(in_workspace, datasets):
 @pytest.fixture
 def evaluate(django_capture_on_commit_callbacks):
     """Start an evaluation (its job stays queued: no worker here) and run it in this test."""
-    from evaluation.services import evaluation_run, evaluation_start
+    from evaluation.replay import evaluation_run
+    from evaluation.services import evaluation_start
 
     def run(world, candidate, baseline, *, seed: int = 0, progress=None):
         with django_capture_on_commit_callbacks(execute=False):

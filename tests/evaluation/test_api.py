@@ -130,7 +130,7 @@ def test_it_serves_the_lens_at_the_described_address(owner_client, workspace, re
         width = band["share_high"] - band["share_low"]
         assert width == pytest.approx(band["calls"] / lens["calls_labelled"], abs=1e-3)
     with schema_context(workspace.schema_name):
-        from evaluation.services import world_score_vs_outcome
+        from evaluation.lens import world_score_vs_outcome
 
         assert world_score_vs_outcome(world=real_world) == lens
     three = owner_client.get("/api/rl/packs/persuasion/score-vs-outcome?bands=3").json()

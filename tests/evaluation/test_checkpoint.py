@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from evaluation.call_sets import call_set_ensure
+from evaluation.errors import EvaluationError
 from evaluation.models import Evaluation
 from evaluation.runner import evaluation_job_run
-from evaluation.services import (
-    EvaluationError,
-    call_set_ensure,
-    evaluation_checkpoint_start,
-    evaluation_job_finish,
-)
+from evaluation.services import evaluation_checkpoint_start, evaluation_job_finish
 
 
 def test_it_checkpoints_a_version_against_its_parent_on_the_held_out_calls(
@@ -52,7 +49,7 @@ def test_it_says_why_a_version_without_a_parent_has_no_checkpoint(baseline, lett
 def test_it_waits_for_a_new_version_whose_endpoint_is_still_starting(
     lettings, pushy, baseline, monkeypatch, django_capture_on_commit_callbacks
 ):
-    from evaluation import services
+    from evaluation import replay
     from policies.models import PolicyVersion
 
     PolicyVersion.objects.filter(pk=pushy.pk).update(status=PolicyVersion.Status.STARTING)
@@ -63,7 +60,7 @@ def test_it_waits_for_a_new_version_whose_endpoint_is_still_starting(
     def endpoint_comes_up(seconds: float) -> None:
         PolicyVersion.objects.filter(pk=pushy.pk).update(status=PolicyVersion.Status.ANSWERING)
 
-    monkeypatch.setattr(services.time, "sleep", endpoint_comes_up)
+    monkeypatch.setattr(replay.time, "sleep", endpoint_comes_up)
     result = evaluation_job_run(job.pk, lambda step, total, **m: waits.append(m["phase"]))
     assert waits[0] == f"waiting for {pushy.label} to answer"
     assert result["candidate"]["answered"] == result["moments"]
@@ -72,13 +69,13 @@ def test_it_waits_for_a_new_version_whose_endpoint_is_still_starting(
 def test_it_gives_up_on_a_version_that_never_answers(
     lettings, pushy, baseline, monkeypatch, django_capture_on_commit_callbacks
 ):
-    from evaluation import services
+    from evaluation import replay
     from policies.models import PolicyVersion
 
     PolicyVersion.objects.filter(pk=pushy.pk).update(status=PolicyVersion.Status.STARTING)
     with django_capture_on_commit_callbacks(execute=False):
         job = evaluation_checkpoint_start(version=pushy)
-    monkeypatch.setattr(services, "ANSWER_WAIT_SECONDS", 0)
+    monkeypatch.setattr(replay, "ANSWER_WAIT_SECONDS", 0)
     with pytest.raises(EvaluationError, match="starting and answers nothing"):
         evaluation_job_run(job.pk, lambda step, total, **metrics: None)
     assert Evaluation.objects.get(job=job).state == Evaluation.State.FAILED

@@ -103,8 +103,9 @@ def stub(monkeypatch):
 def test_it_evaluates_two_endpoint_versions_concurrently(committed_db, stub):
     from arena.services.calls import calls_import
     from arena.services.worlds import world_create
+    from evaluation.call_sets import call_set_ensure
     from evaluation.models import Evaluation
-    from evaluation.services import call_set_ensure, evaluation_run
+    from evaluation.replay import evaluation_run
     from policies.models import PolicyVersion
     from policies.services import version_register
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 
+from arena.held_out import HELD_OUT_CALLS, TURNS_PER_CALL
 from arena.models import Moment, Reply, Turn
 from arena.services.calls import calls_import
 from arena.services.worlds import world_create
+from evaluation.call_sets import call_set_ensure
 from evaluation.models import EvaluationCallSet, HeldOutCall, HeldOutMoment
-from evaluation.services import HELD_OUT_CALLS, TURNS_PER_CALL, call_set_ensure
 from levers9.shipped_data import PERSUASION_CALLS
 
 
@@ -104,9 +105,9 @@ def test_it_makes_the_same_scripted_moments_in_a_fresh_world(lettings):
 def test_the_duel_and_the_outcome_reward_model_never_use_the_held_out_calls(real_world):
     """A checkpoint must not score a version on calls it learned from: the Duel pairs no
     moment of a held-out call, and the outcome examples of the RLHF card leave them out."""
+    from arena.held_out import held_out_call_ids
     from arena.models import DuelPair
     from arena.services.pairs import duel_pairs_generate
-    from evaluation.services import held_out_call_ids
     from training.wording import _outcome_examples
 
     duel_pairs_generate(world=real_world, count=60)  # before any evaluation ran
@@ -124,7 +125,7 @@ def test_the_duel_and_the_outcome_reward_model_never_use_the_held_out_calls(real
 
 
 def test_a_world_too_small_to_spare_forty_calls_keeps_none_back(in_workspace, datasets):
-    from evaluation.services import held_out_call_ids
+    from arena.held_out import held_out_call_ids
 
     world = world_create(slug="few", name="Few calls")
     lines = PERSUASION_CALLS.read_text().splitlines()[: 2 * HELD_OUT_CALLS - 1]

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 
+from arena.held_out import TURNS_PER_CALL
 from arena.judge.world_judge import judge_for_world
 from arena.models import Judgement
+from evaluation.lens import LENS_BANDS, world_score_vs_outcome
 from evaluation.scoring import band_of
-from evaluation.services import LENS_BANDS, TURNS_PER_CALL, world_score_vs_outcome
 from levers9.shipped_data import PERSUASION_CALLS
 from tests.evaluation.conftest import pushy_in
 from trainers.judge.rubric import Judge, Turn

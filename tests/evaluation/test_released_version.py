@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from evaluation.errors import EvaluationError
 from evaluation.models import Evaluation
-from evaluation.services import EvaluationError, evaluation_run, evaluation_start
+from evaluation.replay import evaluation_run
+from evaluation.services import evaluation_start
 from policies.models import PolicyVersion
 
 

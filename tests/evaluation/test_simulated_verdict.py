@@ -9,7 +9,8 @@ import pytest
 
 from evaluation import scoring
 from evaluation.agreement import judge_agreement
-from evaluation.services import SIMULATED_DUEL_SEED, _verdict_fields
+from evaluation.replay import _verdict_fields
+from evaluation.simulator_play import SIMULATED_DUEL_SEED
 from evaluation.verdict_words import verdict_explained, version_verdicts
 from tests.evaluation.conftest import pushy_in
 from trainers.judge.standing import measure_shown
