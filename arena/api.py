@@ -21,7 +21,11 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 
 from arena.errors import DuelError, DuelNotFound, JudgeFitError
-from arena.judge.agreement import judge_measure_start, judge_measurement_latest
+from arena.judge.agreement import (
+    judge_agreement,
+    judge_measure_start,
+    judge_measurement_latest,
+)
 from arena.judge.fit_job import judge_fit_start
 from arena.judge.overrides import judge_override_submit, judgements_rescore
 from arena.judge.scoring import judge_score_items
@@ -787,7 +791,10 @@ class DuelViewSet(DuelErrorsMixin, viewsets.ViewSet):
     def stats(self, request):
         """Queue size, picks, how often reviewers agree, and how often the judge agrees with
         reviewers per dimension."""
-        return Response(duel_stats(_world_for(request), reviewer=request.user))
+        world = _world_for(request)
+        stats = duel_stats(world, reviewer=request.user)
+        stats["judge_agreement"] = judge_agreement(world)
+        return Response(stats)
 
     @extend_schema(
         request=DuelGenerateRequestSerializer,

@@ -17,7 +17,6 @@ from django.db import connection
 from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery
 
 from arena.errors import DuelBadInput, DuelNotFound
-from arena.judge.agreement import judge_agreement
 from arena.models import (
     DuelPair,
     Judgement,
@@ -656,7 +655,9 @@ def pick_filter_choices(world: World | None) -> dict[str, list[str]]:
 
 
 def duel_stats(world: World, *, reviewer=None) -> dict[str, Any]:
-    """The figures the Duel page and the API show beside the queue."""
+    """The figures the Duel page and the API show beside the queue. The judge's agreement
+    beside them is the doors' to add (arena.judge.agreement): arena.judge reads this folder,
+    so asking it from here would make the two folders a circle."""
     pairs = DuelPair.objects.filter(world=world)
     picks = Pick.objects.filter(world=world)
     counts = pairs.aggregate(total=Count("id"), open=Count("id", filter=Q(is_open=True)))
@@ -667,7 +668,6 @@ def duel_stats(world: World, *, reviewer=None) -> dict[str, Any]:
         "unfrozen_picks": picks.filter(id__gt=picks_frozen_up_to(world)).count(),
         "my_picks": picks.filter(reviewer=reviewer).count() if reviewer is not None else None,
         "reviewer_agreement": reviewer_agreement(world),
-        "judge_agreement": judge_agreement(world),
     }
 
 

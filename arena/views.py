@@ -22,7 +22,11 @@ from django.views.decorators.http import require_POST
 
 from arena.agents import agents
 from arena.errors import DuelError, JudgeFitError
-from arena.judge.agreement import judge_measure_start, judge_measurement_latest
+from arena.judge.agreement import (
+    judge_agreement,
+    judge_measure_start,
+    judge_measurement_latest,
+)
 from arena.judge.fit_job import judge_fit_start
 from arena.judge.versions import judge_version_latest
 from arena.judge.world_dimensions import world_dimensions
@@ -161,12 +165,14 @@ def _duel_reasons(world: World, keys: list[tuple[str, str]]) -> dict:
 
 def _duel_panel_context(request, world: World, selection: QueueSelection) -> dict:
     """The Duel's side panel: the queue's figures and the world's map, for this selection."""
+    stats = duel_stats(world, reviewer=request.user)
+    stats["judge_agreement"] = judge_agreement(world)
     return {
         "duel_world": world,
         "selection": selection,
         "selection_params": selection.as_params(),
         "panel_query": urlencode({"world": world.slug, **selection.as_params()}),
-        "stats": duel_stats(world, reviewer=request.user),
+        "stats": stats,
         "map": world_map(world, selection=selection),
         "scenarios": world.scenarios.order_by("name"),
         "queue_orders": list(QUEUE_ORDERS.items()),

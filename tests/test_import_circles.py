@@ -90,12 +90,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 DOORS = ("admin", "api", "apps", "urls", "views")
 # Folder circles still open, each with what ends it. The test fails when one ends too, so the
 # list only shrinks.
-STILL_OPEN: list[list[str]] = [
-    # arena.selectors.duel_stats (the Duel's figures) asks arena.judge.agreement for the
-    # judge's agreement: ended when its callers (arena.api, arena.views, both doors) ask the
-    # judge themselves and duel_stats no longer does.
-    ["arena", "arena.judge"],
-]
+STILL_OPEN: list[list[str]] = []
 
 
 def room_of(module: str, packages: set[str]) -> str:

@@ -7,6 +7,7 @@ import pytest
 from django_tenants.utils import schema_context
 from rest_framework.authtoken.models import Token
 
+from arena.judge.agreement import judge_agreement
 from arena.models import DuelPair, Pick, PreferenceVersion, World
 from arena.services.pairs import duel_pairs_generate
 from tests.conftest import api_token, client_for, make_user, token_client
@@ -140,9 +141,13 @@ def test_it_preloads_by_move_and_refuses_unknown_ones(reviewer, workspace):
     assert reviewer.get("/api/rl/duel/next/", {"pack": "nowhere"}).status_code == 404
 
 
-def test_it_shows_stats_and_makes_pairs(reviewer):
+def test_it_shows_stats_and_makes_pairs(reviewer, workspace):
     stats = reviewer.get("/api/rl/duel/stats/", {"pack": "lettings"}).json()
     assert stats["open"] == 6
+    with schema_context(workspace.schema_name):
+        expected = judge_agreement(World.objects.get(slug="lettings"))
+    assert stats["judge_agreement"] == expected
+    assert expected["respect"]["label"] == "Respect"
     made = reviewer.post(
         "/api/rl/duel/generate/",
         {"pack": "lettings", "count": 3, "versions": [1]},

@@ -52,6 +52,9 @@ def test_it_shows_a_pair_with_shortcuts_reasons_and_the_map(reviewer, workspace)
     assert f'"pair": {held.pk}' in html
     # The page never names the sources before the pick.
     assert "v1 · baseline" not in html.split("<main>")[1].split('id="stats"')[0]
+    # The judge's agreement per dimension, beside the queue (no overrides yet: no rate).
+    stats_card = html.split('id="stats"')[1].split('id="map"')[0]
+    assert "<tr><td>Respect</td><td>—</td></tr>" in stats_card
 
 
 def test_it_preloads_the_queue_from_the_map(reviewer, workspace):
