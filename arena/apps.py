@@ -2,8 +2,6 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
-from trainers.registry import trainer_module
-
 
 class ArenaConfig(AppConfig):
     name = "arena"
@@ -34,7 +32,7 @@ class ArenaConfig(AppConfig):
         job_kind_register(
             JobKind(JUDGE_FIT_KIND, "Judge fit", finish=judge_fit_finish, on_end=judge_fit_ended)
         )
-        trainer_register(JUDGE_FIT_TRAINER, module=trainer_module(JUDGE_FIT_TRAINER))
+        trainer_register(JUDGE_FIT_TRAINER)
         # A model judge is measured where it runs: calling its model, in the worker.
         job_kind_register(JobKind(JUDGE_MEASURE_KIND, "Model judge measurement"))
         trainer_register(JUDGE_MEASURE_TRAINER, function=judge_measure_run)

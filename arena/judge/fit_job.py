@@ -29,9 +29,9 @@ from arena.judge.world_dimensions import world_dimension_names
 from arena.models import JudgeOverride, JudgeVersion, World
 from levers9.jobs.models import Job
 from levers9.jobs.services import job_cancel, job_start
+from trainers.registry import JUDGE_FIT, JUDGE_FIT_KIND
 
-JUDGE_FIT_KIND = "judge-fit"
-JUDGE_FIT_TRAINER = "judge-fit"
+JUDGE_FIT_TRAINER = JUDGE_FIT
 
 
 def _fit_folder(world: World) -> Path:

@@ -12,7 +12,6 @@ from trainers.moves.engines import ALGORITHMS
 from trainers.registry import (
     DPO,
     ENGINES_KIND,
-    JUDGE_FIT,
     OFFLINE_OUTCOME,
     REWARD_MODEL,
     RLHF,
@@ -40,8 +39,6 @@ NOT_THE_TRAINER = {
 # Files other changes were moving when the catalogue came: at most this many each, for now.
 # The lead empties this list once they land (their lines named in issue 43's report).
 NOT_YET = {
-    ("arena/judge/fitting.py", JUDGE_FIT): 2,  # JUDGE_FIT_KIND, JUDGE_FIT_TRAINER
-    ("arena/judge/fit_job.py", JUDGE_FIT): 2,  # the same file, once moved
     ("evaluation/services.py", RLHF): 1,  # dpo_benchmark_of
     ("evaluation/services.py", DPO): 1,  # dpo_benchmark_of
 }
