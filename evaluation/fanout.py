@@ -31,7 +31,6 @@ from arena.models import Judgement, Moment, Reply
 from policies.models import PolicyVersion
 from trainers.judge.model_judge import judgement_or_error
 from trainers.judge.rubric import Judgement as Verdict
-from trainers.judge.rubric import RubricJudge
 from trainers.judge.rubric import Turn as JudgeTurn
 
 # More threads than this buys nothing: each holds a database connection while it works.
@@ -158,7 +157,7 @@ def endpoint_slots(judge_or_version: Any) -> int:
     the simulator) gains nothing from threads and takes one."""
     from levers9.providers import CallLimits
 
-    if isinstance(judge_or_version, RubricJudge):
+    if getattr(judge_or_version, "quick", False):
         return 1
     if isinstance(judge_or_version, PolicyVersion) and (
         judge_or_version.provider == PolicyVersion.Provider.SIMULATOR

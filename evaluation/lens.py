@@ -29,7 +29,6 @@ from evaluation.fanout import (
 from evaluation.models import Evaluation, EvaluationCallSet
 from evaluation.openings import real_openings_ensure
 from evaluation.summary import SIDES
-from trainers.judge.rubric import RubricJudge
 
 LENS_BANDS = 5
 # Scoring this many of a world's openings at once is a bulk load: refresh the statistics.
@@ -255,7 +254,7 @@ def world_score_vs_outcome(
         world=world, judge_model=judge.model_name, bands=bands, evaluation=evaluation
     )
     incomplete = lens["calls_scored"] < lens["calls_with_openings"]
-    if incomplete and isinstance(judge, RubricJudge):
+    if incomplete and judge.quick:
         lens_scores_ensure(world=world, judge=judge)
         lens = score_vs_outcome(
             world=world, judge_model=judge.model_name, bands=bands, evaluation=evaluation

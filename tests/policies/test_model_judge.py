@@ -57,13 +57,17 @@ def reply(world):
 
 
 def test_it_judges_with_the_rubric_judge_by_default(in_workspace):
-    assert isinstance(judge_for_world(World.objects.get(slug="lettings")), RubricJudge)
+    judge = judge_for_world(World.objects.get(slug="lettings"))
+    # The resolver wraps the judge in the world's on-topic guard; the judge inside is the rubric.
+    assert isinstance(judge.unguarded, RubricJudge)
+    assert (judge.quick, judge.paid) == (True, False)
 
 
 def test_it_scores_a_reply_with_the_world_model_judge(world, reply, stub):
     stub.default = Answer(text=f"```json\n{_verdict()}\n```")
     judge = judge_for_world(world)
-    assert isinstance(judge, ModelJudge)
+    assert isinstance(judge.unguarded, ModelJudge)
+    assert (judge.quick, judge.paid) == (False, True)
     judgement = judgement_record(reply=reply, judge=judge)
     assert judgement.error == ""
     assert judgement.scores == GOOD_SCORES
@@ -135,7 +139,7 @@ def test_it_keeps_the_vllm_judge_address_and_goes_back_to_the_rubric(world):
     world = world_judge_set(world=world, provider="rubric")
     assert (world.judge_provider, world.judge_model) == ("rubric", "")
     assert not JudgeConnection.objects.filter(world=world).exists()
-    assert isinstance(judge_for_world(world), RubricJudge)
+    assert isinstance(judge_for_world(world).unguarded, RubricJudge)
 
 
 def test_it_refuses_a_hosted_judge_without_its_key(in_workspace):

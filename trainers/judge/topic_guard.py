@@ -20,7 +20,6 @@ a judge gets is arena.judge.world_topic_guard's.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from trainers.judge.answers import AnswerCheck
-from trainers.judge.rubric import Judge, Judgement, Turn
+from trainers.judge.rubric import Judge, Judgement, ManyJudge, Turn
 from trainers.judge.topic import NOTE_WORDS, TopicModel, TopicUnit, TopicVerdict, opening_line
 
 # The key of the sentence an off-topic verdict adds to its reasons: what the Duel shows.
@@ -154,25 +153,36 @@ def _turns(context: Sequence[Mapping[str, str]]) -> list[Turn]:
 # --- the guarded judge ---------------------------------------------------------------------
 
 
-class _Guarded:
-    """Scores with the unguarded judge, then applies the world's guard."""
+class GuardedJudge:
+    """A judge with the world's guard on every total it gives: it scores with the judge it
+    wraps, then caps an off-topic reply. It answers the Judge protocol as that judge does
+    (model_name, quick, paid); whatever else a caller reads of it (a fitted judge's reader,
+    its answer check) is the wrapped judge's own."""
 
-    _unguarded: Any
-    topic_guard: TopicGuard
+    def __init__(self, judge: Judge, guard: TopicGuard) -> None:
+        self.unguarded = judge
+        self.topic_guard = guard
+
+    def __getattr__(self, name: str) -> Any:
+        # Only what the wrapper itself lacks reaches here. Its own two fields never go on to the
+        # wrapped judge: a copy made without __init__ (copy, pickle) would ask itself forever.
+        if name in ("unguarded", "topic_guard"):
+            raise AttributeError(name)
+        return getattr(self.unguarded, name)
 
     def _verdicts(self, items: Sequence[tuple[Sequence[Any], str]]) -> list[TopicVerdict]:
-        return self.topic_guard.verdicts(items, getattr(self._unguarded, "answer_check", None))
+        return self.topic_guard.verdicts(items, getattr(self.unguarded, "answer_check", None))
 
     def score(self, context: Sequence[Turn], reply: str) -> Judgement:
         # The verdict first: its pass over the reply leaves the base's features in the cache
         # for a judge that reads them.
         verdict = self._verdicts([(context, reply)])[0]
-        judgement = self._unguarded.score(context, reply)
+        judgement = self.unguarded.score(context, reply)
         if verdict.on_topic:
             return judgement
         return dataclasses.replace(
             judgement,
-            total=self.topic_guard.capped(judgement.total, self._unguarded),
+            total=self.topic_guard.capped(judgement.total, self.unguarded),
             reasons={
                 **judgement.reasons,
                 ON_TOPIC: reviewer_sentence(verdict),
@@ -181,38 +191,26 @@ class _Guarded:
         )
 
 
-class _GuardedMany(_Guarded):
-    """The same for a judge that scores many items at once (the fitted judge)."""
+class GuardedManyJudge(GuardedJudge):
+    """The same for a judge that scores many items at once (ManyJudge: the fitted judge)."""
 
     def score_many(
         self, items: Sequence[tuple[Sequence[Any], str]], *, digits: int | None = 4
     ) -> list[dict[str, Any]]:
         verdicts = self._verdicts(items)
-        results = self._unguarded.score_many(items, digits=digits)
+        results = self.unguarded.score_many(items, digits=digits)
         for result, verdict in zip(results, verdicts, strict=True):
             if verdict.on_topic:
                 continue
             result[ON_TOPIC] = reviewer_sentence(verdict)
-            total = self.topic_guard.capped(result["total"], self._unguarded)
+            total = self.topic_guard.capped(result["total"], self.unguarded)
             result["total"] = round(total, digits) if digits is not None else total
         return results
 
 
-@functools.cache
-def _guarded_class(kind: type) -> type:
-    mixin = _GuardedMany if hasattr(kind, "score_many") else _Guarded
-    return type(f"OnTopic{kind.__name__}", (mixin, kind), {})
-
-
 def judge_guarded(judge: Judge, guard: TopicGuard) -> Judge:
-    """`judge` with the world's guard on every total it gives. What callers need to know of a
-    judge they ask through the Judge protocol (quick, paid, ManyJudge's score_many), and the
-    guarded judge answers as the judge does. It is still of a subclass of the judge's own class
-    (its attributes copied, its scoring delegated to the original) while the lens and
-    Evaluate's slots (evaluation.lens, evaluation.replay) ask `isinstance(judge, RubricJudge)`
-    for what `judge.quick` says; once they ask `quick`, a plain wrapper will do."""
-    guarded = object.__new__(_guarded_class(type(judge)))
-    guarded.__dict__.update(vars(judge))
-    guarded._unguarded = judge
-    guarded.topic_guard = guard
-    return guarded
+    """`judge` with the world's guard on every total it gives: a wrapper that answers what a
+    caller asks of a judge (the Judge protocol's quick and paid, ManyJudge's score_many) as
+    `judge` does."""
+    kind = GuardedManyJudge if isinstance(judge, ManyJudge) else GuardedJudge
+    return kind(judge, guard)

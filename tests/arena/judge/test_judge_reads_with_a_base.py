@@ -94,7 +94,7 @@ def test_the_fit_reads_with_the_base_and_the_version_scores_with_it(
     assert scorer["answers"]["sample"] == len(following) >= 20
     from arena.judge.world_judge import judge_for_world
 
-    check = judge_for_world(persuasion)._unguarded.answer_check
+    check = judge_for_world(persuasion).unguarded.answer_check
     assert check.floor == pytest.approx(scorer["answers"]["floor"])
     # ... and ranks a reply's answer score against those turns' own, for the joint test.
     assert scorer["answers"]["joint"] is True

@@ -80,8 +80,10 @@ def test_an_on_topic_reply_is_untouched(persuasion):
 
 def test_the_judge_keeps_its_kind_and_name(persuasion):
     judge = judge_for_world(persuasion)
-    # The lens and the fan-out ask what kind of judge they hold.
-    assert isinstance(judge, RubricJudge)
+    # The lens and the fan-out ask what the judge they hold can do (quick: judged on the spot,
+    # one slot); the guard answers as the rubric judge inside it.
+    assert isinstance(judge.unguarded, RubricJudge)
+    assert (judge.quick, judge.paid) == (True, False)
     assert judge.model_name == RubricJudge.model_name
 
 

@@ -3,6 +3,7 @@ off-topic reply's total is capped once, whether it is scored alone or in a batch
 
 from __future__ import annotations
 
+from trainers.judge import rubric as judge_kinds
 from trainers.judge.rubric import Judgement, Turn
 from trainers.judge.topic import TopicUnit, topic_model_fit
 from trainers.judge.topic_guard import OFF_TOPIC_SCALE, TopicGuard, judge_guarded
@@ -49,4 +50,6 @@ def test_it_caps_an_off_topic_reply_once_alone_or_in_a_batch():
     alone = judge.score(CONTEXT, VIEWING)
     assert alone.total == capped
     assert "viewing" in alone.reasons["on_topic"]
-    assert isinstance(judge, ManyJudge)
+    # What a caller asks of it is what the judge says: it scores many at once, unpaid.
+    assert isinstance(judge, judge_kinds.ManyJudge)
+    assert (judge.quick, judge.paid) == (False, False)
