@@ -630,3 +630,49 @@ class JudgeVersion(models.Model):
         """True when no held-out measure with enough items beats chance (every interval of
         those includes 0.5); one measured on too few items is "too few", not at chance."""
         return self.standing["state"] == AT_CHANCE
+
+
+class JobWorld(models.Model):
+    """What an arena job is about, one row per job of the judge-fit, judge-measure and
+    duel-pairs kinds: the platform's job (levers9.jobs) names no world, so the arena keeps its
+    jobs' world here, with what each kind's work reads of its own (training.TrainingRun does
+    the same for training). Shown in the job's `finish_needs` by the kinds' `about`."""
+
+    job = models.OneToOneField(
+        "jobs.Job", primary_key=True, on_delete=models.CASCADE, related_name="arena_world"
+    )
+    world = models.ForeignKey(World, on_delete=models.CASCADE, related_name="jobs_about")
+    # A judge fit: the newest frozen pick and override it read (None: not a fit, or a fit
+    # from before they were kept). Its end refits when the world has newer ones.
+    read_up_to_pick = models.PositiveBigIntegerField(null=True, blank=True)
+    read_up_to_override = models.PositiveBigIntegerField(null=True, blank=True)
+    # A pairs job: how many pairs it makes (None: not a pairs job), from which scenario ("":
+    # any) and by which of the world's version numbers ([]: chosen again when it runs).
+    pairs_count = models.PositiveIntegerField(null=True, blank=True)
+    # As asked (a page's or the API's text, unchecked until the job runs): of any length.
+    pairs_scenario = models.TextField(blank=True)
+    pairs_versions = models.JSONField(default=list, blank=True)
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} in {self.world}"
+
+    @property
+    def read_up_to(self) -> dict[str, int] | None:
+        if self.read_up_to_pick is None or self.read_up_to_override is None:
+            return None
+        return {"pick": self.read_up_to_pick, "override": self.read_up_to_override}
+
+    @property
+    def finish_needs_shown(self) -> dict[str, object]:
+        """What the job's finish_needs held when the world and the rest were stored there, so
+        the API shows the job as it did."""
+        shown: dict[str, object] = {"world": self.world_id}
+        if self.read_up_to is not None:
+            shown["read_up_to"] = self.read_up_to
+        if self.pairs_count is not None:
+            shown.update(
+                count=self.pairs_count,
+                scenario=self.pairs_scenario,
+                versions=list(self.pairs_versions),
+            )
+        return shown

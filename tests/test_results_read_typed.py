@@ -31,19 +31,6 @@ ALLOWED = {
     ("evaluation/services.py", "learned_from__base"),
     # evaluation's job names its evaluation by id (Evaluation.job already points back).
     ("evaluation/runner.py", "evaluation"),
-    # The judge's and the duel-pairs jobs keep their world in finish_needs until arena has a
-    # JudgeFitRun-like table.
-    ("arena/judge/fit_job.py", "finish_needs__world"),
-    ("arena/judge/fit_job.py", "world"),
-    ("arena/judge/fit_job.py", "read_up_to"),
-    ("arena/judge/agreement.py", "finish_needs__world"),
-    ("arena/judge/agreement.py", "world"),
-    ("arena/services/pairs.py", "finish_needs__world"),
-    ("arena/services/pairs.py", "world"),
-    ("arena/services/pairs.py", "count"),
-    ("arena/services/pairs.py", "scenario"),
-    ("arena/services/pairs.py", "versions"),
-    ("arena/management/commands/demo_setup.py", "finish_needs__world"),
     # A benchmark reading the API's JSON (a client of the API, not of the model).
     ("bench/wording_demo.py", "metrics"),
     ("bench/wording_demo.py", "preference_version"),

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 
 from arena.errors import JudgeFitError
+from arena.job_worlds import arena_job_start
 from arena.judge.fit_rows import judge_fit_rows
 from arena.judge.world_dimensions import world_dimensions
 from arena.judge.world_judge import judged_by_a_model, model_judge_for_world
-from arena.models import JudgeOverride, World
+from arena.models import JobWorld, JudgeOverride, World
 from levers9.jobs.models import Job
-from levers9.jobs.services import job_start
 from levers9.pools import pool_default
 from trainers.judge.fit import held_out_part, pair_agreement
 from trainers.judge.model_judge import comparisons_agreement, model_judge_compare
@@ -83,15 +83,15 @@ def judge_measure_start(*, world: World, started_by=None, on_request: bool = Tru
         raise JudgeFitError(
             f"{world.name} is judged by its fitted judge (or the rubric): its fit measures it."
         )
-    return job_start(
+    return arena_job_start(
+        # The platform's job names no world: the arena's row does.
+        about=JobWorld(world=world),
         kind=JUDGE_MEASURE_KIND,
         trainer=JUDGE_MEASURE_TRAINER,
         spec={"world": world.slug},
         pool=pool_default(gpu=False),
         title=f"Measure the model judge of {world.name}",
         started_by=started_by,
-        # The job's world is in what its finish needs: the platform's job names no world.
-        finish_needs={"world": world.pk},
         within_workspace_limits=on_request,
         background=not on_request,
     )
@@ -105,7 +105,7 @@ def judge_measure_soon(*, world: World, started_by=None) -> None:
         return
     waiting = Job.objects.filter(
         kind=JUDGE_MEASURE_KIND,
-        finish_needs__world=world.pk,
+        arena_world__world=world,
         state=Job.State.PACKING,
         submitted_at=None,
     )
@@ -117,7 +117,7 @@ def judge_measure_soon(*, world: World, started_by=None) -> None:
 def judge_measure_run(job_id: int, progress) -> dict[str, Any]:
     """The in-worker work: compare each held-out pick's two replies in both orders."""
     job = Job.objects.get(pk=job_id)
-    world = World.objects.get(pk=(job.finish_needs or {}).get("world"))
+    world = job.arena_world.world
     held = held_out_part(judge_fit_rows(world)["pairs"])[:MODEL_JUDGE_PAIRS]
     if not held:
         raise JudgeFitError(f"{world.name} has no held-out frozen picks to measure a judge on.")
@@ -142,9 +142,7 @@ def judge_measure_run(job_id: int, progress) -> dict[str, Any]:
 def judge_measurement_latest(world: World) -> dict[str, Any] | None:
     """The newest finished measurement of the world's model judge (a job's result)."""
     job = (
-        Job.objects.filter(
-            kind=JUDGE_MEASURE_KIND, finish_needs__world=world.pk, state=Job.State.DONE
-        )
+        Job.objects.filter(kind=JUDGE_MEASURE_KIND, arena_world__world=world, state=Job.State.DONE)
         .order_by("-finished_at")
         .first()
     )

@@ -22,14 +22,16 @@ from django.db import connection, transaction
 from django.db.models import Max
 
 from arena.errors import JudgeFitError
+from arena.job_worlds import arena_job_start, job_world_of
 from arena.judge.agreement import judge_measure_soon
 from arena.judge.fit_rows import frozen_picks, judge_fit_rows
 from arena.judge.judge_base import features_dir, features_sweep, judge_fit_place
 from arena.judge.world_dimensions import world_dimension_names
-from arena.models import JudgeOverride, JudgeVersion, World
+from arena.models import JobWorld, JudgeOverride, JudgeVersion, World
 from levers9.jobs.models import Job
-from levers9.jobs.services import job_cancel, job_start
+from levers9.jobs.services import job_cancel
 from trainers.registry import JUDGE_FIT, JUDGE_FIT_KIND
+from trainers.results import JudgeFitResult
 
 JUDGE_FIT_TRAINER = JUDGE_FIT
 
@@ -42,8 +44,9 @@ def _fit_folder(world: World) -> Path:
 
 def _judge_fit_pack(
     world: World, *, seed: int = 0, device: str = "cpu", base: str = ""
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The fit's spec and what its finish needs, from what the world has now."""
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """The fit's spec, and the newest pick and override it reads (what its end compares the
+    world's with), from what the world has now."""
     read_up_to = _read_up_to(world)  # before the rows: a later write is then always refitted
     rows = judge_fit_rows(world)
     if not rows["pairs"] and not rows["overrides"] and not rows["outcomes"]:
@@ -67,7 +70,7 @@ def _judge_fit_pack(
         "device": device,
         **rows,
     }
-    return spec, {"world": world.pk, "read_up_to": read_up_to}
+    return spec, read_up_to
 
 
 def _floor_items(world: World) -> list[dict[str, Any]]:
@@ -101,21 +104,25 @@ def judge_fit_start(
             active.joined = True
             return active
         pool, device, base = judge_fit_place()
-        spec, finish_needs = _judge_fit_pack(world, seed=seed, device=device, base=base)
+        spec, read_up_to = _judge_fit_pack(world, seed=seed, device=device, base=base)
         # Work nobody clicked: a refit of a judge the world has, or its first fit after an
         # import.
         unasked = (
             " (refit)" if JudgeVersion.objects.filter(world=world).exists() else " (background)"
         )
-        return job_start(
+        return arena_job_start(
+            # The platform's job names no world: the arena's row does, with what the fit read.
+            about=JobWorld(
+                world=world,
+                read_up_to_pick=read_up_to["pick"],
+                read_up_to_override=read_up_to["override"],
+            ),
             kind=JUDGE_FIT_KIND,
             trainer=JUDGE_FIT_TRAINER,
             spec=spec,
             pool=pool,
             title=f"Fit the judge of {world.name}" + ("" if on_request else unasked),
             started_by=started_by,
-            # The job's world is in what its finish needs: the platform's job names no world.
-            finish_needs=finish_needs,
             within_workspace_limits=on_request,
             background=not on_request,
         )
@@ -125,7 +132,7 @@ def _fit_on_its_way(world: World) -> Job | None:
     """The world's fit that waits, runs or finishes now, if any."""
     return (
         Job.objects.filter(
-            kind=JUDGE_FIT_KIND, finish_needs__world=world.pk, state__in=Job.ACTIVE_STATES
+            kind=JUDGE_FIT_KIND, arena_world__world=world, state__in=Job.ACTIVE_STATES
         )
         .order_by("-id")
         .first()
@@ -167,14 +174,13 @@ def judge_fit_ended(job: Job) -> None:
     that scored every checkpoint after had learned from none of them."""
     if job.state not in (Job.State.DONE, Job.State.FAILED):  # a cancelled fit stays cancelled
         return
-    needs = job.finish_needs or {}
-    read = needs.get("read_up_to")
-    world = World.objects.filter(pk=needs.get("world")).first()
-    if read is None or world is None:
+    about = job_world_of(job)
+    read = about.read_up_to if about is not None else None
+    if read is None:
         return
-    now = _read_up_to(world)
-    if any(now[key] > read.get(key, 0) for key in now):
-        judge_fit_soon(world_ids={world.pk}, started_by=job.started_by)
+    now = _read_up_to(about.world)
+    if any(now[key] > read[key] for key in now):
+        judge_fit_soon(world_ids={about.world_id}, started_by=job.started_by)
 
 
 def judge_fit_soon(*, world_ids: set[int], started_by=None) -> None:
@@ -195,14 +201,14 @@ def judge_fit_soon(*, world_ids: set[int], started_by=None) -> None:
 
 def judge_fit_finish(job: Job, result: dict[str, Any]) -> None:
     """The judge-fit kind's finish: number the version. It makes no policy version."""
-    world = World.objects.get(pk=(job.finish_needs or {}).get("world"))
-    model_dir = str(result.get("model_dir") or "")
+    world = job.arena_world.world
+    fitted = JudgeFitResult.from_dict(result)
+    model_dir = str(fitted.model_dir or "")
     if not model_dir or not (Path(model_dir) / "judge.json").is_file():
         raise ValueError("the fit wrote no model to load")
     last = JudgeVersion.objects.filter(world=world).aggregate(n=Max("number"))["n"] or 0
-    report = {key: value for key, value in result.items() if key != "model_dir"}
     JudgeVersion.objects.create(
-        world=world, number=last + 1, job_id=job.pk, model_dir=model_dir, report=report
+        world=world, number=last + 1, job_id=job.pk, model_dir=model_dir, report=fitted.report()
     )
     # The fit added what its base read to the workspace's cache: keep it within its budget
     # (nothing else removes a cached read; a removed one is read again when next needed).

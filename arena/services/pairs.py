@@ -22,13 +22,23 @@ from arena import preference_format
 from arena.agents import AgentCannotAnswer, agents
 from arena.errors import DuelBadInput, DuelConflict
 from arena.held_out import held_out_call_ids
+from arena.job_worlds import arena_job_start
 from arena.judge.world_judge import judge_for_world, judge_reads_with_a_base
-from arena.models import Call, DuelPair, Judgement, Moment, Reply, Scenario, Turn, World
+from arena.models import (
+    Call,
+    DuelPair,
+    JobWorld,
+    Judgement,
+    Moment,
+    Reply,
+    Scenario,
+    Turn,
+    World,
+)
 from arena.selectors import policy_versions_numbered
 from arena.services._common import _advisory_lock
 from arena.services.move_labels import calls_label_moves
 from levers9.jobs.models import Job
-from levers9.jobs.services import job_start
 from levers9.models import GpuPool
 from levers9.pools import pool_default
 from trainers.judge.rubric import Turn as JudgeTurn
@@ -478,16 +488,25 @@ def _duel_pairs_job_start(
         pool = pool_default(gpu=False)
     except GpuPool.DoesNotExist as error:
         raise DuelConflict(f"No pairs can be made in the background: {error}") from None
-    asked = {"world": world.pk, "count": count, "scenario": scenario, "versions": version_numbers}
-    return job_start(
+    return arena_job_start(
+        # The platform's job names no world: the arena's row does, with what was asked.
+        about=JobWorld(
+            world=world,
+            pairs_count=count,
+            pairs_scenario=scenario,
+            pairs_versions=version_numbers,
+        ),
         kind=DUEL_PAIRS_KIND,
         trainer=DUEL_PAIRS_TRAINER,
-        spec={**asked, "world": world.slug},
+        spec={
+            "world": world.slug,
+            "count": count,
+            "scenario": scenario,
+            "versions": version_numbers,
+        },
         pool=pool,
         title=f"Make {count} pairs for the {world.name} Duel",
         started_by=started_by,
-        # The job's world is in what its finish needs: the platform's job names no world.
-        finish_needs=asked,
         within_workspace_limits=on_request,
     )
 
@@ -495,7 +514,7 @@ def _duel_pairs_job_start(
 def duel_pairs_jobs_active(world: World) -> QuerySet[Job]:
     """The world's pairs jobs waiting or running, oldest first (what the Duel page follows)."""
     return Job.objects.filter(
-        kind=DUEL_PAIRS_KIND, finish_needs__world=world.pk, state__in=Job.ACTIVE_STATES
+        kind=DUEL_PAIRS_KIND, arena_world__world=world, state__in=Job.ACTIVE_STATES
     ).order_by("id")
 
 
@@ -503,11 +522,10 @@ def duel_pairs_job_run(job_id: int, progress: Callable[..., None]) -> dict[str, 
     """The job's work, in the worker and the job's workspace: write the pairs a few at a time,
     each few in its own transaction so reviewers get them as they come, and say how far it
     is after each few."""
-    job = Job.objects.get(pk=job_id)
-    asked = job.finish_needs or {}
-    world = World.objects.get(pk=asked.get("world"))
-    count = int(asked.get("count") or 0)
-    numbers = [int(number) for number in asked.get("versions") or []]
+    asked = Job.objects.select_related("arena_world__world").get(pk=job_id).arena_world
+    world = asked.world
+    count = asked.pairs_count or 0
+    numbers = [int(number) for number in asked.pairs_versions or []]
     versions = policy_versions_numbered(numbers=numbers, world=world) if numbers else None
     made = 0
     progress(0, count, pairs=0)
@@ -515,7 +533,7 @@ def duel_pairs_job_run(job_id: int, progress: Callable[..., None]) -> dict[str, 
         new = duel_pairs_generate(
             world=world,
             count=min(SLOW_BATCH, count - made),
-            scenario=asked.get("scenario") or None,
+            scenario=asked.pairs_scenario or None,
             versions=versions,
         )
         if not new:

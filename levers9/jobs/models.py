@@ -7,7 +7,7 @@ What a job *is* (train card, evaluation, serve request, ...) is its `kind`, a na
 registered in levers9.jobs.kinds; the platform itself knows no kind, and no product table: what
 a job is about (its world, the version it starts from or made) is kept by the app of its kind,
 in a table of its own that points at the job (training.TrainingRun, evaluation.Evaluation.job,
-policies.Endpoint.job_id; the judge's jobs still keep their world in finish_needs), and shown
+policies.Endpoint.job_id, arena.JobWorld for the judge's and the Duel pairs' jobs), and shown
 through the kind's `about`.
 """
 

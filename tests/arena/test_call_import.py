@@ -252,7 +252,7 @@ def test_calls_with_outcomes_refit_the_judge_in_the_background_and_unlabelled_on
     from levers9.jobs.models import Job
 
     def fits() -> list[Job]:
-        return list(Job.objects.filter(kind="judge-fit", finish_needs__world=world.pk))
+        return list(Job.objects.filter(kind="judge-fit", arena_world__world=world))
 
     with django_capture_on_commit_callbacks(execute=True):
         calls_import(world=world, text=_jsonl(_call("u1", "unknown"), _call("u2", "unknown")))

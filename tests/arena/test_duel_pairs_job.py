@@ -47,9 +47,16 @@ def test_make_pairs_writes_none_while_the_browser_waits_and_starts_a_job(
         job = Job.objects.get(kind=DUEL_PAIRS_KIND)
         lettings = World.objects.get(slug="lettings")
         assert DuelPair.objects.filter(world=lettings).count() == 0
+        # What was asked is the arena's (JobWorld), shown in the job's finish_needs as before.
+        assert job.finish_needs == {}
+        assert job.finish_needs_shown == {
+            "world": lettings.pk,
+            "count": 5,
+            "scenario": "",
+            "versions": [],
+        }
     assert job.workspace_schema == workspace.schema_name
     assert job.started_by_id == rita.pk
-    assert job.finish_needs == {"world": lettings.pk, "count": 5, "scenario": "", "versions": []}
     assert job.pool_name  # on a pool, in line like every job
 
 

@@ -131,7 +131,7 @@ def test_a_model_answering_writes_a_few_pairs_now_and_the_rest_in_the_background
         asked_now = len(stub.requests)
         job = Job.objects.get(kind=DUEL_PAIRS_KIND)
         later = PAIR_BATCH - DuelPair.objects.filter(world=world).count()
-        assert job.finish_needs == {
+        assert job.finish_needs_shown == {
             "world": world.pk,
             "count": later,
             "scenario": "",
@@ -151,7 +151,7 @@ def test_the_simulator_answering_refills_a_whole_batch_at_once(in_workspace, mon
     world = World.objects.get(slug="lettings")
     reviewer = make_user(in_workspace, "quick@acme.test", "reviewer")
     monkeypatch.setattr(
-        "arena.services.pairs.job_start",
+        "arena.services.pairs.arena_job_start",
         lambda *args, **options: pytest.fail("nothing to do in the background"),
     )
     assert duel_next(world=world, reviewer=reviewer) is not None

@@ -67,7 +67,7 @@ class Command(BaseCommand):
             for each in World.objects.filter(calls__isnull=False).distinct():
                 if (
                     JudgeVersion.objects.filter(world=each).exists()
-                    or Job.objects.filter(kind=JUDGE_FIT_KIND, finish_needs__world=each.pk)
+                    or Job.objects.filter(kind=JUDGE_FIT_KIND, arena_world__world=each)
                     .exclude(state__in=[Job.State.FAILED, Job.State.CANCELLED])
                     .exists()
                 ):

@@ -20,7 +20,7 @@ from tests.arena.judge.test_world_judge_fit import datasets, persuasion  # noqa:
 
 
 def _fits(world) -> list[Job]:
-    return list(Job.objects.filter(kind="judge-fit", finish_needs__world=world.pk).order_by("pk"))
+    return list(Job.objects.filter(kind="judge-fit", arena_world__world=world).order_by("pk"))
 
 
 def _spec(job: Job) -> dict:

@@ -105,10 +105,8 @@ def test_a_freeze_measures_a_model_judge_again_by_itself(
         judge_fit_soon(world_ids={model_judged.pk})
     with django_capture_on_commit_callbacks(execute=True):
         judge_fit_soon(world_ids={model_judged.pk})
-    assert (
-        Job.objects.filter(kind="judge-measure", finish_needs__world=model_judged.pk).count() == 1
-    )
-    assert Job.objects.filter(kind="judge-fit", finish_needs__world=model_judged.pk).exists()
+    assert Job.objects.filter(kind="judge-measure", arena_world__world=model_judged).count() == 1
+    assert Job.objects.filter(kind="judge-fit", arena_world__world=model_judged).exists()
 
 
 def test_a_freeze_measures_nothing_where_the_fitted_judge_rules(

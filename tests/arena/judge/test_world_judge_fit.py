@@ -102,7 +102,7 @@ def test_picks_frozen_while_a_fit_runs_are_fitted_once_it_ends(
 
     def fits():
         return list(
-            Job.objects.filter(kind="judge-fit", finish_needs__world=persuasion.pk).order_by("pk")
+            Job.objects.filter(kind="judge-fit", arena_world__world=persuasion).order_by("pk")
         )
 
     def end(job):  # what the platform does once the worker is done with it
