@@ -32,6 +32,10 @@ from tests.conftest import database_url_for_workers
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
+# A handshake that joins a group opens the channel layer's pool and listener for this test's
+# event loop first: over the communicator's default second on a busy machine.
+CONNECT_S = 30
+
 
 def _session_cookie(slug: str, username: str) -> str:
     workspace = Workspace.objects.get(slug=slug)
@@ -106,7 +110,7 @@ async def test_it_relays_an_event_from_a_worker_process(acme_session, worker):
     from levers9.tasks import enqueue_in_workspace
 
     socket = _socket("acme.localhost", acme_session)
-    connected, _ = await socket.connect()
+    connected, _ = await socket.connect(timeout=CONNECT_S)
     assert connected
     await sync_to_async(enqueue_in_workspace)(
         "levers9.tasks.workspace_ping", "from the worker", schema_name="ws_acme"
@@ -124,16 +128,16 @@ async def test_it_relays_an_event_from_a_worker_process(acme_session, worker):
 
 async def test_it_refuses_a_user_of_another_workspace(rival_session):
     socket = _socket("acme.localhost", rival_session)
-    connected, code = await socket.connect()
+    connected, code = await socket.connect(timeout=CONNECT_S)
     assert not connected
     assert code == 4403
 
 
 async def test_it_refuses_an_anonymous_socket_and_unknown_topics(acme_session):
     anonymous = _socket("acme.localhost", None)
-    assert (await anonymous.connect()) == (False, 4403)
+    assert (await anonymous.connect(timeout=CONNECT_S)) == (False, 4403)
     wrong_topic = _socket("acme.localhost", acme_session, topic="secrets")
-    assert (await wrong_topic.connect()) == (False, 4403)
+    assert (await wrong_topic.connect(timeout=CONNECT_S)) == (False, 4403)
 
 
 async def test_it_does_not_leak_events_across_workspaces(acme_session, rival_session):
@@ -141,8 +145,8 @@ async def test_it_does_not_leak_events_across_workspaces(acme_session, rival_ses
 
     acme = _socket("acme.localhost", acme_session)
     rival = _socket("rival.localhost", rival_session)
-    assert (await acme.connect())[0]
-    assert (await rival.connect())[0]
+    assert (await acme.connect(timeout=CONNECT_S))[0]
+    assert (await rival.connect(timeout=CONNECT_S))[0]
     await sync_to_async(workspace_event_send)({"type": "secret"}, schema_name="ws_acme")
     assert (await acme.receive_json_from(timeout=20))["type"] == "secret"
     assert await rival.receive_nothing(timeout=1.0)
@@ -154,19 +158,19 @@ async def test_it_refuses_an_unknown_path_without_an_error(acme_session, path, c
     """Channels' router raised for a path it does not know, and daphne answered 500 with a
     traceback in its log; now the handshake is refused with 4404."""
     socket = _socket("acme.localhost", acme_session, path=path)
-    assert (await socket.connect()) == (False, 4404)
+    assert (await socket.connect(timeout=CONNECT_S)) == (False, 4404)
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
 
 
 async def test_it_refuses_another_workspaces_user_at_an_unknown_path_the_same_way(rival_session):
     socket = _socket("acme.localhost", rival_session, path="/ws/nope/")
-    assert (await socket.connect()) == (False, 4404)
+    assert (await socket.connect(timeout=CONNECT_S)) == (False, 4404)
 
 
 async def _told_to_come_back_later(socket: WebsocketCommunicator) -> None:
     """Accepted (daphne answers a refused handshake with an HTTP 403), told why, and closed
     with 1013, "try again later": the page's socket reconnects by itself."""
-    connected, _ = await socket.connect()
+    connected, _ = await socket.connect(timeout=CONNECT_S)
     assert connected
     told = await socket.receive_json_from(timeout=10)
     assert told["type"] == "unavailable"
