@@ -10,16 +10,15 @@ from typing import Any
 from evaluation.errors import EvaluationError
 from evaluation.models import Evaluation
 from evaluation.replay import evaluation_run
-from levers9.jobs.models import Job
 
 
 def evaluation_job_run(job_id: int, progress: Callable[..., None]) -> dict[str, Any]:
     """Run the job's evaluation; returns its summary (plain values) as the job's result."""
-    job = Job.objects.get(pk=job_id)
-    evaluation_id = (job.finish_needs or {}).get("evaluation")
+    # Evaluation.job is set in the transaction that starts the job, so it is there before the
+    # task is queued.
     evaluation = (
         Evaluation.objects.select_related("world", "call_set", "candidate", "baseline")
-        .filter(pk=evaluation_id)
+        .filter(job_id=job_id)
         .first()
     )
     if evaluation is None:

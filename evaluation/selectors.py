@@ -56,9 +56,13 @@ def evaluation_versions_default(
 
 def evaluation_jobs_about(jobs: list[Any]) -> dict[int, JobAbout]:
     """What an evaluate job is about, for the jobs' pages and API: the baseline its candidate
-    is measured against (the job's parent, as a Train card's is its parent version)."""
+    is measured against (the job's parent, as a Train card's is its parent version), and its
+    evaluation, shown in the job's finish_needs where the job once kept it."""
     evaluations = Evaluation.objects.filter(job__in=jobs).select_related("baseline")
     return {
-        evaluation.job_id: JobAbout(parent_version=evaluation.baseline)
+        evaluation.job_id: JobAbout(
+            parent_version=evaluation.baseline,
+            finish_needs={"evaluation": evaluation.pk},
+        )
         for evaluation in evaluations
     }

@@ -20,6 +20,7 @@ from evaluation.errors import EvaluationError
 from evaluation.estimates import evaluation_estimate
 from evaluation.models import Evaluation
 from policies.models import PolicyVersion
+from trainers.registry import DPO, RLHF
 
 # --- starting ------------------------------------------------------------------------------
 
@@ -89,9 +90,9 @@ def _evaluation_job_start(*, evaluation: Evaluation, pool: Any, checkpoint: bool
         },
         pool=pool,
         title=f"{what} {candidate.label} vs {baseline.label} on {world.name}",
+        # What the job is about (its world, its baseline) is the evaluation's: Evaluation.job,
+        # set by evaluation_start in this transaction, before the task can be queued.
         started_by=evaluation.started_by,
-        # What the job is about (its world, its baseline) is the evaluation's: Evaluation.job.
-        finish_needs={"evaluation": evaluation.pk},
         # A checkpoint is the finish of a training that already counted against the limits.
         within_workspace_limits=not checkpoint,
         # Expected to be short (two simulator versions, or past runs like it): the short lane,
@@ -199,14 +200,13 @@ def dpo_benchmark_of(version: PolicyVersion) -> PolicyVersion | None:
     """For an RLHF version: the newest DPO version of the same frozen picks and base that still
     answers — the benchmark it must beat ("what the RLHF version gains over this number is
     what the reward model taught"); None for any other version or when there is none."""
-    learned = version.learned_from or {}
-    if learned.get("algorithm") != "rlhf" or not learned.get("preference_version"):
+    if version.algorithm != RLHF or not version.preference_version:
         return None
     candidates = PolicyVersion.objects.filter(
         world_id=version.world_id,
-        learned_from__algorithm="dpo",
-        learned_from__preference_version=learned["preference_version"],
-        learned_from__base=learned.get("base"),
+        algorithm=DPO,
+        preference_version=version.preference_version,
+        base_model=version.base_model,
     ).exclude(status=PolicyVersion.Status.RELEASED)
     return candidates.exclude(pk=version.pk).order_by("-pk").first()
 

@@ -21,16 +21,6 @@ SKIPPED_FOLDERS = {"tests", "migrations", ".venv", "var", "node_modules", "data"
 # Sites another task moves or splits now (issue 43): the lead empties this list as they
 # change. Each is (file, the key read). Everything else fails.
 ALLOWED = {
-    # evaluation: dpo_benchmark_of reads the RLHF version's record and queries by key; it
-    # becomes version.algorithm / preference_version / base_model (policies 0010's columns).
-    ("evaluation/services.py", "algorithm"),
-    ("evaluation/services.py", "preference_version"),
-    ("evaluation/services.py", "base"),
-    ("evaluation/services.py", "learned_from__algorithm"),
-    ("evaluation/services.py", "learned_from__preference_version"),
-    ("evaluation/services.py", "learned_from__base"),
-    # evaluation's job names its evaluation by id (Evaluation.job already points back).
-    ("evaluation/runner.py", "evaluation"),
     # A benchmark reading the API's JSON (a client of the API, not of the model).
     ("bench/wording_demo.py", "metrics"),
     ("bench/wording_demo.py", "preference_version"),
