@@ -27,9 +27,7 @@ import numpy as np
 
 from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 from trainers.judge.fit import (
-    BOOTSTRAP,
     JudgeFitSpec,
-    auc,
     fit,
     outcome_agreement,
     pair_agreement,
@@ -38,6 +36,8 @@ from trainers.judge.fit import (
 )
 from trainers.judge.fitted_judge import FittedJudge, outcome_rows, preference_rows
 from trainers.judge.rubric import DIMENSIONS
+from trainers.stats.auc import auc
+from trainers.stats.intervals import BOOTSTRAP
 
 
 def _lines(path: Path) -> list[dict]:

@@ -29,18 +29,16 @@ from typing import Any
 import numpy as np
 
 from bench.judge_agreement import (
-    CALLS,
-    PAIRS,
     _auc_gap,
     _lines,
     _paired_interval,
     judge_totals,
     judge_won_probability_by_call,
 )
+from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 from trainers.bases import SMOLLM2_BASE, quiet_transformers
 from trainers.judge.fit import (
     JudgeFitSpec,
-    auc,
     fit,
     outcome_agreement,
     pair_agreement,
@@ -49,6 +47,7 @@ from trainers.judge.fit import (
 from trainers.judge.fitted_judge import outcome_rows, preference_rows
 from trainers.judge.rubric import DIMENSIONS
 from trainers.registry import RLHF
+from trainers.stats.auc import auc
 from trainers.wording.reward_model import fit_reward_model, reward_model_config
 from trainers.wording.spec import (
     StageProgress,
@@ -81,10 +80,10 @@ def _spec(part: str, *, base: str, models_dir: Path, budget: float, out: Path) -
                 "rejected": row["rejected"],
                 "call_id": row["group"],
             }
-            for row in preference_rows(_lines(PAIRS))
+            for row in preference_rows(_lines(HH_RLHF_PAIRS))
         ]
         return {**common, "pairs": pairs}
-    examples = outcome_examples_from_calls(_lines(CALLS))
+    examples = outcome_examples_from_calls(_lines(PERSUASION_CALLS))
     common.pop("min_pairs")  # outcome labels alone need no picks
     return {**common, "pairs": [], "reward_source": "outcomes", "outcome_examples": examples}
 
@@ -109,7 +108,7 @@ def _judge(train_pairs: list, train_outcomes: list) -> Any:
 
 
 def bench_pairs(fit_result: Any, spec: Any, config: Any) -> dict[str, Any]:
-    rows = preference_rows(_lines(PAIRS))
+    rows = preference_rows(_lines(HH_RLHF_PAIRS))
     train, held = held_out_split(
         pair_groups(spec.pairs), fraction=config.held_out_fraction, seed=config.seed
     )
@@ -133,7 +132,7 @@ def bench_pairs(fit_result: Any, spec: Any, config: Any) -> dict[str, Any]:
 
 
 def bench_outcomes(fit_result: Any, spec: Any, config: Any) -> dict[str, Any]:
-    rows = outcome_rows(_lines(CALLS))
+    rows = outcome_rows(_lines(PERSUASION_CALLS))
     groups = [example.call_id for example in spec.outcome_examples]
     assert [row["group"] for row in rows] == groups  # the same turns, in the same order
     train, held = held_out_split(groups, fraction=config.held_out_fraction, seed=config.seed)

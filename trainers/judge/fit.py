@@ -46,11 +46,7 @@ from trainers.reading.head_fit import (  # noqa: F401 (the grid is read from her
 )
 from trainers.runtime import Progress, trainer_main
 from trainers.stats.auc import auc
-from trainers.stats.intervals import (
-    BOOTSTRAP,  # noqa: F401 (bench.judge_agreement reads it from here)
-    at_chance,
-    bootstrap_interval,
-)
+from trainers.stats.intervals import at_chance, bootstrap_interval
 from trainers.stats.logistic import logistic_fit, logistic_model, sigmoid
 
 # The fewest held-out items (picks, or calls for an outcome AUC) a measure needs before it
