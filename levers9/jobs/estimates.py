@@ -1,7 +1,7 @@
 """How long a job will run, said before it starts: a job expected to run over two minutes asks
 to be confirmed on its page and in its admin action (the API starts at once; its callers chose
 to). The platform's part is the figure and the rule; each app says what a job of its kind is
-expected to take (training.estimates, evaluation.selectors)."""
+expected to take (training.estimates, evaluation.estimates)."""
 
 from __future__ import annotations
 
