@@ -48,7 +48,8 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest
+	# A file's tests on one of two workers (each its own test database); the slowest named.
+	$(VENV)/bin/pytest -n 2 --dist loadfile --durations=25
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
