@@ -105,87 +105,101 @@ class TrainerEntry:
         return self.module.split(".")[1]
 
 
+def _on_engines(
+    name: str,
+    module: str,
+    family: Family,
+    *,
+    engines_label: str,
+    label: str = "",
+    on_train_card: bool = False,
+    makes_version: bool = True,
+    estimate: Estimate = Estimate.TIME_BUDGET,
+) -> TrainerEntry:
+    """A move learner: the Engines page runs it, and some a Train card too."""
+    return TrainerEntry(
+        name,
+        module,
+        family,
+        job_kinds=(TRAIN_KIND, ENGINES_KIND) if on_train_card else (ENGINES_KIND,),
+        makes_version=makes_version,
+        estimate=estimate,
+        label=label,
+        engines_label=engines_label,
+    )
+
+
+def _wording(
+    name: str, module: str, *, budget_stages: int, label: str, card_label: str
+) -> TrainerEntry:
+    """A wording trainer: its own Train card, a version at the end, timed by its CPU stages."""
+    return TrainerEntry(
+        name,
+        module,
+        Family.WORDING,
+        job_kinds=(TRAIN_KIND,),
+        makes_version=True,
+        estimate=Estimate.CPU_STAGES,
+        budget_stages=budget_stages,
+        label=label,
+        card_label=card_label,
+    )
+
+
+def _own_kind(name: str, module: str, family: Family, kind: str) -> TrainerEntry:
+    """A trainer with a job kind of its own: it makes no version, and only its past runs time it."""
+    return TrainerEntry(
+        name, module, family, job_kinds=(kind,), makes_version=False, estimate=Estimate.PAST_RUNS
+    )
+
+
 TRAINERS: dict[str, TrainerEntry] = {
     trainer.name: trainer
     for trainer in (
-        TrainerEntry(
+        _on_engines(
             Q_LEARNING_ONLINE,
             "trainers.moves.q_learning",
             Family.MOVE_STRATEGY,
-            job_kinds=(TRAIN_KIND, ENGINES_KIND),
-            makes_version=True,
-            estimate=Estimate.TIME_BUDGET,
-            label="Q-learning",
             engines_label="Q-learning (online)",
+            label="Q-learning",
+            on_train_card=True,
         ),
-        TrainerEntry(
+        _on_engines(
             PPO,
             "trainers.moves.ppo",
             Family.MOVE_STRATEGY,
-            job_kinds=(ENGINES_KIND,),
-            makes_version=True,
-            estimate=Estimate.TIME_BUDGET,
-            label="PPO",
             engines_label="PPO over moves",
+            label="PPO",
         ),
-        TrainerEntry(
+        _on_engines(
             REWARD_MODEL,
             "trainers.moves.reward_model",
             Family.MOVE_REWARD,
-            job_kinds=(ENGINES_KIND,),
-            makes_version=False,
-            estimate=Estimate.TIME_BUDGET,
             engines_label="Reward model over moves",
+            makes_version=False,
         ),
-        TrainerEntry(
+        _on_engines(
             OFFLINE_OUTCOME,
             "trainers.moves.offline_outcome",
             Family.OFFLINE_MOVES,
-            job_kinds=(TRAIN_KIND, ENGINES_KIND),
-            makes_version=True,
-            estimate=Estimate.PAST_RUNS,
-            label="Off-line learning",
             engines_label="Off-line on real calls",
+            label="Off-line learning",
+            on_train_card=True,
+            estimate=Estimate.PAST_RUNS,
         ),
-        TrainerEntry(
+        # RLHF's two stages: a reward model, then the policy.
+        _wording(
             RLHF,
             "trainers.wording.rlhf",
-            Family.WORDING,
-            job_kinds=(TRAIN_KIND,),
-            makes_version=True,
-            # A reward model, then the policy.
-            estimate=Estimate.CPU_STAGES,
             budget_stages=2,
             label="RLHF",
             card_label="Wording · RLHF",
         ),
-        TrainerEntry(
-            DPO,
-            "trainers.wording.dpo",
-            Family.WORDING,
-            job_kinds=(TRAIN_KIND,),
-            makes_version=True,
-            estimate=Estimate.CPU_STAGES,
-            budget_stages=1,
-            label="DPO",
-            card_label="Benchmark · DPO",
+        _wording(
+            DPO, "trainers.wording.dpo", budget_stages=1, label="DPO", card_label="Benchmark · DPO"
         ),
-        TrainerEntry(
-            JUDGE_FIT,
-            "trainers.judge.fit",
-            Family.JUDGE,
-            job_kinds=(JUDGE_FIT_KIND,),
-            makes_version=False,
-            estimate=Estimate.PAST_RUNS,
-        ),
-        TrainerEntry(
-            SERVE,
-            "trainers.serving.local",
-            Family.SERVING,
-            job_kinds=(SERVE_KIND,),
-            makes_version=False,
-            estimate=Estimate.PAST_RUNS,
-        ),
+        _own_kind(JUDGE_FIT, "trainers.judge.fit", Family.JUDGE, JUDGE_FIT_KIND),
+        _own_kind(SERVE, "trainers.serving.local", Family.SERVING, SERVE_KIND),
     )
 }
 
