@@ -9,9 +9,10 @@ import pytest
 from django_tenants.utils import schema_context
 
 from levers9.jobs.models import Job
-from levers9.jobs.services import job_cancel, job_place, job_start, pool_place_next
+from levers9.jobs.services import job_cancel, pool_place_next
 from levers9.models import CardAllocation, GpuPool
 from levers9.pools import BACKGROUND_JOB, cards_release, cards_serving_order
+from tests.training.lanes import lane_job_place, lane_job_read, lane_job_start
 
 
 @pytest.fixture
@@ -27,57 +28,34 @@ def card_pool(db):
     return GpuPool.objects.create(name="card-one", card_type="L4", card_count=1, cluster_name="c1")
 
 
-def _start(workspace, pool, *, background: bool = False, title: str = "") -> Job:
-    """A job as its starter makes it; its placement is left to the test (as the watcher's)."""
-    with schema_context(workspace.schema_name):
-        return job_start(
-            kind="engines",
-            trainer="q-learning-online",
-            spec={"algorithm": "x"},
-            pool=pool,
-            title=title,
-            background=background,
-        )
-
-
-def _place(workspace, job: Job) -> bool:
-    with schema_context(workspace.schema_name):
-        return job_place(job_id=job.pk)
-
-
-def _job(workspace, job: Job) -> Job:
-    with schema_context(workspace.schema_name):
-        return Job.objects.get(pk=job.pk)
-
-
 def test_a_persons_job_starts_at_once_beside_a_running_and_a_waiting_refit(
     cpu_pool, workspace, queued, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=False):
-        refit = _start(workspace, cpu_pool, background=True, title="Fit the judge (refit)")
-        next_refit = _start(workspace, cpu_pool, background=True)
-        move_strategy = _start(workspace, cpu_pool, title="Move strategy from v1")
-    assert _place(workspace, refit)
-    assert not _place(workspace, next_refit)  # one background job at a time
+        refit = lane_job_start(workspace, cpu_pool, background=True, title="Fit the judge (refit)")
+        next_refit = lane_job_start(workspace, cpu_pool, background=True)
+        move_strategy = lane_job_start(workspace, cpu_pool, title="Move strategy from v1")
+    assert lane_job_place(workspace, refit)
+    assert not lane_job_place(workspace, next_refit)  # one background job at a time
     # Before this change the refit held the pool's one slot for its 3-5 minutes.
-    assert _place(workspace, move_strategy)
+    assert lane_job_place(workspace, move_strategy)
     assert queued == [refit.pk, move_strategy.pk]
-    assert _job(workspace, move_strategy).state == Job.State.SUBMITTED
+    assert lane_job_read(workspace, move_strategy).state == Job.State.SUBMITTED
     allocation = CardAllocation.objects.get(pk=refit.card_allocation_id)
     assert allocation.holder_kind == BACKGROUND_JOB
-    assert _job(workspace, refit).background
-    assert not _job(workspace, move_strategy).background
+    assert lane_job_read(workspace, refit).background
+    assert not lane_job_read(workspace, move_strategy).background
 
 
 def test_the_waiting_refit_says_why_it_waits(
     cpu_pool, workspace, owner_client, queued, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=False):
-        refit = _start(workspace, cpu_pool, background=True)
-        waiting = _start(workspace, cpu_pool, background=True)
-    assert _place(workspace, refit)
-    assert not _place(workspace, waiting)
-    why = _job(workspace, waiting).metrics["waiting_why"]
+        refit = lane_job_start(workspace, cpu_pool, background=True)
+        waiting = lane_job_start(workspace, cpu_pool, background=True)
+    assert lane_job_place(workspace, refit)
+    assert not lane_job_place(workspace, waiting)
+    why = lane_job_read(workspace, waiting).metrics["waiting_why"]
     assert why == (
         "Background: another background job (a judge refit or a measurement) is running in the "
         "background lane of cpu-one; jobs a person starts never wait for it."
@@ -92,21 +70,21 @@ def test_a_persons_job_goes_before_a_waiting_background_job_on_one_line(
 ):
     """On a pool of real cards there is no second lane: the refit waits behind people."""
     with django_capture_on_commit_callbacks(execute=False):
-        running = _start(workspace, card_pool)
-        refit = _start(workspace, card_pool, background=True)
-        person = _start(workspace, card_pool)
-    assert _place(workspace, running)
+        running = lane_job_start(workspace, card_pool)
+        refit = lane_job_start(workspace, card_pool, background=True)
+        person = lane_job_start(workspace, card_pool)
+    assert lane_job_place(workspace, running)
     assert [line.allocation.holder_id for line in cards_serving_order(pool_id=card_pool.pk)] == [
         person.pk,
         refit.pk,
     ]
-    assert not _place(workspace, refit)
+    assert not lane_job_place(workspace, refit)
     assert (
         "Background: waits for user jobs on card-one (1 job ahead)"
-        in (_job(workspace, refit).metrics["waiting_why"])
+        in (lane_job_read(workspace, refit).metrics["waiting_why"])
     )
     cards_release(allocation_id=running.card_allocation_id)
-    assert not _place(workspace, refit)  # the card is free, but a person's job waits
+    assert not lane_job_place(workspace, refit)  # the card is free, but a person's job waits
     pool_place_next(pool_id=card_pool.pk)
     assert queued == [running.pk, person.pk]
     cards_release(allocation_id=person.card_allocation_id)
@@ -118,12 +96,12 @@ def test_each_lane_is_placed_when_its_slot_frees(
     cpu_pool, workspace, queued, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=False):
-        refit, next_refit = (_start(workspace, cpu_pool, background=True) for _ in range(2))
-        person, next_person = (_start(workspace, cpu_pool) for _ in range(2))
+        refit, next_refit = (lane_job_start(workspace, cpu_pool, background=True) for _ in range(2))
+        person, next_person = (lane_job_start(workspace, cpu_pool) for _ in range(2))
     for job in (refit, person):
-        assert _place(workspace, job)
+        assert lane_job_place(workspace, job)
     for job in (next_refit, next_person):
-        assert not _place(workspace, job)
+        assert not lane_job_place(workspace, job)
     cards_release(allocation_id=refit.card_allocation_id)
     pool_place_next(pool_id=cpu_pool.pk)  # what the worker does as the refit ends
     assert queued == [refit.pk, person.pk, next_refit.pk]
@@ -137,15 +115,15 @@ def test_fair_shares_hold_in_both_lanes(
     cpu_pool, workspace, other_workspace, queued, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=False):
-        ours = [_start(workspace, cpu_pool, background=True) for _ in range(3)]
-        theirs = _start(other_workspace, cpu_pool, background=True)
-        rival_person = _start(other_workspace, cpu_pool)
+        ours = [lane_job_start(workspace, cpu_pool, background=True) for _ in range(3)]
+        theirs = lane_job_start(other_workspace, cpu_pool, background=True)
+        rival_person = lane_job_start(other_workspace, cpu_pool)
     # acme's refits fill the background lane and its line; rival's person is not held back.
-    assert _place(workspace, ours[0])
-    assert _place(other_workspace, rival_person)
+    assert lane_job_place(workspace, ours[0])
+    assert lane_job_place(other_workspace, rival_person)
     for job in ours[1:]:
-        assert not _place(workspace, job)
-    assert not _place(other_workspace, theirs)
+        assert not lane_job_place(workspace, job)
+    assert not lane_job_place(other_workspace, theirs)
     # The background lane serves workspaces in turn too: rival's refit before acme's second.
     background_line = [
         line.allocation.holder_id
@@ -165,18 +143,18 @@ def test_background_work_is_not_refused_by_the_workspaces_limits(
 
     Workspace.objects.filter(pk=workspace.pk).update(queued_jobs_limit=1, running_jobs_limit=1)
     with django_capture_on_commit_callbacks(execute=False):
-        person = _start(workspace, cpu_pool)
-        refits = [_start(workspace, cpu_pool, background=True) for _ in range(2)]
-    assert _place(workspace, person)
+        person = lane_job_start(workspace, cpu_pool)
+        refits = [lane_job_start(workspace, cpu_pool, background=True) for _ in range(2)]
+    assert lane_job_place(workspace, person)
     # The workspace runs its one job, and the refit still runs: its lane is not the turn.
-    assert _place(workspace, refits[0])
+    assert lane_job_place(workspace, refits[0])
 
 
 def test_the_api_and_the_admin_say_which_jobs_are_background(
     cpu_pool, workspace, owner_client, outsider_client, queued, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=False):
-        refit = _start(workspace, cpu_pool, background=True, title="Fit the judge (refit)")
+        refit = lane_job_start(workspace, cpu_pool, background=True, title="Fit the judge (refit)")
     body = owner_client.get(f"/api/rl/jobs/{refit.pk}/").json()
     assert body["background"] is True
     listed = owner_client.get("/admin/jobs/job/?background__exact=1").content.decode()

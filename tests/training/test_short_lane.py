@@ -13,10 +13,10 @@ from django_tenants.utils import schema_context
 
 from arena.models import World
 from levers9.jobs.models import Job
-from levers9.jobs.services import job_place, job_start
 from levers9.models import CardAllocation, GpuPool
 from levers9.pools import PERSON_JOB, SHORT_JOB, cards_release
 from policies.models import PolicyVersion
+from tests.training.lanes import lane_job_place, lane_job_read, lane_job_start
 from training.cards import train_move_strategy
 
 
@@ -27,27 +27,6 @@ def cpu_pool(db):
     )
 
 
-def _start(workspace, pool, **options) -> Job:
-    with schema_context(workspace.schema_name):
-        return job_start(
-            kind="engines",
-            trainer="q-learning-online",
-            spec={"algorithm": "x"},
-            pool=pool,
-            **options,
-        )
-
-
-def _place(workspace, job: Job) -> bool:
-    with schema_context(workspace.schema_name):
-        return job_place(job_id=job.pk)
-
-
-def _job(workspace, job: Job) -> Job:
-    with schema_context(workspace.schema_name):
-        return Job.objects.get(pk=job.pk)
-
-
 def _holder(job: Job) -> str:
     return CardAllocation.objects.get(pk=job.card_allocation_id).holder_kind
 
@@ -56,13 +35,13 @@ def test_short_work_starts_at_once_beside_a_running_and_a_waiting_long_job(
     cpu_pool, workspace, other_workspace, queued, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=False):
-        long_fit = _start(other_workspace, cpu_pool, expected_seconds=900.0)
-        waiting = _start(workspace, cpu_pool, expected_seconds=900.0)
-        short = _start(workspace, cpu_pool, expected_seconds=20.0)
-    assert _place(other_workspace, long_fit)
-    assert not _place(workspace, waiting)
+        long_fit = lane_job_start(other_workspace, cpu_pool, expected_seconds=900.0)
+        waiting = lane_job_start(workspace, cpu_pool, expected_seconds=900.0)
+        short = lane_job_start(workspace, cpu_pool, expected_seconds=20.0)
+    assert lane_job_place(other_workspace, long_fit)
+    assert not lane_job_place(workspace, waiting)
     # Before the short lane it stood behind both, for the fit's 15 minutes and more.
-    assert _place(workspace, short)
+    assert lane_job_place(workspace, short)
     assert queued == [long_fit.pk, short.pk]
     assert (_holder(short), _holder(waiting)) == (SHORT_JOB, PERSON_JOB)
 
@@ -71,42 +50,42 @@ def test_short_work_waits_only_for_short_work_and_says_so(
     cpu_pool, workspace, queued, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=False):
-        first = _start(workspace, cpu_pool, expected_seconds=30.0)
-        second = _start(workspace, cpu_pool, expected_seconds=30.0)
-    assert _place(workspace, first)
-    assert not _place(workspace, second)
-    why = _job(workspace, second).metrics["waiting_why"]
+        first = lane_job_start(workspace, cpu_pool, expected_seconds=30.0)
+        second = lane_job_start(workspace, cpu_pool, expected_seconds=30.0)
+    assert lane_job_place(workspace, first)
+    assert not lane_job_place(workspace, second)
+    why = lane_job_read(workspace, second).metrics["waiting_why"]
     assert why == (
         "Short work (expected under 2 minutes): another short job is running in the short lane "
         "of cpu-one; long jobs never hold it. Expected to start within a minute."
     )
     cards_release(allocation_id=first.card_allocation_id)
-    assert _place(workspace, second)
+    assert lane_job_place(workspace, second)
 
 
 def test_a_waiting_long_job_says_for_about_how_long(
     cpu_pool, workspace, queued, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=False):
-        running = _start(workspace, cpu_pool, expected_seconds=600.0)
-        ahead = _start(workspace, cpu_pool, expected_seconds=300.0)
-        last = _start(workspace, cpu_pool, expected_seconds=300.0)
-    assert _place(workspace, running)
-    assert not _place(workspace, ahead)
-    assert not _place(workspace, last)
+        running = lane_job_start(workspace, cpu_pool, expected_seconds=600.0)
+        ahead = lane_job_start(workspace, cpu_pool, expected_seconds=300.0)
+        last = lane_job_start(workspace, cpu_pool, expected_seconds=300.0)
+    assert lane_job_place(workspace, running)
+    assert not lane_job_place(workspace, ahead)
+    assert not lane_job_place(workspace, last)
     # The running job's 10 minutes, then the one ahead's 5.
     assert (
-        _job(workspace, last)
+        lane_job_read(workspace, last)
         .metrics["waiting_why"]
         .endswith("Expected to start in about 15 minutes.")
     )
     # A job with no estimate ahead: no figure is made up.
     with django_capture_on_commit_callbacks(execute=False):
-        unknown = _start(workspace, cpu_pool, expected_seconds=None)
-        after = _start(workspace, cpu_pool, expected_seconds=60.0 * 10)
-    _place(workspace, unknown)
-    _place(workspace, after)
-    assert "Expected" not in _job(workspace, after).metrics["waiting_why"]
+        unknown = lane_job_start(workspace, cpu_pool, expected_seconds=None)
+        after = lane_job_start(workspace, cpu_pool, expected_seconds=60.0 * 10)
+    lane_job_place(workspace, unknown)
+    lane_job_place(workspace, after)
+    assert "Expected" not in lane_job_read(workspace, after).metrics["waiting_why"]
 
 
 def test_past_runs_make_a_job_short_and_a_card_pool_has_one_line(
@@ -126,8 +105,8 @@ def test_past_runs_make_a_job_short_and_a_card_pool_has_one_line(
         )
     card_pool = GpuPool.objects.create(name="card-one", card_type="L4", card_count=1)
     with django_capture_on_commit_callbacks(execute=False):
-        from_runs = _start(workspace, cpu_pool)  # no estimate given: its past run's 25 s
-        on_cards = _start(workspace, card_pool, expected_seconds=20.0)
+        from_runs = lane_job_start(workspace, cpu_pool)  # no estimate given: its past run's 25 s
+        on_cards = lane_job_start(workspace, card_pool, expected_seconds=20.0)
     assert _holder(from_runs) == SHORT_JOB
     assert CardAllocation.objects.get(pk=from_runs.card_allocation_id).expected_seconds == 25.0
     # The devices are the devices: no lane beside a pool of real cards.
