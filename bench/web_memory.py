@@ -154,12 +154,12 @@ def _world_with_a_fitted_judge(slug: str, calls: int, base: str):
         world = World.objects.order_by("pk").first()
         lines = PERSUASION_CALLS.read_text().splitlines()[:calls]
         calls_import(world=world, text="\n".join(lines), source="bench", convert=True)
-        spec, needs = _judge_fit_pack(world, base=base)
+        spec, _read_up_to = _judge_fit_pack(world, base=base)
         started = time.perf_counter()
         result = judge_fit.run(spec)
         seconds = time.perf_counter() - started
         # As the job's finish does it, for a fit run here (no job row).
-        judge_fit_finish(SimpleNamespace(pk=None, finish_needs=needs), result)
+        judge_fit_finish(SimpleNamespace(pk=None, arena_world=SimpleNamespace(world=world)), result)
         dialogues = [
             [{"speaker": t.speaker, "text": t.text} for t in call.turns.order_by("index")[:4]]
             for call in world.calls.all()[:12]
