@@ -18,10 +18,10 @@ from arena.models import DuelPair, Pick
 from arena.selectors import preference_version_path, preference_version_read, reviewer_agreement
 from arena.services.freeze import preference_freeze
 from arena.services.queue import duel_next, pick_submit
-from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from tests.conftest import client_for
-from training.wording import WordingChoice, _skipped_said, wording_spec_build
+from tests.training.wording_choices import dpo_choice
+from training.wording import _skipped_said, wording_spec_build
 
 NOTE = "Both fine;\tA is\nwarmer"
 
@@ -94,14 +94,7 @@ def test_a_frozen_tie_is_a_tie_in_the_tsv_and_a_wording_spec_skips_it(mixed_pick
     assert manifest["format"] == "levers9-preferences/2"
     assert manifest["columns"][-2:] == ["kind", "note"]
 
-    choice = WordingChoice(
-        method="dpo",
-        preference_version=version,
-        pool=pool_default(gpu=False),
-        card_count=1,
-        base="smollm2-135m-instruct",
-        parent=PolicyVersion.objects.get(world=lettings, number=1),
-    )
+    choice = dpo_choice(version)
     spec = wording_spec_build(choice, job_folder_hint="versions/x")
     preferences = [pick for pick in mixed_picks if pick.kind == "preference"]
     assert [pair["chosen"] for pair in spec["pairs"]] == [

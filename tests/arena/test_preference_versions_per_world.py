@@ -20,14 +20,13 @@ from arena.selectors import (
 from arena.services.freeze import preference_freeze
 from arena.services.pairs import duel_pairs_generate
 from arena.services.queue import duel_next, pick_submit
-from levers9.pools import pool_default
 from policies.models import PolicyVersion
 from tests.arena.duel_helpers import real_world
 from tests.conftest import client_for, make_user
 from tests.migration_state import migrate_to, migrate_to_latest
+from tests.training.wording_choices import dpo_choice
 from training.wording import (
     WordingCardError,
-    WordingChoice,
     wording_choice_from,
     wording_spec_build,
 )
@@ -122,14 +121,7 @@ def test_a_spec_refuses_a_file_holding_another_worlds_picks(two_worlds, owner):
     path.chmod(0o644)
     path.write_text(text)
     version.sha256 = preference_format.file_sha256(path)
-    choice = WordingChoice(
-        method="dpo",
-        preference_version=version,
-        pool=pool_default(gpu=False),
-        card_count=1,
-        base="smollm2-135m-instruct",
-        parent=PolicyVersion.objects.get(world=lettings, number=1),
-    )
+    choice = dpo_choice(version)
     with pytest.raises(WordingCardError, match="holds picks of other worlds \\(market\\)"):
         wording_spec_build(choice, job_folder_hint="versions/x")
 

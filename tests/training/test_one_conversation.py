@@ -5,32 +5,22 @@ with the world's one system prompt."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from arena.models import Pick, World
-from arena.services.freeze import preference_freeze
-from arena.services.pairs import duel_pairs_generate
-from arena.services.queue import duel_next, pick_submit
 from arena.services.worlds import world_system_prompt_set
-from levers9.pools import pool_default
 from policies import agents
 from policies.models import PolicyVersion
+from tests.training.wording_choices import dpo_choice, lettings_picks_frozen
 from trainers.wording.spec import parse_wording_spec
-from training.wording import WordingChoice, wording_spec_build
+from training.wording import wording_spec_build
 
 PROMPT = "You are Ada, the letting agent of Hearth & Key. Be brief and kind."
 
 
 @pytest.fixture
 def frozen_lettings(in_workspace):
-    world = World.objects.get(slug="lettings")
-    world_system_prompt_set(world=world, system_prompt=PROMPT)
-    reviewer = get_user_model().objects.get(username="owner@acme.test")
-    duel_pairs_generate(world=world, count=4)
-    for _ in range(2):
-        pair = duel_next(world=world, reviewer=reviewer)
-        pick_submit(pair_id=pair.pk, reviewer=reviewer, chosen="A", reasons=["respect"])
-    return preference_freeze(world=world, by=reviewer)
+    world_system_prompt_set(world=World.objects.get(slug="lettings"), system_prompt=PROMPT)
+    return lettings_picks_frozen(picks=2, pairs=4)
 
 
 class _Recording:
@@ -49,15 +39,7 @@ class _Recording:
 
 
 def test_training_and_serving_build_the_same_messages_for_one_moment(frozen_lettings, monkeypatch):
-    choice = WordingChoice(
-        method="dpo",
-        preference_version=frozen_lettings,
-        pool=pool_default(gpu=False),
-        card_count=1,
-        base="smollm2-135m-instruct",
-        parent=PolicyVersion.objects.get(world__slug="lettings", number=1),
-        min_pairs=2,
-    )
+    choice = dpo_choice(frozen_lettings, min_pairs=2)
     spec = wording_spec_build(choice, job_folder_hint="versions/test")
     assert spec["system"] == PROMPT
     trained_on = parse_wording_spec(spec, trainer="dpo").pairs

@@ -13,8 +13,8 @@ from arena.services.freeze import preference_freeze
 from arena.services.pairs import duel_pairs_generate
 from arena.services.queue import duel_next, pick_submit
 from levers9.jobs.models import Job
-from levers9.pools import pool_default
 from policies.models import PolicyVersion
+from tests.training.wording_choices import dpo_choice, lettings_picks_frozen
 from training.finish import version_from_wording
 from training.models import TrainingRun
 from training.wording import WordingCardError, WordingChoice, train_wording
@@ -23,27 +23,11 @@ from training.wording import WordingCardError, WordingChoice, train_wording
 @pytest.fixture
 def frozen(in_workspace):
     """Three picks in the simulated world, frozen into preference version v1."""
-    world = World.objects.get(slug="lettings")
-    reviewer = get_user_model().objects.get(username="owner@acme.test")
-    duel_pairs_generate(world=world, count=5)
-    for _ in range(3):
-        pair = duel_next(world=world, reviewer=reviewer)
-        pick_submit(pair_id=pair.pk, reviewer=reviewer, chosen="A", reasons=["respect"])
-    return preference_freeze(world=world, by=reviewer)
+    return lettings_picks_frozen(picks=3, pairs=5)
 
 
 def _choice(frozen, **changes) -> WordingChoice:
-    values = {
-        "method": "dpo",
-        "preference_version": frozen,
-        "pool": pool_default(gpu=False),
-        "card_count": 1,
-        "base": "smollm2-135m-instruct",
-        "parent": PolicyVersion.objects.get(world__slug="lettings", number=1),
-        "min_pairs": 2,
-    }
-    values.update(changes)
-    return WordingChoice(**values)
+    return dpo_choice(frozen, **{"min_pairs": 2, **changes})
 
 
 def test_it_refuses_too_few_frozen_pairs_with_the_numbers(frozen):
