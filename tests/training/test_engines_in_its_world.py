@@ -18,8 +18,8 @@ from levers9.jobs.models import Job
 from levers9.shipped_data import PERSUASION_CALLS
 from policies.models import PolicyVersion
 from tests.conftest import api_token, client_for, token_client
+from tests.training.engines_runs import q_learning_run_finished
 from trainers.moves.offline_outcome import run as offline_run
-from trainers.moves.q_learning import run as q_learning_run
 from training.engines import (
     KnobError,
     PromoteNeedsConfirm,
@@ -56,25 +56,8 @@ def _done(job: Job, result: dict) -> Job:
 def _lettings_run(episodes: int) -> Job:
     """A finished q-learning Engines run in lettings, from its v1."""
     lettings = World.objects.get(slug="lettings")
-    result = q_learning_run(
-        {
-            "algorithm": "q-learning-online",
-            "knobs": {"episodes": episodes, "time_budget_s": 0},
-            "scenarios": ["young-professional-price"],
-        }
-    )
-    job = Job.objects.create(
-        kind="engines",
-        trainer="q-learning-online",
-        state=Job.State.DONE,
-        workspace_schema="ws_acme",
-        pool_name="local-cpu",
-        card_type="cpu",
-        result=json.loads(json.dumps(result)),
-    )
     parent = PolicyVersion.objects.get(world=lettings, number=1)
-    TrainingRun.objects.create(job=job, world=lettings, parent_version=parent)
-    return job
+    return q_learning_run_finished(world=lettings, parent=parent, episodes=episodes)
 
 
 def _market_run(world: World, django_capture_on_commit_callbacks) -> Job:

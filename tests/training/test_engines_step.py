@@ -14,7 +14,7 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import JobError
 from policies.models import PolicyVersion
 from tests.conftest import client_for, make_user
-from trainers.moves.q_learning import run as q_learning_run
+from tests.training.engines_runs import q_learning_run_finished
 from training.engines import (
     KnobError,
     calls_label_moves,
@@ -22,7 +22,6 @@ from training.engines import (
     engines_run_promote,
     engines_run_start,
 )
-from training.models import TrainingRun
 
 CALLS = [
     {
@@ -84,23 +83,7 @@ def test_it_starts_a_run_that_ends_in_a_measurement_not_a_version(
 
 
 def _finished_run(lettings, baseline) -> Job:
-    spec = {
-        "algorithm": "q-learning-online",
-        "knobs": {"episodes": 300_000, "time_budget_s": 0},
-        "scenarios": ["young-professional-price"],
-    }
-    result = q_learning_run(spec)
-    job = Job.objects.create(
-        kind="engines",
-        trainer="q-learning-online",
-        state=Job.State.DONE,
-        workspace_schema="ws_acme",
-        pool_name="local-cpu",
-        card_type="cpu",
-        result=json.loads(json.dumps(result)),
-    )
-    TrainingRun.objects.create(job=job, world=lettings, parent_version=baseline)
-    return job
+    return q_learning_run_finished(world=lettings, parent=baseline, episodes=300_000)
 
 
 def test_it_promotes_a_finished_run_once(lettings, baseline):
