@@ -3,20 +3,17 @@ the job ends: the platform's finish runs the serve kind that policies registers.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from django.utils import timezone
-from django_q.models import Task
 
 from levers9.jobs.kinds import job_kind
 from levers9.jobs.models import Job
-from levers9.jobs.services import JOB_TASK, job_finish
+from levers9.jobs.services import job_finish
 from levers9.models import CardAllocation
 from levers9.pools import cards_try_grant
 from policies.endpoints import version_serve
 from policies.models import Endpoint, PolicyVersion
 from policies.selectors import versions_list
+from tests.worker_tasks import worker_task_done
 
 
 @pytest.fixture
@@ -28,30 +25,13 @@ def serve_hook():
     return kind
 
 
-def _task_done(job: Job, result) -> None:
-    task_id = uuid.uuid4().hex
-    Task.objects.create(
-        id=task_id,
-        name=f"job-{job.pk}",
-        func="levers9.tasks.run_in_workspace",
-        args=(job.workspace_schema, JOB_TASK, job.pk, job.trainer),
-        kwargs={},
-        result=result,
-        started=timezone.now(),
-        stopped=timezone.now(),
-        success=True,
-        group=job.workspace_schema,
-    )
-    Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING, task_id=task_id)
-
-
 def test_it_keeps_the_cards_after_the_serve_job_is_done(
     trained_version, gpu_pool, serve_trainer, serve_hook
 ):
     endpoint = version_serve(version=trained_version, gpu_count=4, pool_name=gpu_pool.name)
     assert cards_try_grant(allocation_id=endpoint.card_allocation_id)
     job = Job.objects.get(pk=endpoint.job_id)
-    _task_done(
+    worker_task_done(
         job,
         {
             "engine": "vllm",
@@ -82,7 +62,7 @@ def test_it_fails_the_endpoint_when_the_serve_job_fails(
 ):
     endpoint = version_serve(version=trained_version, gpu_count=1, pool_name=gpu_pool.name)
     job = Job.objects.get(pk=endpoint.job_id)
-    _task_done(job, {"engine": "vllm", "url": ""})  # no address: the finish refuses it
+    worker_task_done(job, {"engine": "vllm", "url": ""})  # no address: the finish refuses it
     assert job_finish(job_id=job.pk) is False
     assert Job.objects.get(pk=job.pk).state == Job.State.FAILED
     assert CardAllocation.objects.get(pk=endpoint.card_allocation_id).state == "released"

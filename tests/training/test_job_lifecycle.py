@@ -6,13 +6,11 @@ from __future__ import annotations
 import base64
 import os
 import pickle
-import uuid
 from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.utils import timezone
-from django_q.models import Task
 
 from levers9.jobs.adoption import job_resume, jobs_follow
 from levers9.jobs.models import Job
@@ -27,6 +25,7 @@ from levers9.jobs.services import (
 from levers9.models import CardAllocation
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
+from tests.worker_tasks import worker_task_create
 from trainers.moves.strategy import SCRIPTED, strategy_table
 from training.runs import training_run_start
 
@@ -56,23 +55,6 @@ def job(in_workspace, django_capture_on_commit_callbacks):
         )
 
 
-def _task(job: Job, *, result, schema=None, trainer=None, started=None, success=True) -> str:
-    task_id = uuid.uuid4().hex
-    Task.objects.create(
-        id=task_id,
-        name=f"job-{job.pk}",
-        func="levers9.tasks.run_in_workspace",
-        args=(schema or job.workspace_schema, JOB_TASK, job.pk, trainer or job.trainer),
-        kwargs={},
-        result=result,
-        started=started or timezone.now(),
-        stopped=timezone.now(),
-        success=success,
-        group=schema or job.workspace_schema,
-    )
-    return task_id
-
-
 def test_it_packs_the_spec_and_asks_for_cards(job):
     assert job.state == Job.State.PACKING
     with open(job.spec_path) as spec:
@@ -82,7 +64,7 @@ def test_it_packs_the_spec_and_asks_for_cards(job):
 
 
 def test_it_finishes_exactly_once_and_makes_one_version(job):
-    task_id = _task(job, result=_learned_result())
+    task_id = worker_task_create(job, result=_learned_result())
     Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING, task_id=task_id)
     assert job_finish(job_id=job.pk) is True
     assert job_finish(job_id=job.pk) is False
@@ -98,7 +80,7 @@ def test_it_finishes_exactly_once_and_makes_one_version(job):
 
 
 def test_it_fails_a_job_whose_trainer_failed(job):
-    task_id = _task(job, result="RuntimeError: out of memory", success=False)
+    task_id = worker_task_create(job, result="RuntimeError: out of memory", success=False)
     Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING, task_id=task_id)
     job_finish(job_id=job.pk)
     job.refresh_from_db()
@@ -117,7 +99,7 @@ class _Evil:
 
 def test_it_refuses_a_tampered_result_and_says_so(job, tmp_path):
     marker = tmp_path / "ran"
-    task_id = _task(job, result={"fine": 1})
+    task_id = worker_task_create(job, result={"fine": 1})
     payload = base64.b64encode(pickle.dumps(_Evil(str(marker)))).decode()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -156,7 +138,7 @@ def test_it_says_a_job_interrupted_while_packing_must_start_again(job):
 def test_it_refuses_to_resume_with_a_task_that_is_not_this_jobs(job, change, reason):
     Job.objects.filter(pk=job.pk).update(state=Job.State.INTERRUPTED, task_id="")
     job.refresh_from_db()
-    wrong = _task(job, result=_learned_result(), **change)
+    wrong = worker_task_create(job, result=_learned_result(), **change)
     with pytest.raises(JobError, match=reason):
         job_resume(job=job, task_id=wrong)
     job.refresh_from_db()
@@ -167,7 +149,7 @@ def test_it_refuses_to_resume_with_a_task_that_is_not_this_jobs(job, change, rea
 def test_it_resumes_with_the_task_the_launcher_never_found(job):
     Job.objects.filter(pk=job.pk).update(state=Job.State.INTERRUPTED, task_id="")
     job.refresh_from_db()
-    found = _task(job, result=_learned_result())
+    found = worker_task_create(job, result=_learned_result())
     resumed = job_resume(job=job, task_id=found)
     assert resumed.state == Job.State.DONE
     assert resumed.task_id == found
@@ -176,7 +158,7 @@ def test_it_resumes_with_the_task_the_launcher_never_found(job):
 
 
 def test_it_adopts_a_job_whose_dashboard_went_away_and_finishes_it(job):
-    task_id = _task(job, result=_learned_result())
+    task_id = worker_task_create(job, result=_learned_result())
     Job.objects.filter(pk=job.pk).update(
         state=Job.State.RUNNING,
         task_id=task_id,
@@ -191,7 +173,7 @@ def test_it_adopts_a_job_whose_dashboard_went_away_and_finishes_it(job):
 
 
 def test_it_leaves_a_job_another_live_dashboard_follows(job):
-    task_id = _task(job, result=_learned_result())
+    task_id = worker_task_create(job, result=_learned_result())
     Job.objects.filter(pk=job.pk).update(
         state=Job.State.RUNNING, task_id=task_id, watcher="elsewhere:1", watched_at=timezone.now()
     )

@@ -4,22 +4,20 @@ out by call, always ending in a version that says which learner ran and how far 
 from __future__ import annotations
 
 import json
-import uuid
 from itertools import islice
 
 import pytest
-from django.utils import timezone
-from django_q.models import Task
 from django_tenants.utils import schema_context
 
 from arena.models import Call
 from arena.services.calls import calls_import
 from arena.services.worlds import world_create
 from levers9.jobs.models import Job
-from levers9.jobs.services import JOB_TASK, job_finish
+from levers9.jobs.services import job_finish
 from levers9.shipped_data import PERSUASION_CALLS
 from policies.models import PolicyVersion
 from tests.conftest import client_for
+from tests.worker_tasks import worker_task_done
 from trainers.moves.offline_outcome import run
 from training.cards import train_move_strategy
 
@@ -44,20 +42,7 @@ def _spec(job: Job) -> dict:
 
 def _run_and_finish(job: Job) -> Job:
     """What the worker does (the trainer on the packed spec), then the dashboard's finish."""
-    task_id = uuid.uuid4().hex
-    Task.objects.create(
-        id=task_id,
-        name=f"job-{job.pk}",
-        func="levers9.tasks.run_in_workspace",
-        args=(job.workspace_schema, JOB_TASK, job.pk, job.trainer),
-        kwargs={},
-        result=run(_spec(job)),
-        started=timezone.now(),
-        stopped=timezone.now(),
-        success=True,
-        group=job.workspace_schema,
-    )
-    Job.objects.filter(pk=job.pk).update(state=Job.State.RUNNING, task_id=task_id)
+    worker_task_done(job, run(_spec(job)))
     assert job_finish(job_id=job.pk) is True
     job.refresh_from_db()
     return job
