@@ -16,25 +16,10 @@ def main(schema_name: str, username: str) -> None:
     import django
 
     django.setup()
-    from django.contrib.auth import (
-        BACKEND_SESSION_KEY,
-        HASH_SESSION_KEY,
-        SESSION_KEY,
-        get_user_model,
-    )
-    from django.contrib.sessions.backends.db import SessionStore
-    from django_tenants.utils import schema_context
-
     from levers9.events import workspace_event_send
+    from tests.levers9.sessions import signed_in_session_key
 
-    with schema_context(schema_name):
-        user = get_user_model().objects.get(username=username)
-        session = SessionStore()
-        session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        session.create()
-    print(session.session_key, flush=True)  # noqa: T201 - the test reads it
+    print(signed_in_session_key(schema_name, username), flush=True)  # noqa: T201 - the test reads it
     for line in sys.stdin:
         workspace_event_send({"type": "ping", "note": line.strip()}, schema_name=schema_name)
         print("sent", flush=True)  # noqa: T201

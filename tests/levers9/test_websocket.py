@@ -22,13 +22,13 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.sessions.backends.db import SessionStore
 from django.db import OperationalError
 from django_tenants.utils import schema_context
 
 from levers9.models import Workspace
 from tests.conftest import database_url_for_workers
+from tests.levers9.sessions import signed_in_session_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
@@ -38,15 +38,7 @@ CONNECT_S = 30
 
 
 def _session_cookie(slug: str, username: str) -> str:
-    workspace = Workspace.objects.get(slug=slug)
-    with schema_context(workspace.schema_name):
-        user = get_user_model().objects.get(username=username)
-        session = SessionStore()
-        session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        session.create()
-        return session.session_key
+    return signed_in_session_key(Workspace.objects.get(slug=slug).schema_name, username)
 
 
 def _forget_session(slug: str, key: str) -> None:
