@@ -6,7 +6,8 @@ Serving and releasing trained versions are in policies.endpoints; the world's ju
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from arena import model_connection
@@ -135,25 +136,13 @@ def version_register(
 JUDGE_MODEL = "judge"  # "Runs on" the world's judge model
 
 
-def model_connection_clean(
-    *,
-    provider: str,
-    model: str,
-    endpoint_url: str = "",
-    lora_adapter: str = "",
-    api_key_env: str = "",
-) -> dict[str, str]:
-    """arena's model_connection_clean (one set of rules for agents and judges), refusing with
-    the registry's errors: PolicyConflict where a hosted provider's key is missing, else
-    PolicyBadRequest saying what is wrong."""
+@contextmanager
+def _as_policy_errors() -> Iterator[None]:
+    """arena's model connection errors (one set of rules for agents and judges) as the
+    registry's: PolicyConflict where a hosted provider's key is missing, else PolicyBadRequest
+    saying what is wrong."""
     try:
-        return model_connection.model_connection_clean(
-            provider=provider,
-            model=model,
-            endpoint_url=endpoint_url,
-            lora_adapter=lora_adapter,
-            api_key_env=api_key_env,
-        )
+        yield
     except ModelConnectionConflict as error:
         raise PolicyConflict(str(error)) from None
     except ModelConnectionError as error:
@@ -179,31 +168,30 @@ def version_runs_on_set(
         )
     if provider == SIMULATOR:
         fields = {"provider_model": "", "endpoint_url": "", "lora_adapter": "", "api_key_env": ""}
-    elif provider == JUDGE_MODEL:
-        if world is None:
-            raise PolicyBadRequest("Say which world's judge the version should run on.")
-        if (world.judge_provider or DEFAULT_JUDGE) == DEFAULT_JUDGE:
-            raise PolicyConflict(
-                f"{world.name} is judged by the rubric judge, which has no model: choose a "
-                "model judge under Environment → Judge first."
-            )
-        connection = JudgeConnection.objects.filter(world=world).first()
-        provider = world.judge_provider
-        fields = model_connection_clean(
-            provider=provider,
-            model=world.judge_model,
-            endpoint_url=connection.endpoint_url if connection else "",
-            lora_adapter=connection.lora_adapter if connection else "",
-            api_key_env=connection.api_key_env if connection else "",
-        )
     else:
-        fields = model_connection_clean(
-            provider=provider,
-            model=model,
-            endpoint_url=endpoint_url,
-            lora_adapter=lora_adapter,
-            api_key_env=api_key_env,
-        )
+        if provider == JUDGE_MODEL:
+            if world is None:
+                raise PolicyBadRequest("Say which world's judge the version should run on.")
+            if (world.judge_provider or DEFAULT_JUDGE) == DEFAULT_JUDGE:
+                raise PolicyConflict(
+                    f"{world.name} is judged by the rubric judge, which has no model: choose a "
+                    "model judge under Environment → Judge first."
+                )
+            provider, model = world.judge_provider, world.judge_model
+            connection = JudgeConnection.objects.filter(world=world).first()
+            endpoint_url, lora_adapter, api_key_env = (
+                (connection.endpoint_url, connection.lora_adapter, connection.api_key_env)
+                if connection
+                else ("", "", "")
+            )
+        with _as_policy_errors():
+            fields = model_connection.model_connection_clean(
+                provider=provider,
+                model=model,
+                endpoint_url=endpoint_url,
+                lora_adapter=lora_adapter,
+                api_key_env=api_key_env,
+            )
     PolicyVersion.objects.filter(pk=version.pk).update(provider=provider, **fields)
     version.refresh_from_db()
     return version
