@@ -15,6 +15,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import path, re_path  # noqa: E402
 
 from levers9.daphne_limits import answer_over_long_requests  # noqa: E402
+from levers9.daphne_patches import method_wrap_once  # noqa: E402
 from levers9.websocket import (  # noqa: E402
     SameHostOriginValidator,
     WorkspaceEventsConsumer,
@@ -40,16 +41,15 @@ def _pass_form_bodies_through_daphne() -> None:
         from daphne.http_protocol import WebRequest
     except ImportError:  # served by another ASGI server
         return
-    if getattr(WebRequest, "_levers9_raw_bodies", False):
-        return
-    twisted_init = WebRequest.__init__
 
-    def __init__(self, *args, **kwargs):
-        twisted_init(self, *args, **kwargs)
-        self._parsePOSTFormSubmission = False  # Twisted's own switch for that parse
+    def passing_bodies_through(twisted_init):
+        def __init__(self, *args, **kwargs):
+            twisted_init(self, *args, **kwargs)
+            self._parsePOSTFormSubmission = False  # Twisted's own switch for that parse
 
-    WebRequest.__init__ = __init__
-    WebRequest._levers9_raw_bodies = True
+        return __init__
+
+    method_wrap_once(WebRequest, "__init__", passing_bodies_through)
 
 
 _pass_form_bodies_through_daphne()

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import types
 
+from levers9.daphne_patches import method_wrap_once
+
 # Seconds the rest of a refused request is read and dropped before the connection is closed.
 LINGER_S = 5.0
 
@@ -46,20 +48,19 @@ def answer_over_long_requests() -> None:
         from daphne.http_protocol import HTTPFactory
     except ImportError:  # served by another ASGI server
         return
-    if getattr(HTTPFactory, "_levers9_long_lines", False):
-        return
-    build_protocol = HTTPFactory.buildProtocol
 
-    def buildProtocol(self, addr):  # noqa: N802 - Twisted's name
-        protocol = build_protocol(self, addr)
-        # Twisted wraps its HTTP/1.1 channel in a protocol that may switch to HTTP/2.
-        channel = getattr(protocol, "_channel", None)
-        if channel is not None and hasattr(channel, "lineLengthExceeded"):
-            _guard(channel)
-        return protocol
+    def guarding_long_lines(build_protocol):
+        def buildProtocol(self, addr):  # noqa: N802 - Twisted's name
+            protocol = build_protocol(self, addr)
+            # Twisted wraps its HTTP/1.1 channel in a protocol that may switch to HTTP/2.
+            channel = getattr(protocol, "_channel", None)
+            if channel is not None and hasattr(channel, "lineLengthExceeded"):
+                _guard(channel)
+            return protocol
 
-    HTTPFactory.buildProtocol = buildProtocol
-    HTTPFactory._levers9_long_lines = True
+        return buildProtocol
+
+    method_wrap_once(HTTPFactory, "buildProtocol", guarding_long_lines)
 
 
 def _guard(channel) -> None:

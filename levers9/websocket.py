@@ -21,6 +21,7 @@ from django.utils.crypto import constant_time_compare
 from django_tenants.utils import get_public_schema_name, remove_www, schema_context
 
 from levers9.channel_layer import layer_unreachable
+from levers9.daphne_patches import method_wrap_once
 from levers9.events import TOPICS, workspace_group
 from levers9.middleware import database_unreachable
 from levers9.roles import user_role
@@ -164,24 +165,23 @@ def _let_daphne_send_try_again_later() -> None:
         from daphne.ws_protocol import WebSocketProtocol
     except ImportError:  # served by another ASGI server
         return
-    if getattr(WebSocketProtocol, "_levers9_try_again_later", False):
-        return
-    handle_reply = WebSocketProtocol.handle_reply
 
-    def handle_reply_sending_try_again_later(self, message):
-        if (
-            message.get("type") == "websocket.close"
-            and message.get("code") == TRY_AGAIN_LATER
-            and self.state == self.STATE_OPEN
-        ):
-            # A close frame's reason holds at most 123 bytes.
-            reason = encode_truncate(str(message.get("reason") or ""), 123)
-            self.sendCloseFrame(code=TRY_AGAIN_LATER, reasonUtf8=reason)
-            return
-        handle_reply(self, message)
+    def sending_try_again_later(handle_reply):
+        def handle_reply_sending_try_again_later(self, message):
+            if (
+                message.get("type") == "websocket.close"
+                and message.get("code") == TRY_AGAIN_LATER
+                and self.state == self.STATE_OPEN
+            ):
+                # A close frame's reason holds at most 123 bytes.
+                reason = encode_truncate(str(message.get("reason") or ""), 123)
+                self.sendCloseFrame(code=TRY_AGAIN_LATER, reasonUtf8=reason)
+                return
+            handle_reply(self, message)
 
-    WebSocketProtocol.handle_reply = handle_reply_sending_try_again_later
-    WebSocketProtocol._levers9_try_again_later = True
+        return handle_reply_sending_try_again_later
+
+    method_wrap_once(WebSocketProtocol, "handle_reply", sending_try_again_later)
 
 
 # Here, not in config/asgi.py alone: this module is what sends 1013, whichever ASGI entry point
