@@ -81,6 +81,21 @@ def _of_family(record: VersionRecord, family: type[_Family]) -> _Family:
     return record
 
 
+def _wording_kept_from(parent: PolicyVersion | None) -> dict[str, str]:
+    """Where a new move strategy's replies come from: its parent's agent, else the simulator."""
+    if parent is None:
+        return {
+            "provider": PolicyVersion.Provider.SIMULATOR,
+            "provider_model": "",
+            "endpoint_url": "",
+        }
+    return {
+        "provider": parent.provider,
+        "provider_model": parent.provider_model,
+        "endpoint_url": parent.endpoint_url,
+    }
+
+
 def version_from_move_strategy(
     job: Job, result: dict[str, Any], *, name: str = "trained"
 ) -> PolicyVersion:
@@ -97,10 +112,8 @@ def version_from_move_strategy(
         learned_from=_lineage(job, result),
         description=f"Move strategy learned by {job.trainer}; wording kept from "
         f"{parent.label if parent else 'the simulator'}.",
-        provider=parent.provider if parent else PolicyVersion.Provider.SIMULATOR,
-        provider_model=parent.provider_model if parent else "",
-        endpoint_url=parent.endpoint_url if parent else "",
         created_by=job.started_by,
+        **_wording_kept_from(parent),
     )
 
 
@@ -209,10 +222,8 @@ def version_from_offline_moves(
         learned_from=_of_family(learned_record(learned), OfflineMovesResult),
         description=f"Move strategy learned off-line from {trained_on.get('calls', 0)} "
         f"labelled real calls; wording kept from {parent.label if parent else 'the baseline'}.",
-        provider=parent.provider if parent else PolicyVersion.Provider.SIMULATOR,
-        provider_model=parent.provider_model if parent else "",
-        endpoint_url=parent.endpoint_url if parent else "",
         created_by=job.started_by,
+        **_wording_kept_from(parent),
     )
 
 
