@@ -17,6 +17,7 @@ from django_tenants.utils import schema_context
 from levers9.jobs import runner
 from levers9.jobs.models import Job
 from tests.e2e.workspaces import committed_db, fresh_workspace  # noqa: F401 - a fixture
+from tests.job_rows import cpu_job_row
 from tests.processes import wait_until
 
 
@@ -36,12 +37,10 @@ def test_it_beats_while_the_function_reports_nothing(committed_db, monkeypatch):
 
     monkeypatch.setattr(runner, "trainer_lookup", lambda _name: SimpleNamespace(function=silent))
     with fresh_workspace("beat") as created, schema_context(created.workspace.schema_name):
-        job = Job.objects.create(
+        job = cpu_job_row(
             kind="evaluation",
             trainer="silent",
             workspace_schema=created.workspace.schema_name,
-            pool_name="local-cpu",
-            card_type="cpu",
             state=Job.State.RUNNING,
         )
         assert runner._run_in_worker(job) == {"quiet": True}

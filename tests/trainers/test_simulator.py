@@ -24,6 +24,7 @@ from trainers.moves.simulator import (
     episode_dialogue,
     n_states_for,
     run_episode,
+    scenario_by_slug,
     scripted_customer_line,
     scripted_reply,
     state_index,
@@ -31,8 +32,7 @@ from trainers.moves.simulator import (
 
 
 def _world(slug: str, **kwargs: object) -> LettingsWorld:
-    scenario = next(s for s in DEFAULT_SCENARIOS if s.slug == slug)
-    return LettingsWorld(scenario.persona, **kwargs)
+    return LettingsWorld(scenario_by_slug(slug).persona, **kwargs)
 
 
 def _random_policy(seed: int) -> np.ndarray:

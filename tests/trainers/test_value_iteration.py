@@ -11,6 +11,7 @@ from trainers.moves.simulator import (
     MOVES,
     LettingsWorld,
     describe_state,
+    scenario_by_slug,
     simulate_returns,
 )
 from trainers.moves.value_iteration import (
@@ -24,8 +25,7 @@ from trainers.moves.value_iteration import (
 
 
 def _world(slug: str, **kwargs: object) -> LettingsWorld:
-    scenario = next(s for s in DEFAULT_SCENARIOS if s.slug == slug)
-    return LettingsWorld(scenario.persona, **kwargs)
+    return LettingsWorld(scenario_by_slug(slug).persona, **kwargs)
 
 
 def _tiny_mdp() -> tuple[np.ndarray, np.ndarray]:

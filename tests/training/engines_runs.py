@@ -8,6 +8,7 @@ import json
 from arena.models import World
 from levers9.jobs.models import Job
 from policies.models import PolicyVersion
+from tests.job_rows import cpu_job_row
 from trainers.moves.q_learning import run as q_learning_run
 from training.models import TrainingRun
 
@@ -20,13 +21,11 @@ def q_learning_run_finished(*, world: World, parent: PolicyVersion, episodes: in
             "scenarios": ["young-professional-price"],
         }
     )
-    job = Job.objects.create(
+    job = cpu_job_row(
         kind="engines",
         trainer="q-learning-online",
         state=Job.State.DONE,
         workspace_schema="ws_acme",
-        pool_name="local-cpu",
-        card_type="cpu",
         result=json.loads(json.dumps(result)),
     )
     TrainingRun.objects.create(job=job, world=world, parent_version=parent)

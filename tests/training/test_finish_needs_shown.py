@@ -11,17 +11,17 @@ from django_tenants.utils import schema_context
 
 from levers9.jobs.models import Job
 from policies.models import Endpoint, PolicyVersion
+from tests.job_rows import cpu_job_row
 from trainers.registry import DPO, Q_LEARNING_ONLINE, SERVE, SERVE_KIND, TRAIN_KIND
 from training.models import TrainingRun
 
 
 def _job(kind: str, trainer: str, finish_needs: dict) -> Job:
-    return Job.objects.create(
+    return cpu_job_row(
         kind=kind,
         trainer=trainer,
-        workspace_schema=connection.schema_name,
         pool_name="cpu",
-        card_type="cpu",
+        workspace_schema=connection.schema_name,
         finish_needs=finish_needs,
     )
 

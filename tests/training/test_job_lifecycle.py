@@ -25,6 +25,7 @@ from levers9.jobs.services import (
 from levers9.models import CardAllocation
 from levers9.pools import pool_default
 from policies.models import PolicyVersion
+from tests.job_rows import cpu_job_row
 from tests.worker_tasks import worker_task_create
 from trainers.moves.strategy import SCRIPTED, strategy_table
 from training.runs import training_run_start
@@ -279,12 +280,10 @@ def test_the_time_left_is_read_from_the_current_phase(in_workspace):
 
     # Twenty minutes of replies, then a lens that counts its own 3,908 openings fast: the
     # whole job's rate made the lens's first minute read as hours left.
-    job = Job.objects.create(
+    job = cpu_job_row(
         kind="evaluate",
         trainer="evaluate",
         state=Job.State.RUNNING,
-        pool_name="local-cpu",
-        card_type="cpu",
         started_at=timezone.now() - timedelta(minutes=20),
     )
     _write_progress(job.pk, {"step": 470, "total": 480, "metrics": {"phase": "replies"}})

@@ -12,16 +12,16 @@ from django_tenants.utils import schema_context
 from levers9.jobs.models import Job
 from policies.models import PolicyVersion
 from policies.services import version_register
+from tests.job_rows import cpu_job_row
 from training.models import TrainingRun
 
 
 def _job(kind: str = "train", trainer: str = "dpo") -> Job:
-    return Job.objects.create(
+    return cpu_job_row(
         kind=kind,
         trainer=trainer,
-        workspace_schema=connection.schema_name,
         pool_name="cpu",
-        card_type="cpu",
+        workspace_schema=connection.schema_name,
         state=Job.State.DONE,
     )
 
