@@ -29,6 +29,17 @@ def pool_of_its_own(prefix: str, *, card_type: str, position: int) -> Iterator:
         pool.delete()
 
 
+@contextlib.contextmanager
+def workspace_of_its_own(prefix: str) -> Iterator:
+    """A committed workspace for a test's worker; the jobs it leaves waiting or running are
+    cancelled before the workspace goes."""
+    from tests.e2e.workspaces import fresh_workspace
+
+    with fresh_workspace(prefix) as created:
+        yield created.workspace
+        cancel_active_jobs(created.workspace)
+
+
 def cancel_active_jobs(workspace) -> None:
     """Cancel the workspace's jobs still waiting or running, so a test's worker leaves none."""
     from levers9.jobs.models import Job
@@ -38,3 +49,13 @@ def cancel_active_jobs(workspace) -> None:
         for job in Job.objects.filter(state__in=Job.ACTIVE_STATES):
             with contextlib.suppress(JobError):  # it ended meanwhile
                 job_cancel(job=job)
+
+
+def q_learning_spec(*, episodes: int, time_budget_s: int = 0) -> dict:
+    """An Engines q-learning spec on one scenario, in batches of 64 episodes: a few hundred end
+    within seconds; 50 million outlast any test, which stops or cancels the job."""
+    return {
+        "algorithm": "q-learning-online",
+        "knobs": {"episodes": episodes, "batch_episodes": 64, "time_budget_s": time_budget_s},
+        "scenarios": ["young-professional-price"],
+    }

@@ -26,18 +26,18 @@ from django_tenants.utils import schema_context
 from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
 from tests.conftest import database_url_for_workers
-from tests.e2e.workspaces import committed_db, fresh_workspace  # noqa: F401 - a fixture
+from tests.e2e.workspaces import committed_db  # noqa: F401 - a fixture
 from tests.processes import free_port, start_worker, stop, wait_until
-from tests.worker_pools import cancel_active_jobs, pool_of_its_own
+from tests.worker_pools import (
+    pool_of_its_own,
+    q_learning_spec,
+    workspace_of_its_own,
+)
 
 pytestmark = pytest.mark.slow
 
 # A training that outlasts the test: it must be stopped, never finish on its own.
-LONG = {
-    "algorithm": "q-learning-online",
-    "knobs": {"episodes": 50_000_000, "batch_episodes": 64, "time_budget_s": 0},
-    "scenarios": ["young-professional-price"],
-}
+LONG = q_learning_spec(episodes=50_000_000)
 
 
 @pytest.fixture
@@ -48,9 +48,8 @@ def pool(committed_db):  # noqa: F811 - the fixture imported above
 
 @pytest.fixture
 def live_workspace(committed_db):  # noqa: F811
-    with fresh_workspace("tree") as created:
-        yield created.workspace
-        cancel_active_jobs(created.workspace)
+    with workspace_of_its_own("tree") as workspace:
+        yield workspace
 
 
 def _start_training(workspace, pool) -> int:

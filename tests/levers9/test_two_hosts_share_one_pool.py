@@ -29,23 +29,18 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import job_cancel, job_start
 from levers9.models import CardAllocation
 from tests.conftest import database_url_for_workers
-from tests.e2e.workspaces import committed_db, fresh_workspace  # noqa: F401 - a fixture
+from tests.e2e.workspaces import committed_db  # noqa: F401 - a fixture
 from tests.processes import free_port, start_daphne, stop, wait_until
-from tests.worker_pools import cancel_active_jobs, pool_of_its_own
+from tests.worker_pools import (
+    pool_of_its_own,
+    q_learning_spec,
+    workspace_of_its_own,
+)
 
 pytestmark = pytest.mark.slow
 
-SCENARIOS = ["young-professional-price"]
-SHORT = {
-    "algorithm": "q-learning-online",
-    "knobs": {"episodes": 50_000_000, "batch_episodes": 64, "time_budget_s": 3},
-    "scenarios": SCENARIOS,
-}
-LONG = {
-    "algorithm": "q-learning-online",
-    "knobs": {"episodes": 50_000_000, "batch_episodes": 64, "time_budget_s": 0},
-    "scenarios": SCENARIOS,
-}
+SHORT = q_learning_spec(episodes=50_000_000, time_budget_s=3)
+LONG = q_learning_spec(episodes=50_000_000)
 
 
 @pytest.fixture
@@ -91,9 +86,8 @@ def two_card_pool(committed_db):  # noqa: F811 - the fixture imported above
 
 @pytest.fixture
 def live_workspace(committed_db):  # noqa: F811
-    with fresh_workspace("hosts") as created:
-        yield created.workspace
-        cancel_active_jobs(created.workspace)
+    with workspace_of_its_own("hosts") as workspace:
+        yield workspace
 
 
 def _machine(host: str, redis_url: str, **extra: str) -> dict[str, str]:

@@ -23,22 +23,13 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import job_start
 from tests.e2e.workspaces import fresh_workspace
 from tests.processes import free_port, start_web, start_worker, stop, wait_until
-from tests.worker_pools import cancel_active_jobs, pool_of_its_own
+from tests.worker_pools import cancel_active_jobs, pool_of_its_own, q_learning_spec
 
 pytestmark = pytest.mark.slow
 
-SCENARIOS = ["young-professional-price"]
 # A background job that outlasts the test (it is cancelled at the end).
-LONG = {
-    "algorithm": "q-learning-online",
-    "knobs": {"episodes": 50_000_000, "batch_episodes": 64, "time_budget_s": 0},
-    "scenarios": SCENARIOS,
-}
-SHORT = {
-    "algorithm": "q-learning-online",
-    "knobs": {"episodes": 256, "batch_episodes": 64, "time_budget_s": 0},
-    "scenarios": SCENARIOS,
-}
+LONG = q_learning_spec(episodes=50_000_000)
+SHORT = q_learning_spec(episodes=256)
 
 
 @pytest.fixture

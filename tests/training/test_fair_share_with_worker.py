@@ -19,16 +19,12 @@ from levers9.jobs.services import job_start
 from levers9.models import Workspace
 from tests.e2e.workspaces import fresh_workspace
 from tests.processes import free_port, start_web, start_worker, stop, wait_until
-from tests.worker_pools import cancel_active_jobs, pool_of_its_own
+from tests.worker_pools import cancel_active_jobs, pool_of_its_own, q_learning_spec
 
 pytestmark = pytest.mark.slow
 
 QUEUED = 50
-SPEC = {
-    "algorithm": "q-learning-online",
-    "knobs": {"episodes": 256, "batch_episodes": 64, "time_budget_s": 0},
-    "scenarios": ["young-professional-price"],
-}
+SPEC = q_learning_spec(episodes=256)
 
 
 def _start(workspace, pool) -> int:

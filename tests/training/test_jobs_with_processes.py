@@ -23,6 +23,7 @@ from levers9.services import workspace_create
 from policies.models import PolicyVersion
 from tests.conftest import PASSWORD
 from tests.processes import free_port, start_web, start_worker, stop, wait_until
+from tests.worker_pools import q_learning_spec
 from training.cards import train_move_strategy
 
 pytestmark = pytest.mark.slow
@@ -153,11 +154,7 @@ def test_it_runs_fifty_jobs_on_a_one_card_pool_one_at_a_time_in_order(live_works
     )
     worker = start_worker(cluster=cluster, workers=2)
     web = start_web(free_port())
-    spec = {
-        "algorithm": "q-learning-online",
-        "knobs": {"episodes": 256, "batch_episodes": 64, "time_budget_s": 0},
-        "scenarios": ["young-professional-price"],
-    }
+    spec = q_learning_spec(episodes=256)
     try:
         with schema_context(schema):
             job_ids = [
