@@ -10,6 +10,7 @@ from arena.models import World
 from arena.services.calls import calls_import
 from arena.services.worlds import world_create
 from tests.conftest import PASSWORD, client_for
+from tests.pages import page_text
 
 
 def test_it_signs_in_on_the_workspace_and_shows_the_missions(workspace):
@@ -21,7 +22,7 @@ def test_it_signs_in_on_the_workspace_and_shows_the_missions(workspace):
     assert wrong.status_code == 200
     assert b"correct" in wrong.content  # Django's "Please enter a correct ..." message
     client.post("/login/", {"username": "owner@acme.test", "password": PASSWORD})
-    home = client.get("/").content.decode()
+    home = page_text(client, "/")
     for mission in ("Duel", "Level up", "Boss fight", "Crown the champion"):
         assert mission in home
     for step in ("Environment", "Engines", "Endpoints", "Release"):
@@ -35,11 +36,11 @@ def test_it_names_customer_agent_and_judge_in_the_badge(owner_client, workspace)
         call = {"id": "c1", "outcome": "won", "turns": [{"speaker": "agent", "text": "Hi"}]}
         calls_import(world=world, text=json.dumps(call))
         assert World.objects.count() == 2
-    simulated = owner_client.get("/?world=lettings").content.decode()
+    simulated = page_text(owner_client, "/?world=lettings")
     assert "simulated customers" in simulated
     assert "v1 · baseline on Simulator" in simulated
     assert "rubric judge" in simulated
-    real = owner_client.get("/?world=real").content.decode()
+    real = page_text(owner_client, "/?world=real")
     assert "1 real recorded call of Real calls" in real
     # The choice is remembered for the next page.
     assert "1 real recorded call of Real calls" in owner_client.get("/duel/").content.decode()
@@ -55,7 +56,7 @@ def test_it_lists_and_shows_real_calls(owner_client, workspace):
         calls_import(
             world=world, text=json.dumps({"id": "lost-call-9", "outcome": "lost", "turns": turns})
         )
-    listing = owner_client.get("/calls/?outcome=lost").content.decode()
+    listing = page_text(owner_client, "/calls/?outcome=lost")
     # A hyphen cannot occur in the page's CSRF token, which once held "c9" by chance.
     assert "lost-call-9" in listing
     assert "lost-call-9" not in owner_client.get("/calls/?outcome=won").content.decode()
@@ -63,7 +64,7 @@ def test_it_lists_and_shows_real_calls(owner_client, workspace):
         from arena.models import Call
 
         call_id = Call.objects.get(external_id="lost-call-9").pk
-    detail = owner_client.get(f"/calls/{call_id}/").content.decode()
+    detail = page_text(owner_client, f"/calls/{call_id}/")
     assert "Maybe a small one." in detail
     assert owner_client.get("/calls/999999/").status_code == 404
 
@@ -80,7 +81,7 @@ def test_it_shows_the_public_index_without_listing_workspaces_to_visitors(db):
 
 
 def test_it_shows_where_the_workspace_stands_on_each_mission(owner_client):
-    page = owner_client.get("/").content.decode()
+    page = page_text(owner_client, "/")
     assert 'data-mission="3"' in page
     assert "nothing frozen yet" in page
     assert "only v1 · baseline so far" in page

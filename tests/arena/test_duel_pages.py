@@ -13,6 +13,7 @@ from arena.services.pairs import duel_pairs_generate
 from arena.services.queue import duel_next, pick_submit
 from tests.arena.duel_helpers import real_world
 from tests.conftest import client_for
+from tests.pages import page_text
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +70,7 @@ def test_it_preloads_the_queue_from_the_map(reviewer, workspace):
     with schema_context(workspace.schema_name):
         held = DuelPair.objects.get(reserved_by__username="rita@acme.test")
     assert held.previous_move == pair.previous_move
-    bad = reviewer.get("/duel/?world=lettings&move=dance").content.decode()
+    bad = page_text(reviewer, "/duel/?world=lettings&move=dance")
     assert "Unknown move" in bad
 
 
@@ -122,7 +123,7 @@ def test_the_make_pairs_form_lands_back_on_its_worlds_duel(reviewer, workspace, 
     with schema_context(workspace.schema_name):
         real_world()
         before = DuelPair.objects.filter(world__slug="real").count()
-    html = reviewer.get("/duel/?world=real").content.decode()
+    html = page_text(reviewer, "/duel/?world=real")
     # The session now remembers "real"; move it to lettings so only the form names the world.
     reviewer.get("/duel/?world=lettings")
     with schema_context(workspace.schema_name):
@@ -159,14 +160,14 @@ def test_make_pairs_says_what_is_wrong_on_the_page(reviewer, workspace):
 def test_the_trl_export_is_linked_from_the_duel(owner_client, workspace, rita):
     _picked(workspace, rita)
     owner_client.post("/duel/freeze/")
-    html = owner_client.get("/duel/?world=lettings").content.decode()
+    html = page_text(owner_client, "/duel/?world=lettings")
     assert 'href="/api/rl/preferences/1/download/?pack=lettings&amp;part=jsonl"' in html
 
 
 def test_it_plays_a_real_calls_world(reviewer, workspace):
     with schema_context(workspace.schema_name):
         real_world()
-    html = reviewer.get("/duel/?world=real").content.decode()
+    html = page_text(reviewer, "/duel/?world=real")
     assert "call call-" in html  # the moment is a turn of a real call
 
 

@@ -5,12 +5,11 @@ owner, on the workspace's host, cannot reach them."""
 from __future__ import annotations
 
 from levers9.models import GpuPool
+from tests.pages import page_text
 
 
 def test_an_operator_lists_the_pools_and_what_they_hold(operator_client, workspace):
-    listing = operator_client.get("/admin/levers9/gpupool/")
-    assert listing.status_code == 200
-    html = listing.content.decode()
+    html = page_text(operator_client, "/admin/levers9/gpupool/")
     assert "local-cpu" in html
     assert "Cards held" in html
     assert "Waiting requests" in html

@@ -12,6 +12,7 @@ from django_tenants.utils import schema_context
 
 from levers9.roles import user_role
 from tests.conftest import PASSWORD, client_for, make_user
+from tests.pages import page_text
 
 NEW_PASSWORD = "a-long-fresh-passphrase"
 LINK = re.compile(r"https?://acme\.localhost/invite/([A-Za-z0-9_-]{40,})/")
@@ -39,9 +40,7 @@ def test_the_header_links_the_users_page_for_owners_only(owner_client, reviewer_
 
 def test_the_page_lists_users_with_their_roles(owner_client, workspace):
     make_user(workspace, "rita@acme.test", "reviewer")
-    page = owner_client.get("/users/")
-    assert page.status_code == 200
-    text = page.content.decode()
+    text = page_text(owner_client, "/users/")
     assert "owner@acme.test" in text
     assert "rita@acme.test" in text
     assert 'value="reviewer" selected' in text
@@ -133,7 +132,7 @@ def test_the_owner_changes_a_role_and_removes_a_user(owner_client, workspace):
     assert user_role(_user(workspace, "rita@acme.test")) == "manager"
     assert owner_client.post(f"/users/{rita.pk}/remove/").status_code == 302
     assert not _user(workspace, "rita@acme.test").is_active
-    page = owner_client.get("/users/").content.decode()
+    page = page_text(owner_client, "/users/")
     assert f'data-user="{rita.pk}"' not in page  # no longer among the users
     assert "rita@acme.test</li>" in page.split("<h2>Removed</h2>")[1]
     signin = client_for(workspace).post(

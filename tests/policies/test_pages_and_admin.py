@@ -12,6 +12,7 @@ from levers9.jobs.models import Job
 from levers9.models import CardAllocation
 from policies.endpoints import endpoint_serve_finish, version_serve
 from policies.models import Endpoint, PolicyVersion
+from tests.pages import page_text
 
 
 @pytest.fixture
@@ -21,9 +22,7 @@ def endpoint(trained_version, gpu_pool, serve_trainer):
 
 
 def test_it_shows_versions_with_lineage_and_status_to_a_reviewer(trained_version, reviewer_client):
-    page = reviewer_client.get("/policies/")
-    assert page.status_code == 200
-    text = page.content.decode()
+    text = page_text(reviewer_client, "/policies/")
     assert "v2 · trained ← v1 · baseline" in text
     assert "Trained endpoint" in text
     assert "<b>algorithm</b> dpo" in text
@@ -35,11 +34,11 @@ def test_it_shows_versions_with_lineage_and_status_to_a_reviewer(trained_version
 
 
 def test_it_names_the_missing_key_variables_when_no_keys_are_set(in_workspace, owner_client):
-    text = owner_client.get("/policies/").content.decode()
+    text = page_text(owner_client, "/policies/")
     assert "Runs on…" in text
     assert "Not offered: set OPENAI_API_KEY on the dashboard pod." in text
     assert "Not offered: set ANTHROPIC_API_KEY on the dashboard pod." in text
-    environment = owner_client.get("/environment/").content.decode()
+    environment = page_text(owner_client, "/environment/")
     assert "OpenAI — set OPENAI_API_KEY" in environment
     assert "Anthropic — set ANTHROPIC_API_KEY" in environment
     baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
@@ -54,7 +53,7 @@ def test_it_names_the_missing_key_variables_when_no_keys_are_set(in_workspace, o
 
 def test_it_offers_openai_once_its_key_is_set(in_workspace, owner_client, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-offered-0001")
-    text = owner_client.get("/policies/").content.decode()
+    text = page_text(owner_client, "/policies/")
     assert "Run on OpenAI" in text
     assert "set OPENAI_API_KEY" not in text
     assert "set ANTHROPIC_API_KEY" in text
@@ -79,7 +78,7 @@ def test_it_moves_a_version_in_one_click_and_back(in_workspace, owner_client, st
         "v1-wording",
         "VLLM_API_KEY",
     )
-    badge = owner_client.get("/?world=lettings").content.decode()
+    badge = page_text(owner_client, "/?world=lettings")
     assert "v1 · baseline on vLLM endpoint v1-wording" in badge
     owner_client.post(f"/policies/{baseline.pk}/runs-on/", {"provider": "simulator"})
     baseline.refresh_from_db()
@@ -158,7 +157,7 @@ def test_it_shows_endpoints_with_cards_state_latency_and_error_rate(endpoint, ow
     Endpoint.objects.filter(pk=endpoint.pk).update(
         request_count=4, error_count=1, latency_total_ms=600.0, latency_last_ms=210.0
     )
-    text = owner_client.get("/endpoints/").content.decode()
+    text = page_text(owner_client, "/endpoints/")
     assert "v2 · trained" in text
     assert f"allocation {endpoint.card_allocation_id}" in text
     assert "test-h200 · 2 × H200" in text
@@ -178,7 +177,7 @@ def test_it_serves_and_releases_from_the_policies_page(
     )
     endpoint = Endpoint.objects.get(version=trained_version)
     assert endpoint.card_count == 4
-    text = owner_client.get("/policies/").content.decode()
+    text = page_text(owner_client, "/policies/")
     assert "Release" in text
     owner_client.post(f"/policies/{trained_version.pk}/release/")
     endpoint.refresh_from_db()
@@ -275,7 +274,7 @@ def test_it_says_what_a_trained_version_learned_from_in_words(in_workspace, owne
             "reward_model": {"held_out_auc": 0.468469191, "held_out_auc_ci": [0.4101, 0.5322]},
         },
     )
-    html = owner_client.get("/policies/").content.decode()
+    html = page_text(owner_client, "/policies/")
     assert "<b>picks</b> preference v2" in html
     assert "<b>pairs</b> total 500, train 450, held out 50" in html
     # Each figure with its interval, found beside it or in the reward model's record.
@@ -313,7 +312,7 @@ def test_a_version_that_did_not_learn_carries_the_mark_on_policies_and_the_api(
         move_strategy={},
         learned_from={"did_not_learn": []},
     )
-    html = owner_client.get("/policies/").content.decode()
+    html = page_text(owner_client, "/policies/")
     assert html.count('data-mark="did-not-learn"') == 2  # the row and its Make live form
     assert "at chance (0.520 [0.430, 0.610])" in html
     rows = {row["id"]: row for row in owner_client.get("/api/rl/policies/").json()["results"]}
@@ -378,7 +377,7 @@ def test_it_sums_up_what_each_version_learned_from_in_one_line(in_workspace, own
         "RLHF on SmolLM2-135M from preference v3 (200 pairs), seed 0, from v2; reward model "
         "held-out accuracy 0.62 [0.55, 0.70]; reward gain 0.34 [0.10, 0.58]"
     )
-    html = owner_client.get("/policies/?world=lettings").content.decode()
+    html = page_text(owner_client, "/policies/?world=lettings")
     assert (
         "Q-learning on Lettings&#x27;s simulator, 2 min, seed 7, from v1; reaches 93% of the "
         "best return on its scenarios"

@@ -17,6 +17,7 @@ from levers9.jobs.services import job_finish
 from levers9.shipped_data import PERSUASION_CALLS
 from policies.models import PolicyVersion
 from tests.conftest import client_for
+from tests.pages import page_text
 from tests.worker_tasks import worker_task_done
 from trainers.moves.offline_outcome import run
 from training.cards import train_move_strategy
@@ -69,11 +70,11 @@ def test_it_ends_in_a_v2_with_the_learner_the_held_out_calls_and_the_interval(
     assert set(strategy["choices"].values()) <= set(world.move_names)
     # The card and the version page say it.
     client = client_for(in_workspace, "owner@acme.test")
-    train_page = client.get("/train/", {"world": "donations"}).content.decode()
+    train_page = page_text(client, "/train/", {"world": "donations"})
     assert "off-line on real calls" in train_page
     assert "40 held-out calls" in train_page
     assert "per-state outcome model" in train_page
-    policies_page = client.get("/policies/").content.decode()
+    policies_page = page_text(client, "/policies/")
     assert "per-state outcome model" in policies_page
     assert "held out calls" in policies_page
 
