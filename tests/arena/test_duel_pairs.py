@@ -18,6 +18,16 @@ def lettings(in_workspace):
     return World.objects.get(slug="lettings")
 
 
+def _reassuring_v2(world, *, name: str) -> PolicyVersion:
+    """The world's v2: a move table that reassures in every state."""
+    return PolicyVersion.objects.create(
+        world=world,
+        number=2,
+        name=name,
+        move_strategy={"kind": "table", "default": ["reassure"] * 600},
+    )
+
+
 def test_it_pairs_the_judges_best_against_its_worst_on_a_real_call(in_workspace):
     world = real_world()
     made = duel_pairs_generate(world=world, count=5)
@@ -44,12 +54,7 @@ def test_it_lets_two_versions_and_the_real_agent_compete(lettings):
     """Two versions with different move strategies and a third candidate: on the simulator
     (in a world of recorded calls both simulator versions answer with another call's real
     reply, the same one, so there a second version must run on a model to differ)."""
-    PolicyVersion.objects.create(
-        world=lettings,
-        number=2,
-        name="trained",
-        move_strategy={"kind": "table", "default": ["reassure"] * 600},
-    )
+    _reassuring_v2(lettings, name="trained")
     duel_pairs_generate(world=lettings, count=4)
     numbers = {
         reply.author.version.number
@@ -60,12 +65,7 @@ def test_it_lets_two_versions_and_the_real_agent_compete(lettings):
 
 def test_two_simulator_versions_answer_alike_in_a_world_of_recorded_calls(in_workspace):
     world = real_world()
-    PolicyVersion.objects.create(
-        world=world,
-        number=2,
-        name="trained",
-        move_strategy={"kind": "table", "default": ["reassure"] * 600},
-    )
+    _reassuring_v2(world, name="trained")
     duel_pairs_generate(world=world, count=4)
     moment = DuelPair.objects.filter(world=world).first().moment
     sources = sorted(
@@ -183,12 +183,7 @@ def test_it_offers_only_the_worlds_own_versions_in_the_duel(lettings):
     from arena.services.pairs import duel_versions
 
     world = real_world()
-    PolicyVersion.objects.create(
-        world=lettings,
-        number=2,
-        name="lettings-only",
-        move_strategy={"kind": "table", "default": ["reassure"] * 600},
-    )
+    _reassuring_v2(lettings, name="lettings-only")
     chosen = duel_versions(world=world)
     assert [(version.world_id, version.number) for version in chosen] == [(world.pk, 1)]
     assert {version.world_id for version in duel_versions(world=lettings)} == {lettings.pk}
