@@ -29,3 +29,14 @@ def lane_job_place(workspace, job: Job) -> bool:
 def lane_job_read(workspace, job: Job) -> Job:
     with schema_context(workspace.schema_name):
         return Job.objects.get(pk=job.pk)
+
+
+def lane_second_waiting(workspace, pool, capture_on_commit, **options) -> tuple[Job, Job, str]:
+    """Two alike jobs in one lane: the first placed, the second left waiting; both jobs, and why
+    the second says it waits."""
+    with capture_on_commit(execute=False):
+        first = lane_job_start(workspace, pool, **options)
+        second = lane_job_start(workspace, pool, **options)
+    assert lane_job_place(workspace, first)
+    assert not lane_job_place(workspace, second)
+    return first, second, lane_job_read(workspace, second).metrics["waiting_why"]

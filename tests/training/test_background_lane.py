@@ -12,7 +12,7 @@ from levers9.jobs.models import Job
 from levers9.jobs.services import job_cancel, pool_place_next
 from levers9.models import CardAllocation, GpuPool
 from levers9.pools import BACKGROUND_JOB, cards_release, cards_serving_order
-from tests.training.lanes import lane_job_place, lane_job_read, lane_job_start
+from tests.training.lanes import lane_job_place, lane_job_read, lane_job_start, lane_second_waiting
 
 
 @pytest.fixture
@@ -50,12 +50,9 @@ def test_a_persons_job_starts_at_once_beside_a_running_and_a_waiting_refit(
 def test_the_waiting_refit_says_why_it_waits(
     cpu_pool, workspace, owner_client, queued, django_capture_on_commit_callbacks
 ):
-    with django_capture_on_commit_callbacks(execute=False):
-        refit = lane_job_start(workspace, cpu_pool, background=True)
-        waiting = lane_job_start(workspace, cpu_pool, background=True)
-    assert lane_job_place(workspace, refit)
-    assert not lane_job_place(workspace, waiting)
-    why = lane_job_read(workspace, waiting).metrics["waiting_why"]
+    _refit, waiting, why = lane_second_waiting(
+        workspace, cpu_pool, django_capture_on_commit_callbacks, background=True
+    )
     assert why == (
         "Background: another background job (a judge refit or a measurement) is running in the "
         "background lane of cpu-one; jobs a person starts never wait for it."

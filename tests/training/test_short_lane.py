@@ -16,7 +16,7 @@ from levers9.jobs.models import Job
 from levers9.models import CardAllocation, GpuPool
 from levers9.pools import PERSON_JOB, SHORT_JOB, cards_release
 from policies.models import PolicyVersion
-from tests.training.lanes import lane_job_place, lane_job_read, lane_job_start
+from tests.training.lanes import lane_job_place, lane_job_read, lane_job_start, lane_second_waiting
 from training.cards import train_move_strategy
 
 
@@ -49,12 +49,9 @@ def test_short_work_starts_at_once_beside_a_running_and_a_waiting_long_job(
 def test_short_work_waits_only_for_short_work_and_says_so(
     cpu_pool, workspace, queued, django_capture_on_commit_callbacks
 ):
-    with django_capture_on_commit_callbacks(execute=False):
-        first = lane_job_start(workspace, cpu_pool, expected_seconds=30.0)
-        second = lane_job_start(workspace, cpu_pool, expected_seconds=30.0)
-    assert lane_job_place(workspace, first)
-    assert not lane_job_place(workspace, second)
-    why = lane_job_read(workspace, second).metrics["waiting_why"]
+    first, second, why = lane_second_waiting(
+        workspace, cpu_pool, django_capture_on_commit_callbacks, expected_seconds=30.0
+    )
     assert why == (
         "Short work (expected under 2 minutes): another short job is running in the short lane "
         "of cpu-one; long jobs never hold it. Expected to start within a minute."
