@@ -20,6 +20,7 @@ from levers9.providers import (
     provider_for,
 )
 from tests.policies.stub_server import Answer
+from tests.threads import raised_in_threads
 
 MESSAGES = [
     {"role": "system", "content": "You are the agent."},
@@ -150,19 +151,7 @@ def test_it_does_not_retry_a_refused_request(stub, fast_retries):
 def test_it_limits_requests_in_flight_per_endpoint(stub):
     stub.default = Answer(delay=0.2)
     limits = CallLimits(timeout=10, concurrency=2)
-    errors = []
-
-    def ask():
-        try:
-            provider_for(_vllm(stub), limits=limits).reply(MESSAGES)
-        except ProviderError as error:  # pragma: no cover - would fail the test below
-            errors.append(error)
-
-    threads = [threading.Thread(target=ask) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = raised_in_threads(lambda: provider_for(_vllm(stub), limits=limits).reply(MESSAGES), 6)
     assert errors == []
     assert len(stub.requests) == 6
     assert stub.most_in_flight == 2

@@ -29,6 +29,7 @@ from policies.agents import (
 from policies.endpoints import endpoint_release, endpoint_serve_finish, version_serve
 from policies.models import Endpoint, PolicyVersion
 from policies.services import version_register, version_runs_on_set
+from tests.threads import raised_in_threads
 from trainers.serving import local as serve_local
 from trainers.serving.local import ServeConfig, vllm_command
 
@@ -233,30 +234,19 @@ def test_it_generates_in_process_with_transformers_and_keeps_the_model_loaded(tm
 def test_it_queues_in_process_generations_instead_of_calling_them_busy(tmp_path):
     """An evaluation asks several moments at once; the in-process model answers them in
     turn, however long each takes, and none is recorded as an error."""
-    import threading
-
     from levers9.providers import CallLimits
 
     weights = _tiny_weights(tmp_path / "v5")
     impatient = CallLimits(timeout=0.001)
     messages = [{"role": "user", "content": "Good morning, is the flat still free?"}]
     answers: list[str] = []
-    errors: list[Exception] = []
 
     def ask() -> None:
-        try:
-            target = ModelTarget("transformers", model=str(weights))
-            provider = TransformersProvider(target, limits=impatient)
-            answers.append(provider.reply(messages, max_tokens=8))
-        except Exception as error:  # noqa: BLE001 - collected for the assertion
-            errors.append(error)
+        target = ModelTarget("transformers", model=str(weights))
+        provider = TransformersProvider(target, limits=impatient)
+        answers.append(provider.reply(messages, max_tokens=8))
 
-    threads = [threading.Thread(target=ask) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    assert raised_in_threads(ask, 4) == []
     assert len(answers) == 4
     assert len(set(answers)) == 1  # greedy: the same words each time
     local_models_forget(weights)

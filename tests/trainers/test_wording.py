@@ -207,15 +207,21 @@ def _reply(text: str) -> dict:
     return {"role": "assistant", "content": text}
 
 
-def test_it_fits_outcome_labels_with_the_logistic_loss_held_out_by_call(models_dir, tmp_path):
-    examples = outcome_examples_from_calls(synthetic_calls(40))
+def _outcomes_fit(models_dir, tmp_path, examples, config: RewardModelConfig):
+    """The tiny reward model fitted on an RLHF spec's outcome examples; the spec and the fit."""
     spec = parse_wording_spec(
         base_spec(models_dir, reward_source="outcomes", outcome_examples=examples),
         trainer="rlhf",
     )
     model, tokenizer = tiny_reward_model(models_dir)
-    config = RewardModelConfig(batch_size=8, max_steps=12, held_out_fraction=0.2)
     fit = fit_on_outcomes(model, tokenizer, spec.outcome_examples, config=config, work_dir=tmp_path)
+    return spec, fit
+
+
+def test_it_fits_outcome_labels_with_the_logistic_loss_held_out_by_call(models_dir, tmp_path):
+    examples = outcome_examples_from_calls(synthetic_calls(40))
+    config = RewardModelConfig(batch_size=8, max_steps=12, held_out_fraction=0.2)
+    _, fit = _outcomes_fit(models_dir, tmp_path, examples, config)
 
     assert fit.held_out_groups
     assert not set(fit.train_groups) & set(fit.held_out_groups)
@@ -227,13 +233,8 @@ def test_it_fits_outcome_labels_with_the_logistic_loss_held_out_by_call(models_d
 def test_it_reports_auc_on_held_out_real_calls(models_dir, tmp_path):
     examples = outcome_examples_from_calls(real_calls(80))
     assert 200 <= len(examples) <= 80 * OPENING_AGENT_TURNS
-    spec = parse_wording_spec(
-        base_spec(models_dir, reward_source="outcomes", outcome_examples=examples),
-        trainer="rlhf",
-    )
-    model, tokenizer = tiny_reward_model(models_dir)
     config = RewardModelConfig(batch_size=8, max_steps=6, max_length=192)
-    fit = fit_on_outcomes(model, tokenizer, spec.outcome_examples, config=config, work_dir=tmp_path)
+    spec, fit = _outcomes_fit(models_dir, tmp_path, examples, config)
 
     calls = {example.call_id for example in spec.outcome_examples}
     assert set(fit.train_groups) | set(fit.held_out_groups) == calls
