@@ -7,9 +7,7 @@ from __future__ import annotations
 import pytest
 
 from arena import preference_format
-from levers9.services import workspace_user_create
-from tests.conftest import PASSWORD
-from tests.e2e.conftest import sign_in
+from tests.e2e.conftest import reviewer_at_the_duel, sign_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -34,13 +32,7 @@ def _texts(page) -> dict[str, str]:
 def test_it_duels_overrules_freezes_and_downloads(page, e2e_server, e2e_workspace, e2e_db):
     from arena.models import JudgeOverride, Pick
 
-    reviewer = f"rita@{e2e_workspace.slug}.test"
-    with e2e_db(e2e_workspace):
-        workspace_user_create(email=reviewer, password=PASSWORD, role="reviewer")
-
-    sign_in(page, e2e_server, e2e_workspace.slug, reviewer)
-    page.goto(e2e_server.url_for(e2e_workspace.slug, "/duel/?world=lettings"))
-    page.wait_for_selector("#duel[data-pair]")
+    reviewer = reviewer_at_the_duel(page, e2e_server, e2e_workspace, e2e_db)
     assert page.is_visible("text=A / ←")
     assert page.is_visible("text=N / Enter")
 
