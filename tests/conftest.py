@@ -100,6 +100,22 @@ def _volumes_in_tmp(settings, tmp_path):
     settings.JUDGE_BASE = "none"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _layer_pool_that_never_grows():
+    """The PostgreSQL channel layer's pool opens all its connections at once in tests.
+
+    channels_postgres keeps one pool per process and grows it through tasks of the event loop
+    that opened it. Each async test runs a loop of its own, so a pool an earlier test's loop
+    opened could not grow once that loop closed, and a later handshake waited on it past its
+    timeout (a web process, and a worker's events loop, keep one loop for their life)."""
+    from django.conf import settings
+
+    config = settings.CHANNEL_LAYERS["default"].get("CONFIG", {})
+    options = config.get("PSYCOPG_OPTIONS")
+    if options is not None:
+        options["min_size"] = options.get("max_size", 4)
+
+
 @pytest.fixture(autouse=True)
 def _back_to_public_schema():
     """django-tenants leaves the connection in the last request's schema; start clean."""
