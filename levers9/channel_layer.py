@@ -14,7 +14,13 @@ Here, without changing what the layer does otherwise:
 * a socket's `receive` waits out an outage instead of ending its consumer with an error;
 * each message reaches its socket once: coming back, the listener reads every message not yet
   expired, and channels_postgres leaves a small message in its table after delivering it, so
-  the last minute's events arrived a second time.
+  the last minute's events arrived a second time;
+* a socket's own channel takes its messages without an advisory lock. channels_postgres takes
+  a lock per channel through the pool before it keeps a channel's messages, and drops every
+  message that arrives before it holds one. Right after a restart the pool waits out its own
+  growing reconnect delay, so a socket opened then heard nothing (CI saw it). A channel named
+  by `new_channel` is received by this process alone (channels' contract for a
+  `prefix.<client>!…` name), so there is nothing for a lock to arbitrate.
 """
 
 from __future__ import annotations
@@ -94,6 +100,12 @@ class ReconnectingPostgresChannelLayer(PostgresChannelLayer):
         if queue is None:
             queue = ASYNCIO_EVENT_CHANNEL_MAPPING[channel] = _QueueOfNewMessages(2 * self.expiry)
         return queue
+
+    async def _get_or_create_channel_advisory_lock(self, channel: str) -> bool:
+        if f"{self.client_prefix}!" in channel:
+            self._channel_advisory_locks[channel] = True
+            return True
+        return await super()._get_or_create_channel_advisory_lock(channel)
 
     async def listen_to_all_channels(self) -> None:
         pause = _Pause()

@@ -68,7 +68,9 @@ def test_it_starts_one_process_for_scorers_asking_at_once_and_answers_as_a_reade
 
     here = BaseReader(TINY_BASE, models_dir=models_dir, features_dir=tmp_path / "here")
     assert np.array_equal(here.features(ITEMS), features)
-    assert np.array_equal(here.answers(ITEMS), answers)
+    # The same sums, read in another process: its thread count may order a reduction
+    # differently (CI saw 2e-5 relative), which no score notices.
+    np.testing.assert_allclose(here.answers(ITEMS), answers, rtol=1e-4, atol=1e-7)
 
 
 def test_it_answers_only_a_scorer_with_its_token_on_loopback(models_dir):
