@@ -55,6 +55,8 @@ def _table(report: dict) -> None:
         if chosen:
             figures = {k: v for k, v in chosen.items() if k.startswith("out_of_fold")}
             print(f"  {name}: chosen by {figures}")
+            if chosen.get("against_best"):
+                print(f"    best mean {chosen['best']}; against it {chosen['against_best']}")
 
 
 def _later_turns(calls: list[dict], count: int) -> list[tuple[list[dict], str]]:

@@ -2,12 +2,17 @@
 (trainers.reading.base_features), and whether the words (the TF-IDF heads of trainers.judge.fit)
 stay beside them (pure Python, no Django).
 
-Each head comes in three kinds, and the fit keeps the one that cross-validates best on the
-training part (never the held-out part, where all three are then measured side by side):
+Each head comes in three kinds, scored fold by fold on the training part (never the held-out
+part, where all three are then measured side by side):
 
   base          the base's head alone
   words + base  the two heads' logits mixed by a small logistic fit on their out-of-fold logits
   words         the TF-IDF head alone (the fast path; also what a machine without the base uses)
+
+and the fit keeps one by trainers.judge.scorer_choice's rule, the one every choice among
+scorers uses: the first in that order (the reader a policy can least fool first) that the
+best-scoring kind does not beat beyond the folds' spread (one standard error of the per-fold
+difference). A difference of noise keeps the base.
 
 Out of fold: the training part is cut into five folds by group (a pair, or a call); each fold's
 logits come from heads fitted on the other four, at the strengths the full fit chose. The
@@ -29,8 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from trainers.judge.scorer_choice import choose_scorer
 from trainers.reading.head_fit import feature_spread, fit_by_group
-from trainers.stats.auc import stratified_auc
+from trainers.stats.auc import auc, stratified_auc
 from trainers.stats.logistic import logistic_fit, sigmoid
 
 FOLDS = 5
@@ -125,14 +131,19 @@ def _cross_fitted_mix(
 
 
 def _pick(scores: dict[str, float | None], allowed: Sequence[str]) -> str:
-    """The best-scoring allowed kind; on a tie the one listed first; the words where nothing
-    could be scored (a fold with one label only has no AUC)."""
-    ranked = [
-        (score, -order, kind)
-        for order, kind in enumerate(allowed)
-        if (score := scores.get(kind)) is not None
-    ]
-    return max(ranked)[2] if ranked else WORDS
+    """The kind kept from one score each (no folds, so no spread: the best, a tie to the one
+    listed first), by the same rule as `_choose`; the words where nothing could be scored."""
+    return _choose({kind: [score] for kind, score in scores.items()}, allowed)[0]
+
+
+def _choose(
+    per_fold: dict[str, list[float | None]], allowed: Sequence[str]
+) -> tuple[str, dict[str, Any]]:
+    """The kind kept by trainers.judge.scorer_choice's rule among the allowed ones (in the
+    order of preference), and the rule's figures; the words where nothing could be scored (a
+    fold with one label only has no AUC)."""
+    choice = choose_scorer(per_fold, allowed)
+    return choice.kind or WORDS, choice.described()
 
 
 @dataclass
@@ -192,17 +203,24 @@ def fit_total(
     )
     labels = np.concatenate([np.ones(len(difference)), np.zeros(len(difference))])
     mixed_oof = _cross_fitted_mix(columns, labels, np.concatenate([folds, folds]), intercept=False)
-    scores = {
-        BASE: float(np.mean(base_oof > 0)),
-        MIXED: float(np.mean(mixed_oof[: len(difference)] > 0)),
-        WORDS: float(np.mean(words_oof > 0)),
+    agree = {
+        BASE: base_oof > 0,
+        MIXED: mixed_oof[: len(difference)] > 0,
+        WORDS: words_oof > 0,
     }
-    kind = _pick(scores, [MIXED, WORDS] if keep_words else [BASE, MIXED, WORDS])
+    scores = {kind: float(np.mean(right)) for kind, right in agree.items()}
+    per_fold = {
+        kind: [float(np.mean(right[folds == fold])) for fold in np.unique(folds)]
+        for kind, right in agree.items()
+    }
+    kind, rule = _choose(per_fold, [MIXED, WORDS] if keep_words else [BASE, MIXED, WORDS])
     mix = {BASE: [0.0, 1.0, 0.0], WORDS: [1.0, 0.0, 0.0]}.get(kind)
     if mix is None:
         mix = _mix_fit(columns, labels, intercept=False).tolist()
     chosen_by = {
         "out_of_fold_accuracy": {k: round(v, 4) for k, v in scores.items()},
+        "per_fold_accuracy": {k: [round(v, 4) for v in f] for k, f in per_fold.items()},
+        **rule,
         "strength": full.strength,
         "pairs": len(difference),
     }
@@ -222,6 +240,14 @@ def _auc_by_call(
     calls (fewer won calls outside it, more inside), so ranking calls across folds measures
     that lean too (pooled, the demo's fit on its 92 training calls scored its mix 0.27, far
     below chance)."""
+    means, call_won, call_fold = _by_call(logits, won, groups, folds)
+    return stratified_auc(means, call_won, call_fold)
+
+
+def _by_call(
+    logits: np.ndarray, won: np.ndarray, groups: Sequence[str], folds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each call's mean won-probability, whether it was won, and its fold."""
     by_call: dict[str, list[float]] = {}
     call_won: dict[str, bool] = {}
     call_fold: dict[str, int] = {}
@@ -229,11 +255,20 @@ def _auc_by_call(
         by_call.setdefault(group, []).append(float(probability))
         call_won[group], call_fold[group] = bool(label), int(fold)
     calls = list(by_call)
-    return stratified_auc(
-        [np.mean(by_call[call]) for call in calls],
-        [call_won[call] for call in calls],
-        [call_fold[call] for call in calls],
+    return (
+        np.asarray([np.mean(by_call[call]) for call in calls]),
+        np.asarray([call_won[call] for call in calls]),
+        np.asarray([call_fold[call] for call in calls]),
     )
+
+
+def _auc_by_call_per_fold(
+    logits: np.ndarray, won: np.ndarray, groups: Sequence[str], folds: np.ndarray
+) -> list[float | None]:
+    """Each fold's AUC over its own calls (each call's mean won-probability), None for a fold
+    without both a won and a lost call: what the choice's spread is read from."""
+    means, call_won, call_fold = _by_call(logits, won, groups, folds)
+    return [auc(means[call_fold == fold], call_won[call_fold == fold]) for fold in np.unique(folds)]
 
 
 def _without_fold_lean(columns: np.ndarray, folds: np.ndarray) -> np.ndarray:
@@ -288,7 +323,11 @@ def fit_won(
         MIXED: _auc_by_call(mixed_oof, won, groups, folds),
         WORDS: _auc_by_call(words_oof, won, groups, folds),
     }
-    kind = _pick(scores, [BASE, MIXED, WORDS])
+    per_fold = {
+        kind: _auc_by_call_per_fold(logits, won, groups, folds)
+        for kind, logits in ((BASE, base_oof), (MIXED, mixed_oof), (WORDS, words_oof))
+    }
+    kind, rule = _choose(per_fold, [BASE, MIXED, WORDS])
     if kind == BASE:
         mix = [0.0, 1.0, full.bias]
     elif kind == WORDS:
@@ -299,6 +338,10 @@ def fit_won(
         "out_of_fold_auc_by_call": {
             k: None if v is None else round(v, 4) for k, v in scores.items()
         },
+        "per_fold_auc_by_call": {
+            k: [None if v is None else round(v, 4) for v in f] for k, f in per_fold.items()
+        },
+        **rule,
         "strength": full.strength,
         "turns": len(won),
     }

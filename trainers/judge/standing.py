@@ -275,7 +275,8 @@ def _parts_rows(
 
 def scorer_text(report: Mapping[str, Any] | None) -> str:
     """What a fitted version reads replies with, in words: the base and which parts it kept for
-    the total and for won (chosen by cross-validation on its training part), or the words."""
+    the total and for won (chosen by cross-validation on its training part, by
+    trainers.judge.scorer_choice's rule), or the words."""
     scorer = (report or {}).get("scorer") or {}
     base = scorer.get("base")
     if not base:
@@ -292,8 +293,10 @@ def scorer_text(report: Mapping[str, Any] | None) -> str:
         "beat chance on held-out calls)",
     }.get(kept["total"], f"kept {kept['total']} for the total")
     return (
-        f"Reads each reply with {base}; {total} and kept {kept['won']} for won, whichever "
-        f"cross-validated best on its training part. {_answers_text(scorer.get('answers'))}"
+        f"Reads each reply with {base}; {total} and kept {kept['won']} for won, "
+        "preferring the base alone, then words + base, to what beat them only within the "
+        "spread of the folds of cross-validation on its training part. "
+        f"{_answers_text(scorer.get('answers'))}"
     )
 
 
