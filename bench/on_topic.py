@@ -2,6 +2,7 @@
 the on-topic guard (trainers.judge.topic_guard), and how often the guard flags the real agent.
 
     python -m bench.on_topic [--seed 0] [--folds 5] [--base smollm2-135m-instruct]
+                             [--lines lettings|other-calls] [--split-only]
 
 The world is the demo's Persuasion world (data/real-calls/persuasionforgood: a
 charity's real chats), built as a world is: its name, description, default system prompt and
@@ -21,6 +22,12 @@ answer floor on the guard's floor sample (as the product's fit does), so "fitted
 also caps a reply whose words and answer to its call (trainers.judge.answers) are together rarer
 than the world's own rarest 2% (trainers.judge.topic.joint_statistic); beside it, the same judge
 with the guard's words only, and the rubric with the fitted version's answer check.
+
+With --lines other-calls, the product split's foreign lines are 23 real agent lines of the
+training calls instead (five words or more, drawn on the seed): they share every everyday word
+of the world, so the guard's words let them through and only the answer check can tell them
+from the real reply. Each row with the answer check is shown again over only the lines the
+guard's words let through (with the lettings lines too).
 
 With --folds K (default 5), the same figures over every call, each scored by a guard and a
 fitted judge built on the other folds (by call), at each call's first four agent turns
@@ -161,16 +168,26 @@ def _totals(judge: Any, items: list[tuple[Sequence[Any], str]]) -> np.ndarray:
 
 @dataclasses.dataclass
 class Meetings:
-    """Per meeting: the call, whether the real reply won (1, 0.5 for a tie, 0)."""
+    """Per row and meeting: the call, whether the real reply won (1, 0.5 for a tie, 0)."""
 
-    calls: list[str] = dataclasses.field(default_factory=list)
+    calls: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     won: dict[str, list[float]] = dataclasses.field(default_factory=dict)
 
-    def add(self, name: str, real: np.ndarray, other: np.ndarray) -> None:
+    def add(
+        self,
+        name: str,
+        real: np.ndarray,
+        other: np.ndarray,
+        calls: Sequence[str],
+        kept: np.ndarray | None = None,
+    ) -> None:
+        """The meetings of one row (only those `kept`, where given)."""
         result = np.where(
             real > other + 1e-12, 1.0, np.where(np.abs(real - other) <= 1e-12, 0.5, 0)
         )
-        self.won.setdefault(name, []).extend(result.tolist())
+        kept = np.ones(len(result), dtype=bool) if kept is None else kept
+        self.won.setdefault(name, []).extend(result[kept].tolist())
+        self.calls.setdefault(name, []).extend(np.asarray(calls)[kept].tolist())
 
 
 def meet(
@@ -180,14 +197,16 @@ def meet(
     then with the guard on (trainers.judge.topic_guard's cap, each total scored once)."""
     real_items = [(unit.context, unit.reply) for unit in units]
     line_items = [(unit.context, line) for unit in units for line in lines]
-    into.calls.extend(unit.group for unit in units for _line in lines)
+    calls = [unit.group for unit in units for _line in lines]
+    # The lines the guard's words let through: where only the answer check can cap them.
+    words_pass = ~_off(guard, line_items)
     # A judge that reads with a base brings the world's answer check (trainers.judge.answers).
     checks = [getattr(judge, "answer_check", None) for judge in judges.values()]
     check = next((each for each in checks if each is not None), None)
     for name, judge in judges.items():
         real = np.repeat(_totals(judge, real_items), len(lines))
         other = _totals(judge, line_items)
-        into.add(name, real, other)
+        into.add(name, real, other, calls)
         capped = guard.capped(1.0, judge)  # the cap is floor x total x 0.99: a factor
         # What the product runs (with the judge's own answer check where it has one) and,
         # beside it, the guard's words alone for the fitted judge, and the fitted version's
@@ -201,11 +220,12 @@ def meet(
         for label, used in ways.items():
             real_off = np.repeat(_off(guard, real_items, used), len(lines))
             line_off = _off(guard, line_items, used)
-            into.add(
-                name + label,
-                np.where(real_off, real * capped, real),
-                np.where(line_off, other * capped, other),
-            )
+            real_scored = np.where(real_off, real * capped, real)
+            line_scored = np.where(line_off, other * capped, other)
+            into.add(name + label, real_scored, line_scored, calls)
+            if used is not None:
+                label += ", lines the words let through"
+                into.add(name + label, real_scored, line_scored, calls, words_pass)
 
 
 def _off(guard: Any, items: Sequence[tuple[Sequence[Any], str]], check: Any = None) -> np.ndarray:
@@ -245,7 +265,17 @@ def flagged(guard: Any, units: Sequence[Any], check: Any = None) -> list[float]:
     return _off(guard, [(u.context, u.reply) for u in units], check).astype(float).tolist()
 
 
-def product_split(calls: list[dict[str, Any]], seed: int, base: str = "") -> None:
+def own_lines(calls: Sequence[dict[str, Any]], seed: int, count: int = 23) -> list[str]:
+    """`count` real agent lines of these calls (five words or more), drawn on `seed`: lines
+    that share every everyday word of the world but were said in another call."""
+    rng = np.random.default_rng(seed)
+    pool = [u.reply for u in units_of(calls) if len(u.reply.split()) >= 5]
+    return [pool[i] for i in rng.choice(len(pool), count, replace=False)]
+
+
+def product_split(
+    calls: list[dict[str, Any]], seed: int, base: str = "", foreign: str = "lettings"
+) -> None:
     held = held_out_ids(calls)
     train = [call for call in calls if call["id"] not in held]
     test = [call for call in calls if call["id"] in held]
@@ -261,7 +291,7 @@ def product_split(calls: list[dict[str, Any]], seed: int, base: str = "") -> Non
         print(f"the fitted judge reads each reply with {base} (its total: {fitted.scorer})")
         floor = f"{check.floor:.3f}" if check is not None else "none (too few own turns)"
         print(f"its answer check's floor, from the world's own turns: {floor}")
-    lines = [*lettings_lines(), VIEWING]
+    lines = [*lettings_lines(), VIEWING] if foreign == "lettings" else own_lines(train, seed)
     meetings = Meetings()
     meet(judges_for(fitted), guard, units, lines, meetings)
     print(f"Persuasion world, the product's split: guard built on {len(train)} calls in ")
@@ -269,9 +299,12 @@ def product_split(calls: list[dict[str, Any]], seed: int, base: str = "") -> Non
         f"{guard_seconds:.1f} s (threshold {guard.model.threshold:.2f}, {guard.model.units} own "
         f"turns); {len(units)} moments of the {len(test)} held-out calls × {len(lines)} lines"
     )
-    print("real agent's reply preferred over another business's line:")
+    print(
+        "real agent's reply preferred over "
+        + ("another business's line:" if foreign == "lettings" else "another call's real line:")
+    )
     for name, won in meetings.won.items():
-        print(_row(name, meetings.calls, won, seed))
+        print(_row(name, meetings.calls[name], won, seed))
     groups = [unit.group for unit in units]
     print(_row("guard flags the real reply (false off-topic)", groups, flagged(guard, units), seed))
     if check is not None:
@@ -311,7 +344,7 @@ def cross_fitted(calls: list[dict[str, Any]], folds: int, seed: int) -> None:
     print()
     print(f"Persuasion world, {folds} folds by call over all {len(calls)} calls (openings):")
     for name, won in meetings.won.items():
-        print(_row(name, meetings.calls, won, seed))
+        print(_row(name, meetings.calls[name], won, seed))
     print(_row("guard flags the real reply (every agent turn)", false_groups, false_flags, seed))
 
 
@@ -351,9 +384,7 @@ def lettings_reverse(calls: list[dict[str, Any]], seed: int) -> None:
             for index, turn in enumerate(dialogue):
                 if turn["speaker"] == "agent":
                     units.append(TopicUnit(group, tuple(dialogue[:index]), turn["text"]))
-    rng = np.random.default_rng(seed)
-    pool = [u.reply for u in units_of(calls) if len(u.reply.split()) >= 5]
-    lines = [pool[i] for i in rng.choice(len(pool), 23, replace=False)]
+    lines = own_lines(calls, seed)
     meetings = Meetings()
     meet(judges_for(None), guard, units, lines, meetings)
     print()
@@ -363,7 +394,7 @@ def lettings_reverse(calls: list[dict[str, Any]], seed: int) -> None:
         f"of {len(set(u.group for u in units))} simulated calls × 23 persuasion agent lines"
     )
     for name, won in meetings.won.items():
-        print(_row(name, meetings.calls, won, seed))
+        print(_row(name, meetings.calls[name], won, seed))
     groups = [unit.group for unit in units]
     print(
         _row("guard flags the simulator's reply (in-sample)", groups, flagged(guard, units), seed)
@@ -379,14 +410,25 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="the fitted judge reads replies with this base (the product split)",
     )
+    parser.add_argument(
+        "--lines",
+        choices=("lettings", "other-calls"),
+        default="lettings",
+        help="the product split's foreign lines: the lettings simulator's, or 23 real agent "
+        "lines of the training calls (the world's own words, said in another call)",
+    )
+    parser.add_argument(
+        "--split-only", action="store_true", help="the product split alone (no folds, no reverse)"
+    )
     arguments = parser.parse_args(argv)
     _setup()
     calls = _calls()
     started = time.monotonic()
-    product_split(calls, arguments.seed, arguments.base)
-    if arguments.folds:
+    product_split(calls, arguments.seed, arguments.base, arguments.lines)
+    if arguments.folds and not arguments.split_only:
         cross_fitted(calls, arguments.folds, arguments.seed)
-    lettings_reverse(calls, arguments.seed)
+    if not arguments.split_only:
+        lettings_reverse(calls, arguments.seed)
     print(f"\n({time.monotonic() - started:.0f} s)")
     return 0
 
