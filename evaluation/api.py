@@ -39,7 +39,7 @@ class EvaluationSerializer(serializers.ModelSerializer):
     candidate = serializers.SlugRelatedField(slug_field="number", read_only=True)
     baseline = serializers.SlugRelatedField(slug_field="number", read_only=True)
     candidate_label = serializers.CharField(source="candidate.label", read_only=True)
-    baseline_label = serializers.CharField(source="baseline.label", read_only=True)
+    baseline_label = serializers.CharField(read_only=True)
     kind = serializers.CharField(source="call_set.kind", read_only=True)
     job = serializers.PrimaryKeyRelatedField(read_only=True)
     joined = serializers.BooleanField(

@@ -142,7 +142,7 @@ def evaluation_episode(evaluation: Evaluation, position: int) -> dict[str, Any] 
     moments_dialogues_load(held_moment.moment for held_moment in held)
     labels = {
         "candidate": evaluation.candidate.label,
-        "baseline": evaluation.baseline.label,
+        "baseline": evaluation.baseline_label,
         "yardstick": evaluation.call_set.yardstick_label,
     }
     turns = _episode_turns(

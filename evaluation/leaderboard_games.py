@@ -14,9 +14,14 @@ from evaluation.verdicts import NO_VERDICT
 
 
 def _evaluations_between(labels: dict[int, str]) -> QuerySet[Evaluation]:
-    return Evaluation.objects.filter(
-        state=Evaluation.State.DONE, candidate_id__in=labels, baseline_id__in=labels
-    ).order_by("id")
+    # A version against its own untrained base is no game between two versions.
+    return (
+        Evaluation.objects.filter(
+            state=Evaluation.State.DONE, candidate_id__in=labels, baseline_id__in=labels
+        )
+        .exclude(purpose=Evaluation.Purpose.AGAINST_BASE)
+        .order_by("id")
+    )
 
 
 def evaluation_games(labels: dict[int, str]) -> list[tuple[str, str]]:

@@ -96,6 +96,8 @@ def _latest_real_evaluation(world: World) -> Evaluation | None:
         Evaluation.objects.filter(
             world=world, state=Evaluation.State.DONE, call_set__kind=EvaluationCallSet.Kind.REAL
         )
+        # Against its own base places no second version on the lens.
+        .exclude(purpose=Evaluation.Purpose.AGAINST_BASE)
         .select_related("candidate", "baseline")
         .order_by("-finished_at", "-id")
         .first()

@@ -45,6 +45,7 @@ def _next_step(evaluation: Evaluation | None) -> str:
 def boss_fight_mission() -> Mission:
     evaluation = (
         Evaluation.objects.filter(state=Evaluation.State.DONE)
+        .exclude(purpose=Evaluation.Purpose.AGAINST_BASE)
         .select_related("candidate", "baseline")
         .first()
     )

@@ -103,6 +103,9 @@ class Evaluation(models.Model):
     class Purpose(models.TextChoices):
         EVALUATE = "evaluate", "Evaluation"
         CHECKPOINT = "checkpoint", "Checkpoint"
+        # A wording version against its own base untrained (no adapter): the baseline is the
+        # candidate itself, whose baseline side is answered by its base (evaluation.replay).
+        AGAINST_BASE = "against_base", "Checkpoint against its base untrained"
 
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -152,8 +155,22 @@ class Evaluation(models.Model):
         return f"evaluation {self.pk}: {self.candidate} vs {self.baseline}"
 
     @property
+    def against_base(self) -> bool:
+        """Whether the baseline is the candidate's own base untrained, not another version."""
+        return self.purpose == self.Purpose.AGAINST_BASE
+
+    @property
+    def baseline_label(self) -> str:
+        """Who answered on the baseline side: a version, or the candidate's untrained base."""
+        if self.against_base:
+            from policies.untrained_base import UntrainedBase
+
+            return UntrainedBase(self.candidate).label
+        return self.baseline.label
+
+    @property
     def title(self) -> str:
-        return f"{self.candidate.label} vs {self.baseline.label}"
+        return f"{self.candidate.label} vs {self.baseline_label}"
 
     @property
     def win_rate(self) -> float | None:

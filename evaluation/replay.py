@@ -32,6 +32,7 @@ from django.utils import timezone
 from arena.judge.world_judge import judge_for_world
 from arena.models import Judgement, Reply, moments_dialogues_load
 from arena.recorded_replies import recorded_replies_pinned
+from evaluation.against_base import against_base_mark
 from evaluation.agreement import judge_agreement
 from evaluation.errors import EvaluationError
 from evaluation.fanout import (
@@ -47,8 +48,10 @@ from evaluation.lens import lens_scores_ensure
 from evaluation.models import Evaluation, EvaluationAnswer, EvaluationCallSet, HeldOutMoment
 from evaluation.simulator_play import simulator_duel, simulator_returns
 from evaluation.summary import evaluation_summary_compute
+from policies.agents import agent_reply
 from policies.models import PolicyVersion
 from policies.services import replies_written
+from policies.untrained_base import UntrainedBase
 
 # How long a checkpoint waits for its new version's endpoint to start answering.
 ANSWER_WAIT_SECONDS = 20 * 60
@@ -70,7 +73,9 @@ def _verdict_fields(
             world=evaluation.world, judge_model=evaluation.judge_model
         ),
     }
-    if evaluation.call_set.kind == EvaluationCallSet.Kind.SCRIPTED:
+    # Against its own base the moves are the version's on both sides: only the words differ,
+    # and only the judge can tell them apart.
+    if evaluation.call_set.kind == EvaluationCallSet.Kind.SCRIPTED and not evaluation.against_base:
         progress(0, 1, phase="simulator")
         duel = simulator_duel(evaluation)
         progress(1, 1, phase="simulator")
@@ -94,14 +99,19 @@ def _answering_wait(version: PolicyVersion, progress: Progress) -> PolicyVersion
 
 def _versions_answering(
     evaluation: Evaluation, progress: Progress
-) -> tuple[PolicyVersion, PolicyVersion]:
-    """The candidate (once its endpoint answers) and the baseline, both able to answer."""
+) -> tuple[PolicyVersion, PolicyVersion | UntrainedBase]:
+    """The candidate (once its endpoint answers) and the baseline, both able to answer: for
+    the against-base checkpoint, the candidate's own base untrained."""
     candidate = _answering_wait(PolicyVersion.objects.get(pk=evaluation.candidate_id), progress)
-    baseline = PolicyVersion.objects.get(pk=evaluation.baseline_id)
+    if evaluation.against_base:
+        baseline = UntrainedBase(candidate)
+    else:
+        baseline = PolicyVersion.objects.get(pk=evaluation.baseline_id)
     for version in (candidate, baseline):
         if not version.can_answer:
+            status = getattr(version, "version", version).get_status_display().lower()
             raise EvaluationError(
-                f"{version.label} is {version.get_status_display().lower()} and answers "
+                f"{version.label} is {status} and answers "
                 "nothing: a version that cannot answer cannot be evaluated."
             )
     return candidate, baseline
@@ -140,7 +150,7 @@ def _asks(
     *,
     yardsticks: dict[int, Judgement],
     candidate: PolicyVersion,
-    baseline: PolicyVersion,
+    baseline: PolicyVersion | UntrainedBase,
 ) -> list[Ask]:
     """At each moment: the yardstick to judge (unless a verdict is in force) and both versions
     to ask."""
@@ -166,9 +176,10 @@ def _replies_create(
     version_answers: list[tuple[str, int, Answer]],
     *,
     by_pk: dict[int, HeldOutMoment],
-    versions: dict[str, PolicyVersion],
+    versions: dict[str, PolicyVersion | UntrainedBase],
 ) -> dict[tuple[str, int], Reply]:
-    """Each version's reply, where it gave one, by (side, held-out moment)."""
+    """Each version's reply, where it gave one, by (side, held-out moment): an untrained
+    base's kept as its base's (policies.ReplyAuthor.untrained_base), never the version's."""
     answered = [(side, pk, answer) for side, pk, answer in version_answers if not answer.error]
     replies = Reply.objects.bulk_create(
         Reply(
@@ -190,7 +201,7 @@ def _answers_store(
     answers: Answers,
     *,
     by_pk: dict[int, HeldOutMoment],
-    versions: dict[str, PolicyVersion],
+    versions: dict[str, PolicyVersion | UntrainedBase],
     judge_model: str,
 ) -> None:
     """The yardsticks' new verdicts, the versions' replies and verdicts, and one answer row
@@ -227,7 +238,7 @@ def _answers_store(
         )
 
 
-def _judged_check(answers: Answers, versions: dict[str, PolicyVersion]) -> None:
+def _judged_check(answers: Answers, versions: dict[str, PolicyVersion | UntrainedBase]) -> None:
     """A version none of whose answers was judged fails the evaluation, with the first why."""
     for side, version in versions.items():
         judged = [a for (s, _pk), a in answers.items() if s == side and a.verdict is not None]
@@ -246,7 +257,9 @@ def _summary_finish(
     verdict rests on."""
     summary = evaluation_summary_compute(evaluation)
     held_calls = list(dict.fromkeys(held_moment.held_out_call for held_moment in held))
-    if evaluation.call_set.kind == EvaluationCallSet.Kind.SCRIPTED:
+    if evaluation.against_base:
+        pass  # one version's moves on both sides: no returns to compare, no lens to place
+    elif evaluation.call_set.kind == EvaluationCallSet.Kind.SCRIPTED:
         summary["returns"] = simulator_returns(evaluation, held_calls)
     else:
         # The lens reads every real call's opening scores: judge the ones not cached yet
@@ -280,6 +293,8 @@ def _evaluate(evaluation: Evaluation, progress: Progress) -> dict[str, Any]:
             slots_per_version=max(endpoint_slots(candidate), endpoint_slots(baseline)),
             judge_slots=endpoint_slots(judge),
             on_answer=on_answer,
+            # A version answers as itself, its untrained base (against-base) with no adapter.
+            reply=agent_reply,
         )
     versions = {"candidate": candidate, "baseline": baseline}
     by_pk = {held_moment.pk: held_moment for held_moment in held}
@@ -319,4 +334,6 @@ def evaluation_run(*, evaluation: Evaluation, progress: Progress | None = None) 
         state=Evaluation.State.DONE, summary=summary, finished_at=timezone.now()
     )
     evaluation.refresh_from_db()
+    if evaluation.against_base:
+        against_base_mark(evaluation)
     return summary

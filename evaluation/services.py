@@ -1,6 +1,7 @@
 """Writes of evaluation: starting an evaluation (a job on the CPU pool, one of a pair on the
-same calls at a time), the checkpoints of a new version (against its parent, and an RLHF
-version also against the DPO version of the same picks), and the job platform's hooks. The
+same calls at a time), the checkpoints of a new version (against its parent, a wording version
+also against its own base untrained, and an RLHF version also against the DPO version of the
+same picks), and the job platform's hooks. The
 job replays the evaluation in the worker (evaluation.replay); the world's held-out calls are
 made in evaluation.call_sets.
 
@@ -40,9 +41,20 @@ def _answering_check(version: PolicyVersion, *, allow_starting: bool = False) ->
 
 
 def _start_check(
-    *, candidate: PolicyVersion, baseline: PolicyVersion, seed: int, checkpoint: bool
+    *,
+    candidate: PolicyVersion,
+    baseline: PolicyVersion,
+    seed: int,
+    checkpoint: bool,
+    against_base: bool = False,
 ) -> None:
     """Refuse an evaluation that would say nothing or could not run."""
+    if against_base:
+        # The baseline is the candidate's own base, asked beside it while it answers.
+        if seed < 0:
+            raise EvaluationError("The seed must be zero or more.")
+        _answering_check(candidate, allow_starting=True)
+        return
     if candidate.pk == baseline.pk:
         raise EvaluationError(
             "Choose two different versions: a version against itself says nothing."
@@ -89,7 +101,7 @@ def _evaluation_job_start(*, evaluation: Evaluation, pool: Any, checkpoint: bool
             "purpose": evaluation.purpose,
         },
         pool=pool,
-        title=f"{what} {candidate.label} vs {baseline.label} on {world.name}",
+        title=f"{what} {candidate.label} vs {evaluation.baseline_label} on {world.name}",
         # What the job is about (its world, its baseline) is the evaluation's: Evaluation.job,
         # set by evaluation_start in this transaction, before the task can be queued.
         started_by=evaluation.started_by,
@@ -113,9 +125,17 @@ def evaluation_start(
     purpose: str = Evaluation.Purpose.EVALUATE,
 ) -> Evaluation:
     """Put `candidate` against `baseline` on the world's held-out calls: a job on the CPU
-    pool, followed live on the jobs websocket. A released version cannot be evaluated."""
-    checkpoint = purpose == Evaluation.Purpose.CHECKPOINT
-    _start_check(candidate=candidate, baseline=baseline, seed=seed, checkpoint=checkpoint)
+    pool, followed live on the jobs websocket. A released version cannot be evaluated. For
+    the against-base checkpoint `baseline` is `candidate` itself (its base answers there)."""
+    against_base = purpose == Evaluation.Purpose.AGAINST_BASE
+    checkpoint = purpose == Evaluation.Purpose.CHECKPOINT or against_base
+    _start_check(
+        candidate=candidate,
+        baseline=baseline,
+        seed=seed,
+        checkpoint=checkpoint,
+        against_base=against_base,
+    )
     if candidate.world_id != world.pk:
         raise EvaluationError(
             f"{candidate.label} is {candidate.world.name}'s: evaluate it on {candidate.world.name}."
@@ -188,12 +208,19 @@ def evaluation_checkpoint_start(*, version: PolicyVersion, started_by=None):
 
 def evaluation_job_finish(*, job, result: Any) -> None:
     """The dashboard's finish of an evaluation job (the evaluate kind's): the worker stored the
-    results already; this only makes sure the evaluation says done. Idempotent."""
+    results already; this only makes sure the evaluation says done, and that an against-base
+    checkpoint's mark is on its version. Idempotent."""
+    from evaluation.against_base import against_base_mark
+
     Evaluation.objects.filter(job=job, state__in=Evaluation.OPEN_STATES).update(
         state=Evaluation.State.DONE,
         summary=result if isinstance(result, dict) else {},
         finished_at=timezone.now(),
     )
+    for evaluation in Evaluation.objects.filter(
+        job=job, purpose=Evaluation.Purpose.AGAINST_BASE, state=Evaluation.State.DONE
+    ).select_related("candidate", "baseline", "world"):
+        against_base_mark(evaluation)
 
 
 def dpo_benchmark_of(version: PolicyVersion) -> PolicyVersion | None:
@@ -227,15 +254,44 @@ def evaluation_checkpoint_against_dpo_start(*, version: PolicyVersion, started_b
     return evaluation.job
 
 
+WORDING_ALGORITHMS = (DPO, RLHF)
+
+
+def evaluation_checkpoint_against_base_start(*, version: PolicyVersion, started_by=None):
+    """A trained wording version against its own base untrained (the same base with no
+    adapter, the same conversation and decoding), on the same held-out calls as its parent
+    checkpoint and by the same world's judge: the measure nothing that trained it scored.
+    Returns the job; None for a version that is not wording (a move strategy has no base)."""
+    if version.algorithm not in WORDING_ALGORITHMS:
+        return None
+    if not version.is_trained:
+        raise EvaluationError(
+            f"{version.label} runs on {version.get_provider_display()}, not its own trained "
+            "weights: there is no base under it to compare with."
+        )
+    if not version.base_model:
+        raise EvaluationError(f"{version.label} names no base to be compared with.")
+    evaluation = evaluation_start(
+        world=_checkpoint_world(version),
+        candidate=version,
+        baseline=version,
+        started_by=started_by,
+        purpose=Evaluation.Purpose.AGAINST_BASE,
+    )
+    return evaluation.job
+
+
 def version_checkpoint(job, version: PolicyVersion) -> None:
-    """Checkpoint a new version against its parent on the held-out calls, and an RLHF version
-    also against the DPO version of the same picks: evaluation listens for every version a job
-    produced (levers9.jobs.kinds). A checkpoint that cannot start (no parent, a released
-    parent, ...) never fails the finish: the job says so."""
+    """Checkpoint a new version against its parent on the held-out calls, a wording version
+    also against its own base untrained, and an RLHF version also against the DPO version of
+    the same picks: evaluation listens for every version a job produced (levers9.jobs.kinds).
+    A checkpoint that cannot start (no parent, a released parent, ...) never fails the
+    finish: the job says so."""
     from levers9.jobs.services import job_note
 
     for start, what in (
         (evaluation_checkpoint_start, "No checkpoint"),
+        (evaluation_checkpoint_against_base_start, "No checkpoint against its base untrained"),
         (evaluation_checkpoint_against_dpo_start, "No checkpoint against DPO"),
     ):
         try:

@@ -1,7 +1,8 @@
 """An evaluation's summary: every figure computed once from its stored answers and kept (the
 win rate with its bootstrap interval, mean reward and radar per version, how often each beat
-the yardstick, each call's means), the regressions beyond the judge's noise as the pages, the
-API and the admin read them, and what the radar chart draws.
+the yardstick, what each side's replies look like, each call's means), the regressions beyond
+the judge's noise as the pages, the API and the admin read them, and what the radar chart
+draws.
 
 Workspace schema: every row read here lives in the tenant's schema.
 """
@@ -15,6 +16,7 @@ from arena.judge.world_dimensions import world_dimensions
 from arena.models import Judgement
 from evaluation import scoring
 from evaluation.models import Evaluation, EvaluationAnswer, EvaluationCallSet, HeldOutMoment
+from evaluation.reply_habits import evaluation_reply_habits
 from policies.models import PolicyVersion
 from trainers.judge.rubric import Dimension
 
@@ -268,6 +270,14 @@ def evaluation_summary_compute(evaluation: Evaluation) -> dict[str, Any]:
     win_figures = _win_figures(outcomes_by_call, seed=evaluation.seed)
     if scoring.comparison_incomplete(win_figures["compared"], len(held)):
         win_figures["verdict"] = scoring.INCOMPLETE
+    sides = {side: _side_figures(side, getattr(evaluation, side), **side_inputs) for side in SIDES}
+    # Beside the judge's totals, what the replies look like (the guard's caps, length,
+    # repetition): a win that is only one of those shows (evaluation.reply_habits).
+    for side, habits in evaluation_reply_habits(evaluation).items():
+        sides[side]["replies"] = habits
+    if evaluation.against_base:
+        sides["baseline"]["label"] = evaluation.baseline_label
+        sides["baseline"]["untrained_base"] = evaluation.candidate.base_model
     return {
         "kind": call_set.kind,
         "judge_model": evaluation.judge_model,
@@ -275,8 +285,8 @@ def evaluation_summary_compute(evaluation: Evaluation) -> dict[str, Any]:
         "calls": len(per_call),
         "moments": len(held),
         **win_figures,
-        "candidate": _side_figures("candidate", evaluation.candidate, **side_inputs),
-        "baseline": _side_figures("baseline", evaluation.baseline, **side_inputs),
+        "candidate": sides["candidate"],
+        "baseline": sides["baseline"],
         "yardstick": _side_figures("yardstick", None, **side_inputs),
         "dimensions": dimension_rows(rubric),
         "per_call": per_call,

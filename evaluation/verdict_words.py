@@ -195,6 +195,8 @@ def _latest_as_candidate() -> dict[int, Evaluation]:
     latest: dict[int, Evaluation] = {}
     for evaluation in (
         Evaluation.objects.filter(state=Evaluation.State.DONE)
+        # Against its own base is shown apart (the version's record keeps it).
+        .exclude(purpose=Evaluation.Purpose.AGAINST_BASE)
         .select_related("candidate", "baseline", "world")
         .order_by("finished_at", "id")
     ):

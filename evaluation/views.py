@@ -13,6 +13,7 @@ from django.utils.http import urlencode
 
 from arena.models import World
 from arena.selectors import world_in_view
+from evaluation.against_base import against_base_outcome
 from evaluation.episodes import evaluation_episode
 from evaluation.errors import EvaluationError
 from evaluation.estimates import evaluation_estimate
@@ -46,13 +47,15 @@ def _results_context(evaluation: Evaluation | None) -> dict:
         "verdict_words": verdict_explained(
             evaluation.summary,
             candidate=evaluation.candidate.label,
-            baseline=evaluation.baseline.label,
+            baseline=evaluation.baseline_label,
         ),
         "regressions": regressions_rows(evaluation, regressions),
         # The judge's noise the regressions are beyond, and every call's row with its own.
         "regression_noise": regression_noise_words(regressions["noise"]),
         "per_call": regressions["per_call"],
         "radar": evaluation_chart_data(evaluation),
+        # Against its own base: the reasons it did not learn and the notes beside its win rate.
+        "against_base": against_base_outcome(evaluation) if evaluation.against_base else None,
     }
 
 

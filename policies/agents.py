@@ -11,6 +11,7 @@ while that endpoint serves. A released version answers nothing and is never aske
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from levers9.providers import (
 )
 from policies.models import Endpoint, PolicyVersion, ReplyAuthor
 from policies.services import replies_written
+from policies.untrained_base import UntrainedBase
 from trainers.moves.offline_outcome import outcome_choose_move
 from trainers.moves.simulator import Persona
 
@@ -135,6 +137,89 @@ def _recorded_reply(version: PolicyVersion, moment: Moment) -> AgentReply:
     return AgentReply(text=found.text, move=found.move)
 
 
+def untrained_base_target(version: PolicyVersion, endpoint: Endpoint) -> ModelTarget:
+    """Where a trained wording version's base answers with no adapter: the path
+    `trained_target` takes, less the adapter. An endpoint that serves an adapter serves its base
+    too (in-process: the same weights folder; vLLM: the base under "<name>-base"). One that
+    serves merged weights has no base inside: the base is read in-process from its folder
+    (trainers.bases), on a CPU endpoint only — a GPU base does not fit beside the dashboard."""
+    if endpoint.kind == Endpoint.Kind.TRANSFORMERS and version.lora_adapter:
+        return dataclasses.replace(trained_target(version, endpoint), lora_adapter="")
+    if endpoint.kind != Endpoint.Kind.TRANSFORMERS and version.lora_adapter:
+        return ModelTarget(
+            "vllm", model=f"{endpoint.served_model}-base", base_url=endpoint.url, trusted=True
+        )
+    if endpoint.kind == Endpoint.Kind.VLLM:
+        raise VersionCannotAnswer(
+            f"{version.label} is served as merged weights on GPUs: its base untrained "
+            f"({version.base_model}) is not served beside it."
+        )
+    from trainers.bases import BaseNotFoundError, resolve_base
+
+    if not version.base_model:
+        raise VersionCannotAnswer(f"{version.label} names no base to answer untrained.")
+    try:
+        folder = resolve_base(version.base_model, models_dir=settings.MODELS_DIR)
+    except (BaseNotFoundError, ValueError) as error:
+        raise VersionCannotAnswer(f"{version.label}'s base untrained: {error}") from error
+    return ModelTarget("transformers", model=str(folder), lora_adapter="")
+
+
+def untrained_base_reply(base: UntrainedBase, moment: Moment) -> AgentReply:
+    """What a trained version's base says at `moment` with no adapter: asked while the
+    version answers, with the same conversation and decoding as `version_reply`."""
+    version = base.version
+    version.status = (
+        PolicyVersion.objects.filter(pk=version.pk).values_list("status", flat=True).first()
+    )
+    if not version.can_answer or not version.is_trained:
+        raise VersionCannotAnswer(
+            f"{base.label} answers only beside a trained version that answers; "
+            f"{version.label} does not."
+        )
+    endpoint = version.endpoints.filter(state=Endpoint.State.SERVING).first()
+    if endpoint is None:
+        raise VersionCannotAnswer(f"{version.label} has no serving endpoint.")
+    target = untrained_base_target(version, endpoint)
+    provider = provider_for(target, limits=CallLimits.from_environment())
+    # The base's calls are not the endpoint's: its latency and errors stay off the version.
+    return _model_reply(base.label, provider, None, moment)
+
+
+def agent_reply(author: PolicyVersion | UntrainedBase, moment: Moment) -> AgentReply:
+    """A version's reply, or its untrained base's (evaluation asks both through this)."""
+    if isinstance(author, UntrainedBase):
+        return untrained_base_reply(author, moment)
+    return version_reply(author, moment)
+
+
+def _model_reply(
+    label: str, provider: Provider, endpoint: Endpoint | None, moment: Moment
+) -> AgentReply:
+    """A model's reply at `moment`: the world's conversation, the agent's token budget,
+    greedy as every provider decodes; each call recorded on the endpoint, if any."""
+    usable, reason = provider.available()
+    if not usable:
+        raise VersionCannotAnswer(f"{label} cannot answer here: {reason}.")
+    started = time.monotonic()
+    try:
+        text = provider.reply(moment_messages(moment), max_tokens=AGENT_MAX_TOKENS)
+    except ProviderError as error:
+        if endpoint is not None:
+            from policies.endpoints import endpoint_record_call
+
+            endpoint_record_call(endpoint_id=endpoint.pk, latency_ms=None)
+        raise VersionDidNotAnswer(f"{label}: {error}") from error
+    if endpoint is not None:
+        from policies.endpoints import endpoint_record_call
+
+        endpoint_record_call(
+            endpoint_id=endpoint.pk, latency_ms=(time.monotonic() - started) * 1000
+        )
+    # A model's words carry no labelled move: the move is what a reviewer or classifier says.
+    return AgentReply(text=text, move="")
+
+
 def version_reply(version: PolicyVersion, moment: Moment) -> AgentReply:
     """What `version` says at `moment`, or VersionCannotAnswer."""
     if version.provider != PolicyVersion.Provider.SIMULATOR:
@@ -158,26 +243,7 @@ def version_reply(version: PolicyVersion, moment: Moment) -> AgentReply:
             persona=persona,
         )
         return AgentReply(text=text, move=move)
-    usable, reason = provider.available()
-    if not usable:
-        raise VersionCannotAnswer(f"{version.label} cannot answer here: {reason}.")
-    started = time.monotonic()
-    try:
-        text = provider.reply(moment_messages(moment), max_tokens=AGENT_MAX_TOKENS)
-    except ProviderError as error:
-        if endpoint is not None:
-            from policies.endpoints import endpoint_record_call
-
-            endpoint_record_call(endpoint_id=endpoint.pk, latency_ms=None)
-        raise VersionDidNotAnswer(f"{version.label}: {error}") from error
-    if endpoint is not None:
-        from policies.endpoints import endpoint_record_call
-
-        endpoint_record_call(
-            endpoint_id=endpoint.pk, latency_ms=(time.monotonic() - started) * 1000
-        )
-    # A model's words carry no labelled move: the move is what a reviewer or classifier says.
-    return AgentReply(text=text, move="")
+    return _model_reply(version.label, provider, endpoint, moment)
 
 
 class RegistryAgents:
@@ -207,9 +273,12 @@ class RegistryAgents:
     def replies_written(self, written: Sequence[tuple[Reply, PolicyVersion]]) -> None:
         replies_written(written)
 
-    def reply_authors(self, reply_ids: Sequence[int]) -> dict[int, PolicyVersion]:
+    def reply_authors(self, reply_ids: Sequence[int]) -> dict[int, PolicyVersion | UntrainedBase]:
+        # A base's reply is named after the base, never the version trained on it.
         return {
-            author.reply_id: author.version
+            author.reply_id: UntrainedBase(author.version)
+            if author.untrained_base
+            else author.version
             for author in ReplyAuthor.objects.filter(reply_id__in=reply_ids).select_related(
                 "version"
             )

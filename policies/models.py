@@ -329,6 +329,11 @@ class ReplyAuthor(models.Model):
     version = models.ForeignKey(
         PolicyVersion, on_delete=models.CASCADE, related_name="replies_written"
     )
+    # True where `version`'s base wrote it with the adapter left off (the against-base
+    # checkpoint's baseline side): kept under the version whose base it is, never as its words.
+    untrained_base = models.BooleanField(default=False)
 
     def __str__(self) -> str:
+        if self.untrained_base:
+            return f"reply {self.reply_id} by the untrained base of {self.version_id}"
         return f"reply {self.reply_id} by {self.version_id}"

@@ -16,7 +16,8 @@ from arena.models import DEFAULT_JUDGE, JudgeConnection, Reply, World
 from levers9.providers import SIMULATOR
 from policies.errors import PolicyBadRequest, PolicyConflict
 from policies.models import PolicyVersion, ReplyAuthor
-from trainers.results import VersionRecord, learned_record
+from policies.untrained_base import UntrainedBase
+from trainers.results import VersionRecord, WordingResult, learned_record
 
 BASELINE_NAME = "baseline"
 # Every world reads it, so it names no world's business (policies.agents says how v1 answers).
@@ -197,8 +198,38 @@ def version_runs_on_set(
     return version
 
 
-def replies_written(written: Sequence[tuple[Reply, PolicyVersion]]) -> None:
-    """Keep which version wrote each saved reply (a Duel candidate, an evaluation's answer)."""
+def replies_written(written: Sequence[tuple[Reply, PolicyVersion | UntrainedBase]]) -> None:
+    """Keep which version wrote each saved reply (a Duel candidate, an evaluation's answer);
+    a reply of a version's untrained base is kept as its base's, not as the version's."""
     ReplyAuthor.objects.bulk_create(
-        ReplyAuthor(reply=reply, version=version) for reply, version in written
+        ReplyAuthor(reply=reply, version=author.version, untrained_base=True)
+        if isinstance(author, UntrainedBase)
+        else ReplyAuthor(reply=reply, version=author)
+        for reply, author in written
     )
+
+
+def version_against_base_record(*, version: PolicyVersion, against_base: dict[str, Any]) -> bool:
+    """Write a wording version's measure against its own base untrained into its record, and
+    its reasons (`against_base["reasons"]`: no better than the base, capped more often) into
+    its did_not_learn, replacing those an earlier such measure wrote. Once per evaluation: a
+    redelivered finish, or an older evaluation's finish arriving late, writes nothing. Returns
+    whether it wrote."""
+    from django.db import transaction
+
+    with transaction.atomic():
+        version = PolicyVersion.objects.select_for_update().get(pk=version.pk)
+        record = version.learned
+        if not isinstance(record, WordingResult):
+            return False
+        earlier = record.against_base or {}
+        if (earlier.get("evaluation") or 0) >= against_base["evaluation"]:
+            return False
+        stale = set(earlier.get("reasons") or [])
+        reasons = [reason for reason in record.did_not_learn or [] if reason not in stale]
+        reasons += [reason for reason in against_base.get("reasons") or [] if reason not in reasons]
+        version.learned_set(
+            record.with_changes(against_base=dict(against_base), did_not_learn=reasons)
+        )
+        version.save(update_fields=["learned_from"])
+    return True

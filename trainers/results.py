@@ -174,6 +174,11 @@ class WordingResult(VersionRecord):
     outcome_examples: dict[str, int] | None = None
     # Scalars and their bootstrap intervals (`x_ci`): the curves stay in the job's result.
     metrics: dict[str, Any] = field(default_factory=dict)
+    # The version against its own base untrained (no adapter), scored by the world's judge on
+    # the held-out calls (evaluation.against_base writes it once that checkpoint is done):
+    # {"evaluation", "win_rate", "interval", "calls", "moments", "judge", "verdict", ...}.
+    # Added without a schema bump: absent on older rows, it means "not measured yet".
+    against_base: dict[str, Any] | None = None
 
     @property
     def pairs_total(self) -> int | None:
