@@ -25,7 +25,7 @@ class EvaluationAdmin(RoleAdminMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "candidate",
-        "baseline",
+        "baseline_shown",
         "world",
         "purpose",
         "state",
@@ -46,6 +46,11 @@ class EvaluationAdmin(RoleAdminMixin, admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False  # what an evaluation found is not edited
+
+    @admin.display(description="Baseline", ordering="baseline")
+    def baseline_shown(self, evaluation: Evaluation) -> str:
+        # Against its base, the baseline side is the candidate's base untrained, not a version.
+        return evaluation.baseline_label
 
     @admin.display(description="Judge's win rate")
     def win_rate_shown(self, evaluation: Evaluation) -> str:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view, permission_classes
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from arena.models import World
+from evaluation.against_base import against_base_outcome
 from evaluation.episodes import evaluation_episode
 from evaluation.errors import EvaluationError
 from evaluation.lens import LENS_BANDS, world_score_vs_outcome
@@ -30,6 +31,7 @@ from evaluation.services import evaluation_start
 from evaluation.summary import evaluation_regressions
 from evaluation.verdicts import judge_agreement_shown
 from levers9.roles import MANAGER, REVIEWER, HasRole
+from policies.api import AgainstBaseSerializer
 from policies.models import PolicyVersion
 from trainers.judge.standing import MIN_HELD_OUT_ITEMS
 
@@ -70,6 +72,11 @@ class EvaluationSerializer(serializers.ModelSerializer):
         'held-out calls" (those whose interval lies above chance); "" for the simulator\'s '
         "verdict and where there is none"
     )
+    against_base = serializers.SerializerMethodField(
+        help_text="For a checkpoint against the candidate's own base untrained (purpose "
+        '"against_base"), once done: what its version\'s record keeps of it, with the reasons '
+        "it added to did_not_learn and the notes shown beside the win rate; else null"
+    )
     verdict_not_counted = serializers.SerializerMethodField(
         help_text="The judge's other figures, which did not license it: \"its pair accuracy is "
         'too few to measure (n = 5)"; "" when none'
@@ -106,6 +113,12 @@ class EvaluationSerializer(serializers.ModelSerializer):
 
     def get_verdict_not_counted(self, evaluation: Evaluation) -> str:
         return evaluation.verdict_decided.not_counted
+
+    @extend_schema_field(AgainstBaseSerializer(allow_null=True))
+    def get_against_base(self, evaluation: Evaluation) -> dict | None:
+        if not evaluation.against_base or evaluation.state != Evaluation.State.DONE:
+            return None
+        return against_base_outcome(evaluation)
 
     def to_representation(self, evaluation: Evaluation) -> dict:
         data = super().to_representation(evaluation)
@@ -149,6 +162,7 @@ class EvaluationSerializer(serializers.ModelSerializer):
             "no_verdict",
             "verdict_licensed_by",
             "verdict_not_counted",
+            "against_base",
             "summary",
             "error",
             "created_at",

@@ -152,7 +152,7 @@ class Evaluation(models.Model):
         indexes = [models.Index(fields=["world", "state"])]
 
     def __str__(self) -> str:
-        return f"evaluation {self.pk}: {self.candidate} vs {self.baseline}"
+        return f"evaluation {self.pk}: {self.candidate} vs {self.baseline_label}"
 
     @property
     def against_base(self) -> bool:

@@ -99,6 +99,56 @@ class EndpointSerializer(serializers.ModelSerializer):
         ]
 
 
+class ReplyHabitsSerializer(serializers.Serializer):
+    replies = serializers.IntegerField(help_text="Judged replies")
+    capped = serializers.IntegerField(help_text="How many the on-topic guard capped")
+    capped_share = serializers.FloatField(allow_null=True)
+    mean_words = serializers.FloatField(allow_null=True, help_text="Mean length in words")
+    repeating = serializers.IntegerField(
+        help_text="How many repeat a word 3-gram within the same reply"
+    )
+    repeat_share = serializers.FloatField(allow_null=True)
+
+
+class AgainstBaseRepliesSerializer(serializers.Serializer):
+    version = ReplyHabitsSerializer()
+    base = ReplyHabitsSerializer()
+
+
+class AgainstBaseSerializer(serializers.Serializer):
+    evaluation = serializers.IntegerField(help_text="The against-base checkpoint's id")
+    base = serializers.CharField(help_text="The base, answering with no adapter")
+    win_rate = serializers.FloatField(
+        allow_null=True, help_text="The world's judge's win rate of the version over its base"
+    )
+    interval = serializers.ListField(
+        child=serializers.FloatField(),
+        allow_null=True,
+        help_text="Its 95% bootstrap interval, resampling held-out calls",
+    )
+    calls = serializers.IntegerField(allow_null=True, help_text="Held-out calls")
+    moments = serializers.IntegerField(allow_null=True, help_text="Held-out moments")
+    compared = serializers.IntegerField(allow_null=True, help_text="Moments both answered")
+    judge = serializers.CharField(help_text="The world's judge that scored both")
+    verdict = serializers.CharField(
+        help_text='"won", "lost", "even", "incomplete" or "no_verdict" (evaluation.verdicts)'
+    )
+    beats_base = serializers.BooleanField(
+        help_text="true only where the interval lies wholly above 0.5, from a judge measured "
+        "above chance"
+    )
+    replies = AgainstBaseRepliesSerializer(
+        help_text="Each side's capped share, length and repeat rate"
+    )
+    reasons = serializers.ListField(
+        child=serializers.CharField(), help_text="What it added to did_not_learn"
+    )
+    notes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Shown beside the win rate: much longer or more repetitive than the base",
+    )
+
+
 class PolicyVersionSerializer(serializers.ModelSerializer):
     pack = serializers.SlugRelatedField(
         source="world",
@@ -118,6 +168,11 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
     )
     lineage = serializers.SerializerMethodField(help_text="Labels from this version to v1.")
     endpoint = serializers.SerializerMethodField()
+    against_base = serializers.SerializerMethodField(
+        help_text="A wording version against its own base untrained (no adapter) on the "
+        "world's held-out calls, scored by the world's judge with the on-topic guard on; null "
+        "before that checkpoint is done and for versions with no base."
+    )
 
     class Meta:
         model = PolicyVersion
@@ -139,6 +194,7 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
             "status",
             "can_answer",
             "did_not_learn",
+            "against_base",
             "endpoint",
             "created_at",
         ]
@@ -146,6 +202,10 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
     def get_lineage(self, version: PolicyVersion) -> list[str]:
         known = self.context.get("versions_by_id")
         return [ancestor.label for ancestor in version_lineage(version, known=known)]
+
+    @extend_schema_field(AgainstBaseSerializer(allow_null=True))
+    def get_against_base(self, version: PolicyVersion) -> dict | None:
+        return getattr(version.learned, "against_base", None)
 
     @extend_schema_field(EndpointSerializer(allow_null=True))
     def get_endpoint(self, version: PolicyVersion) -> dict | None:

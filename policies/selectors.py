@@ -156,6 +156,12 @@ class VersionRow:
         return learned_facts(self.version.learned)
 
     @property
+    def against_base(self) -> str:
+        """A wording version against its own base untrained, in one line ("" before it was
+        measured, or for a version with no base)."""
+        return against_base_words(getattr(self.version.learned, "against_base", None))
+
+    @property
     def summary(self) -> str:
         return learned_summary(
             self.version, trained_seconds=self.trained_seconds, answers=self.answers
@@ -189,6 +195,7 @@ _FACT_ORDER = (
 # Shown elsewhere on the row (the weights under "Runs on") or too long to read in a cell.
 _FACT_SKIP = {
     "did_not_learn",
+    "against_base",
     "merged_weights",
     "reward_adapter",
     "returns",
@@ -197,6 +204,23 @@ _FACT_SKIP = {
     "gpu",
     "curve",
 }
+
+
+def against_base_words(against: dict[str, Any] | None) -> str:
+    """ "Against its base untrained (smollm2-135m-instruct, no adapter): preferred 0.62 [0.55,
+    0.70] of the time on 40 held-out calls by <judge>, beyond its interval; its replies are
+    2.3× the base's length (…)." — the record's against_base as the Policies page says it
+    ("" when not measured)."""
+    if not against or against.get("win_rate") is None:
+        return ""
+    words = (
+        f"Against its base untrained ({against.get('base')}, no adapter): preferred "
+        f"{_figure('', against['win_rate'], against.get('interval')).strip()} of the time on "
+        f"{against.get('calls')} held-out calls by {against.get('judge') or 'the judge'}, "
+        + ("beyond its interval" if against.get("beats_base") else "not beyond its interval")
+    )
+    notes = [str(note) for note in against.get("notes") or []]
+    return words + "".join(f"; {note}" for note in notes) + "."
 
 
 def _interval(bounds: Any) -> str:

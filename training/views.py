@@ -159,9 +159,14 @@ def _how_each_method_learns() -> dict:
                 "base_held_out_accuracy": metrics.get("base_held_out_accuracy"),
                 "policy_gain_over_base_ci": metrics.get("policy_gain_over_base_ci"),
                 "policy_unchanged": _includes_zero(metrics.get("policy_gain_over_base_ci")),
-                "did_not_learn": metrics.get("did_not_learn") or [],
+                # The version's own marks (its trainer's, and against its base untrained).
+                "did_not_learn": produced.did_not_learn
+                if produced is not None
+                else metrics.get("did_not_learn") or [],
                 "version": produced,
                 "checkpoint": _checkpoint_of(produced),
+                # The independent measure: it against its base untrained, by the world's judge.
+                "against_base": _against_base_of(produced),
             }
     rlhf = latest.get(RLHF)
     if rlhf and rlhf["version"] is not None:
@@ -172,6 +177,14 @@ def _how_each_method_learns() -> dict:
         )
         rlhf["dpo_benchmark"] = benchmark
     return latest
+
+
+def _against_base_of(version) -> dict | None:
+    """What the version's record keeps of its checkpoint against its own base untrained
+    (evaluation writes it once that checkpoint is done); None before or for no version."""
+    if version is None:
+        return None
+    return getattr(version.learned, "against_base", None)
 
 
 def _includes_zero(bounds) -> bool:

@@ -196,7 +196,8 @@ def test_a_version_that_moved_nothing_is_marked_did_not_learn_once(
     assert evaluation.state == Evaluation.State.DONE
     assert {"base", "trained"} <= set(asked)
     summary = evaluation.summary
-    assert summary["win_rate"] == 0.5 and summary["ties"] == summary["compared"] > 0
+    assert summary["win_rate"] == 0.5
+    assert summary["ties"] == summary["compared"] > 0
     assert "simulator" not in summary  # the same moves on both sides: the judge decides
 
     trained.refresh_from_db()
@@ -235,7 +236,8 @@ def test_a_version_that_beats_its_base_carries_no_reason(
     against = trained.learned.against_base
     assert (against["verdict"], against["beats_base"]) == ("won", True)
     assert against["interval"][0] > 0.5
-    assert against["reasons"] == [] and against["notes"] == []
+    assert against["reasons"] == []
+    assert against["notes"] == []
     assert trained.did_not_learn == []
 
 
@@ -248,7 +250,8 @@ def test_a_judge_with_no_verdict_leaves_the_version_unproven(
     trained.refresh_from_db()
     (reason,) = trained.did_not_learn
     assert reason.startswith(f"Against its base untrained ({BASE}, no adapter)")
-    assert "no verdict" in reason and reason.endswith("not shown to beat its base.")
+    assert "no verdict" in reason
+    assert reason.endswith("not shown to beat its base.")
 
 
 def test_a_length_only_improvement_is_shown_as_such(
