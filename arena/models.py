@@ -241,6 +241,10 @@ class Moment(models.Model):
     # For synthetic moments: a hash of scenario, state and dialogue, so generating more
     # pairs never makes the same simulated moment twice.
     digest = models.CharField(max_length=40, blank=True, db_index=True)
+    # An imported pair Evaluate replays (arena.held_out): never learned from. On the moment,
+    # not the pick: the moment is what the call set replays, and whatever else is said there
+    # (another pick, an override of the judge) is held out with it.
+    held_out = models.BooleanField(default=False, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

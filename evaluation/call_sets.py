@@ -5,7 +5,9 @@ on the same calls and two evaluations can be compared.
 With real calls in the world those are forty real calls, replayed at their first four agent
 turns, the real agent's reply at each the yardstick. Without real calls they are scripted
 customers on fixed seeds: a reference call per scenario and seed, played by the scripted
-agent, whose first four agent turns are the moments.
+agent, whose first four agent turns are the moments. With neither, but imported preference
+pairs, they are the pairs the world holds out (arena.held_out): each is a call of one moment,
+the reviewers' chosen reply its yardstick, and the summary's bootstrap by call resamples pairs.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from django.db import connection, transaction
 
 from arena.held_out import (
     HELD_OUT_CALLS,
+    HELD_OUT_PAIRS,
     TURNS_PER_CALL,
     held_out_calls_ensure,
+    held_out_pair_moment_ids,
+    held_out_pairs_ensure,
     real_calls_choose,
 )
 from arena.models import Call, Moment, Reply, Scenario, World
@@ -169,17 +174,45 @@ def _scripted_set_fill(call_set: EvaluationCallSet) -> None:
         )
 
 
+# --- held-out preference pairs -----------------------------------------------------------------
+
+
+def _pairs_set_fill(call_set: EvaluationCallSet) -> None:
+    """One call per held-out pair, in their replay order: its moment, where both versions
+    answer, and the reply the reviewer chose there as the yardstick."""
+    held = held_out_pairs_ensure(world=call_set.world)
+    held_calls = HeldOutCall.objects.bulk_create(
+        HeldOutCall(call_set=call_set, position=position) for position in range(1, len(held) + 1)
+    )
+    HeldOutMoment.objects.bulk_create(
+        HeldOutMoment(
+            held_out_call=held_call, number=1, moment=pick.pair.moment, yardstick=pick.chosen_reply
+        )
+        for held_call, pick in zip(held_calls, held, strict=True)
+    )
+
+
 # --- the set --------------------------------------------------------------------------------
 
 
-def _call_set_kind(world: World) -> str:
-    """Real calls where the world has them, else its scripted customers."""
+def call_set_kind(world: World) -> str:
+    """Which calls the world's evaluations replay: real calls where the world has them, else
+    its scripted customers, else its held-out imported pairs; EvaluationError saying why when
+    it has none of them. A read."""
     if world.calls.exists():
         return EvaluationCallSet.Kind.REAL
     if world.scenarios.exists():
         return EvaluationCallSet.Kind.SCRIPTED
+    if held_out_pair_moment_ids(world=world):
+        return EvaluationCallSet.Kind.PAIRS
+    if Moment.objects.filter(world=world, kind=Moment.Kind.IMPORTED).exists():
+        raise EvaluationError(
+            f"{world.name} holds too few imported preference pairs to spare any for evaluation: "
+            f"it holds {HELD_OUT_PAIRS} back once it has {2 * HELD_OUT_PAIRS}."
+        )
     raise EvaluationError(
-        f"{world.name} has neither real calls nor scripted customers to evaluate on."
+        f"{world.name} has neither real calls, scripted customers nor held-out preference "
+        "pairs to evaluate on."
     )
 
 
@@ -193,12 +226,16 @@ def call_set_ensure(*, world: World) -> EvaluationCallSet:
         existing = EvaluationCallSet.objects.filter(world=world).first()
         if existing is not None:
             return existing
-        kind = _call_set_kind(world)
+        kind = call_set_kind(world)
         call_set = EvaluationCallSet.objects.create(
-            world=world, kind=kind, turns_per_call=TURNS_PER_CALL
+            world=world,
+            kind=kind,
+            turns_per_call=1 if kind == EvaluationCallSet.Kind.PAIRS else TURNS_PER_CALL,
         )
-        if kind == EvaluationCallSet.Kind.REAL:
-            _real_set_fill(call_set)
-        else:
-            _scripted_set_fill(call_set)
+        fill = {
+            EvaluationCallSet.Kind.REAL: _real_set_fill,
+            EvaluationCallSet.Kind.SCRIPTED: _scripted_set_fill,
+            EvaluationCallSet.Kind.PAIRS: _pairs_set_fill,
+        }[kind]
+        fill(call_set)
         return call_set

@@ -23,6 +23,9 @@ class EvaluationCallSet(models.Model):
     class Kind(models.TextChoices):
         REAL = "real", "Real calls, replayed"
         SCRIPTED = "scripted", "Scripted customers on fixed seeds"
+        # A world whose picks are imported preference pairs, with no calls or customers: the
+        # pairs it holds out (arena.held_out), each one moment, the chosen reply the yardstick.
+        PAIRS = "pairs", "Held-out preference pairs"
 
     world = models.OneToOneField(
         "arena.World", on_delete=models.CASCADE, related_name="evaluation_call_set"
@@ -40,7 +43,9 @@ class EvaluationCallSet(models.Model):
     @property
     def yardstick_label(self) -> str:
         """Who spoke at each held-out moment in the recorded (or reference) call."""
-        return "real agent" if self.kind == self.Kind.REAL else "scripted agent"
+        return {self.Kind.REAL: "real agent", self.Kind.PAIRS: "chosen reply"}.get(
+            self.kind, "scripted agent"
+        )
 
 
 class HeldOutCall(models.Model):
@@ -73,6 +78,8 @@ class HeldOutCall(models.Model):
     def label(self) -> str:
         if self.call_id:
             return f"call {self.call.external_id}"
+        if not self.scenario_id and self.seed is None:
+            return f"held-out pair {self.position}"  # an imported pair: one moment, no call
         return f"{self.scenario.name if self.scenario_id else 'scenario'}, seed {self.seed}"
 
 

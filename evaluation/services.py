@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from arena.models import World
-from evaluation.call_sets import call_set_ensure
+from evaluation.call_sets import call_set_ensure, call_set_kind
 from evaluation.errors import EvaluationError
 from evaluation.estimates import evaluation_estimate
 from evaluation.models import Evaluation
@@ -181,10 +181,7 @@ def evaluation_start(
 def _checkpoint_world(version: PolicyVersion) -> World:
     """Where a new version is checkpointed: its own world (a version answers there only)."""
     world = version.world
-    if not (world.calls.exists() or world.scenarios.exists()):
-        raise EvaluationError(
-            f"{world.name} has no real calls or scripted customers to checkpoint on yet."
-        )
+    call_set_kind(world)  # EvaluationError: nothing to checkpoint on yet, and why
     return world
 
 

@@ -7,14 +7,13 @@ few pairs or a missing outcome world is refused on the card with the trainer's o
 from __future__ import annotations
 
 import os
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
 from arena import preference_format
-from arena.held_out import held_out_call_ids
+from arena.held_out import held_out_call_ids, held_out_pair_moment_ids
 from arena.models import Call, Moment, PreferenceVersion, World
 from arena.selectors import preference_pairs
 from levers9.jobs.models import Job
@@ -93,11 +92,39 @@ def _hold_out_groups(moment_ids: set[int]) -> dict[int, str]:
     }
 
 
+HELD_OUT = "held_out"
+"""The "skipped" key of the imported pairs Evaluate replays (arena.held_out)."""
+
+
+def _learnable_pairs(
+    frozen: list[preference_format.PreferencePair], world: World
+) -> tuple[list[preference_format.PreferencePair], dict[str, int]]:
+    """The frozen picks a trainer learns from, and how many of each other kind it skips.
+
+    DPO's loss and the Bradley-Terry reward model's need a chosen and a rejected reply: a tie
+    or a both-bad pick says neither, so both are left out. The version itself keeps every pick
+    (it is what the reviewers picked), but the imported pairs the world holds out are what a
+    checkpoint replays in a world of pairs only: no trainer reads them either."""
+    held_out = held_out_pair_moment_ids(world=world)
+    skipped = {kind: 0 for kind in preference_format.KINDS if kind != preference_format.PREFERENCE}
+    learnable, held = [], 0
+    for pair in frozen:
+        if pair.moment_id in held_out:
+            held += 1
+        elif pair.kind == preference_format.PREFERENCE:
+            learnable.append(pair)
+        else:
+            skipped[pair.kind] += 1
+    if held:  # a world without imported pairs says nothing of them
+        skipped[HELD_OUT] = held
+    return learnable, skipped
+
+
 def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[str, Any]:
     """The spec of a wording job: the preferences of the world's own preference version, each
-    trained on the messages that world's version is served (its system prompt). Ties and
-    both-bad picks are skipped (neither DPO nor the reward model has a loss for them) and
-    counted under "skipped"."""
+    trained on the messages that world's version is served (its system prompt). Ties,
+    both-bad picks and held-out imported pairs are skipped (`_learnable_pairs`) and counted
+    under "skipped"."""
     world = choice.preference_version.world
     frozen = list(preference_pairs(version=choice.preference_version))
     # A world's version holds its own picks only (arena.services.freeze); a file that says
@@ -108,16 +135,8 @@ def wording_spec_build(choice: WordingChoice, *, job_folder_hint: str) -> dict[s
             f"{choice.preference_version.label} of {world.name} holds picks of other worlds "
             f"({', '.join(strangers)}): it cannot be trained on."
         )
-    # DPO's loss and the Bradley-Terry reward model's need a chosen and a rejected reply: a
-    # tie or a both-bad pick says neither, so both are left out, and counted on the spec so
-    # the job says how many of the version's picks it did not learn from.
-    skipped = {kind: 0 for kind in preference_format.KINDS if kind != preference_format.PREFERENCE}
-    preferences = []
-    for pair in frozen:
-        if pair.kind == preference_format.PREFERENCE:
-            preferences.append(pair)
-        else:
-            skipped[pair.kind] += 1
+    # Counted on the spec, so the job says how many of the version's picks it did not learn from.
+    preferences, skipped = _learnable_pairs(frozen, world)
     groups = _hold_out_groups({pair.moment_id for pair in preferences})
     pairs = [
         {
@@ -259,13 +278,19 @@ def wording_choice_check(choice: WordingChoice) -> None:
     if not needed:
         return
     version = choice.preference_version
-    # Ties and both-bad picks are frozen but not learned from (wording_spec_build skips them),
-    # so they do not count toward the minimum.
-    kinds = Counter(pair.kind for pair in preference_pairs(version=version))
-    learnable = kinds[preference_format.PREFERENCE]
+    # Ties, both-bad picks and held-out pairs are frozen but not learned from (wording_spec_build
+    # skips them), so they do not count toward the minimum.
+    learnable_pairs, _skipped = _learnable_pairs(
+        list(preference_pairs(version=version)), version.world
+    )
+    learnable = len(learnable_pairs)
     if learnable < needed:
         skipped = version.row_count - learnable
-        also = f" ({skipped} ties or both-bad picks are not learned from)" if skipped else ""
+        also = (
+            f" ({skipped} ties, both-bad picks or held-out pairs are not learned from)"
+            if skipped
+            else ""
+        )
         raise WordingCardError(
             f"{METHODS[choice.method]} asks for {needed} frozen pairs with a preferred reply; "
             f"preference version v{version.number} has {learnable}{also}. "
@@ -276,9 +301,9 @@ def wording_choice_check(choice: WordingChoice) -> None:
 def _skipped_said(spec: dict[str, Any]) -> str:
     """What the job's title says of the picks it does not learn from ("" when none)."""
     skipped = spec.get("skipped") or {}
+    names = {preference_format.TIE: ("tie", "ties"), HELD_OUT: ("held out", "held out")}
     parts = [
-        f"{count} {'tie' if kind == preference_format.TIE else 'both bad'}"
-        + ("s" if kind == preference_format.TIE and count != 1 else "")
+        f"{count} {names.get(kind, ('both bad', 'both bad'))[count != 1]}"
         for kind, count in skipped.items()
         if count
     ]

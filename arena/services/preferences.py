@@ -6,7 +6,8 @@ One JSON object per line: {"id", "prompt": [{"role": "system"|"user"|"assistant"
 `prompt`, `user` is the customer and `assistant` the agent. The same rules as call import:
 every bad line named with its number, a file with any bad line imports nothing, the same ids
 again change nothing. Each pair becomes a moment, two replies, a closed Duel pair and one pick
-marked with its source: it freezes like any other pick, and the world's judge learns from it.
+marked with its source: it freezes like any other pick, and the world's judge learns from it —
+except the pairs the world holds out for Evaluate (arena.held_out), chosen once it has enough.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from django.db import transaction
 
 from arena import preference_format
+from arena.held_out import held_out_pairs_ensure
 from arena.judge.world_dimensions import world_dimension_names
 from arena.models import DuelPair, Moment, Pick, Reply, World
 from arena.services.calls import ImportProblem, import_text_decode, json_line_parse
@@ -224,6 +226,9 @@ def preferences_import(
         )
         report.created = len(new)
         report.ids = [record.id for record in new]
+        if new:
+            # Chosen once the world can spare them, before anything learns from the pairs.
+            held_out_pairs_ensure(world=world)
     return report
 
 
