@@ -7,9 +7,11 @@ trainers.reading.base_features.BaseReader).
 At the --turn-th agent turn of the first --calls calls of the charity's real chats
 (data/real-calls/persuasionforgood), the real agent's reply and each of two other lines (another
 business's question, and a generic line) are scored by how much the call so far raises the
-base's likelihood of the reply. The figure is the share of moments where the real reply scores
-higher, with a 95% bootstrap interval over calls; 0.5 is chance. It was a test of `make test`
-(186 s with the base's conversion and reading); it is a quality figure, so it lives here.
+base's likelihood of the reply; so is another call's real agent reply at the same turn (the
+world's own words, said in another conversation). The figure is the share of moments where the
+real reply scores higher, with a 95% bootstrap interval over calls; 0.5 is chance. It was a
+test of `make test` (186 s with the base's conversion and reading); it is a quality figure, so
+it lives here.
 """
 
 from __future__ import annotations
@@ -61,12 +63,19 @@ def main() -> None:
         at = moments(args.calls, args.turn)
         real = reader.answers(at)
         print(f"{len(at)} moments of the charity's real chats, agent turn {args.turn}, {BASE}")
-        for line in OTHER_LINES:
-            other = reader.answers([(context, line) for context, _reply in at])
+        # Another call's real reply at the same turn: the world's own everyday words, said in
+        # a conversation that is not this one (only the answer can tell them apart).
+        others = {line: [line] * len(at) for line in OTHER_LINES}
+        others["another call's real reply at this turn"] = [
+            at[(index + 1) % len(at)][1] for index in range(len(at))
+        ]
+        for label, lines in others.items():
+            other = reader.answers([(c, line) for (c, _reply), line in zip(at, lines, strict=True)])
             wins = (real > other).astype(float)  # one moment per call: resampling rows is by call
             bounds = bootstrap_interval(wins, np.mean, seed=args.seed)
             shown = "n/a" if bounds is None else f"[{bounds[0]:.2f}, {bounds[1]:.2f}]"
-            print(f"  real reply over {line!r}: {wins.mean():.2f} {shown}")
+            named = repr(label) if label in OTHER_LINES else label
+            print(f"  real reply over {named}: {wins.mean():.2f} {shown}")
     print(f"{time.monotonic() - started:.0f} s")
 
 

@@ -2,7 +2,9 @@
 against its words alone, the base alone and the rubric, on held-out rows, and what it costs.
 
     python -m bench.learned_scorer [--base smollm2-135m-instruct] [--pairs N] [--calls N]
-                                   [--features-dir DIR] [--seed 0]
+                                   [--features-dir DIR] [--seed 0] [--figures-only]
+
+(--calls 0 measures the hh-rlhf pairs alone; --figures-only skips the costs below.)
 
 Fits exactly as a world's fit does (trainers.judge.fit with a base) on the hh-rlhf harmless
 pairs (real human preferences) and the PersuasionForGood calls (the opening's first four agent
@@ -98,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=None, help="the first N calls (default all)")
     parser.add_argument("--features-dir", default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--figures-only",
+        action="store_true",
+        help="the held-out figures alone (no warm refit, no scoring of new replies)",
+    )
     arguments = parser.parse_args(argv)
 
     calls = _lines(PERSUASION_CALLS)[: arguments.calls]
@@ -122,13 +129,15 @@ def main(argv: list[str] | None = None) -> int:
         read = report["scorer"]["features"]
         cache = "an empty cache" if not read.get("cached") else "a cache that held some"
         print(f"fit from {cache}: {cold:.0f} s; the base read {read}")
-        started = time.monotonic()
-        fit(spec)
-        print(f"refit, warm cache: {time.monotonic() - started:.0f} s")
+        if not arguments.figures_only:
+            started = time.monotonic()
+            fit(spec)
+            print(f"refit, warm cache: {time.monotonic() - started:.0f} s")
         print()
         _table(report)
-        print()
-        _scoring(model, spec, calls)
+        if not arguments.figures_only:
+            print()
+            _scoring(model, spec, calls)
     return 0
 
 
