@@ -1,4 +1,10 @@
-"""`manage.py demo_setup` — the demo workspace `make run` serves. Safe to run again."""
+"""`manage.py demo_setup` — the demo workspace `make run` serves. Safe to run again.
+
+Three worlds: Lettings (scripted customers), the charity's real calls (Persuasion for Good:
+real outcomes no reader predicts, so its judge rightly gives no verdict), and real human
+preference pairs (hh-rlhf harmless-base), a world whose judge is measured above chance, where a
+wording version can be shown to beat its base on the pairs it holds out.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +12,31 @@ import os
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Q
 from django_tenants.utils import schema_context
 
 from arena.judge.fit_job import JUDGE_FIT_KIND, judge_fit_start
-from arena.models import DuelPair, JudgeVersion, World
+from arena.models import DuelPair, JudgeVersion, PreferenceVersion, World
 from arena.services.calls import calls_import
+from arena.services.freeze import preference_freeze
 from arena.services.pairs import duel_pairs_generate
+from arena.services.preferences import preferences_import
 from arena.services.worlds import world_create
 from levers9.jobs.models import Job
 from levers9.services import workspace_create
-from levers9.shipped_data import PERSUASION_CALLS
+from levers9.shipped_data import HH_RLHF_PAIRS, PERSUASION_CALLS
 
 DEMO_SLUG = "demo"
 DEMO_EMAIL = "admin@demo.localhost"
 DEMO_QUEUE = 40  # open Duel pairs per world after setup
+PAIRS_WORLD_SLUG = "human-preferences"
 
 
 class Command(BaseCommand):
-    help = "Create (or reuse) the demo workspace with a simulated world and a real-calls world."
+    help = (
+        "Create (or reuse) the demo workspace: a simulated world, a real-calls world and a "
+        "world of real human preference pairs."
+    )
 
     def handle(self, *args, **options) -> None:
         password = os.environ.get("LEVERS9_DEMO_PASSWORD", "levers9-demo")
@@ -52,8 +65,15 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"Real calls: {report.created} imported, {report.unchanged} already there."
             )
-            # A Duel queue ready to play on every world (simulated and real calls).
-            for each in World.objects.order_by("name"):
+            self._human_preferences()
+            # A Duel queue ready to play on every world (simulated and real calls). A world of
+            # imported pairs only has no moments to pair (no calls, no simulator): its picks
+            # are the pairs, already decided, and its Duel says the queue is empty.
+            for each in (
+                World.objects.filter(Q(calls__isnull=False) | Q(scenarios__isnull=False))
+                .distinct()
+                .order_by("name")
+            ):
                 waiting = DuelPair.objects.filter(world=each, is_open=True).count()
                 made = (
                     duel_pairs_generate(world=each, count=DEMO_QUEUE - waiting)
@@ -61,10 +81,13 @@ class Command(BaseCommand):
                     else 0
                 )
                 self.stdout.write(f"Duel queue of {each.name}: {waiting + made} pairs ready.")
-            # Each world's judge learns from what it has (the real calls' outcomes here): a fit
-            # job the worker runs once the demo serves. Importing the calls started it (as
-            # background work); a world with calls and no fit gets one here. A freeze refits.
-            for each in World.objects.filter(calls__isnull=False).distinct():
+            # Each world's judge learns from what it has (the real calls' outcomes, the frozen
+            # pairs): a fit job the worker runs once the demo serves. Importing the calls and
+            # freezing the pairs started it (as background work); a world with either and no
+            # fit gets one here.
+            for each in World.objects.filter(
+                Q(calls__isnull=False) | Q(preference_versions__isnull=False)
+            ).distinct():
                 if (
                     JudgeVersion.objects.filter(world=each).exists()
                     or Job.objects.filter(kind=JUDGE_FIT_KIND, arena_world__world=each)
@@ -81,3 +104,26 @@ class Command(BaseCommand):
                 f"  sign in as {DEMO_EMAIL} / {password}\n"
             )
         )
+
+    def _human_preferences(self) -> None:
+        """The world of real human preference pairs: imported in TRL's format (the pairs it
+        holds out for Evaluate are chosen at import, arena.held_out) and frozen as its v1, which
+        its judge's fit and the wording cards read."""
+        world = world_create(
+            slug=PAIRS_WORLD_SLUG,
+            name="Helpful and harmless (human preference pairs)",
+            description="1,150 real human preference pairs in TRL's format: which of two "
+            "assistant replies crowd workers found less harmful. Anthropic hh-rlhf, "
+            "harmless-base (Bai et al. 2022), MIT. Not sales data: a world whose judge is "
+            "measured above chance, where a wording version can beat its base.",
+            system_prompt="You are a helpful, honest and harmless assistant.",
+        )
+        report = preferences_import(
+            world=world, text=HH_RLHF_PAIRS.read_text(encoding="utf-8"), source=HH_RLHF_PAIRS.name
+        )
+        self.stdout.write(
+            f"Human preference pairs: {report.created} imported, {report.unchanged} already there."
+        )
+        if not PreferenceVersion.objects.filter(world=world).exists():
+            version = preference_freeze(world=world)
+            self.stdout.write(f"Froze them as {version.label} of {world.name}.")
