@@ -33,6 +33,7 @@ the machine: pin threads (OMP_NUM_THREADS=2) for every lever so they compare.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -142,16 +143,42 @@ def spec_pairs(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def held_prompts(rows: Sequence[Mapping[str, Any]]) -> list[list[dict[str, str]]]:
+def held_prompts(
+    rows: Sequence[Mapping[str, Any]], *, base: str, models_dir: Path, max_tokens: int = 384
+) -> list[list[dict[str, str]]]:
     """The held-out rows' conversations as the trainers read them (the spec's parser, the one
-    conversation builder, no system prompt beyond the pairs' own): what each side answers."""
+    conversation builder, no system prompt beyond the pairs' own), their oldest turns dropped to
+    `max_tokens` as the CPU trainers' window drops them: what each side answers."""
+    from trainers.bases import load_tokenizer
+    from trainers.wording.common import trimmed
     from trainers.wording.spec import parse_wording_spec
 
     parsed = parse_wording_spec(
-        {"pack": "bench", "version": 1, "pairs": spec_pairs(rows), "min_pairs": 1},
+        {
+            "pack": "bench",
+            "version": 1,
+            "base": SMOLLM2_BASE,
+            "pairs": spec_pairs(rows),
+            "min_pairs": 1,
+        },
         trainer=DPO,
     )
-    return [list(pair.prompt) for pair in parsed.pairs]
+    tokenizer = load_tokenizer(base, models_dir=models_dir)
+    return [trimmed(tokenizer, pair.prompt, ("",), max_tokens) for pair in parsed.pairs]
+
+
+@contextlib.contextmanager
+def fitting_lock(work_dir: Path) -> Any:
+    """One process at a time fits the judge and writes the base's replies; the others wait and
+    then read what it kept."""
+    import fcntl
+
+    with open(work_dir / ".fitting.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 # --- the judge ------------------------------------------------------------------------------------
@@ -313,6 +340,7 @@ def stage_spec(
     budget: float,
     seed: int,
     overrides: Mapping[str, Mapping[str, Any]],
+    label: str,
 ) -> dict[str, Any]:
     """The spec a user's CPU job would get (no steps: the CPU defaults, to the budget), on the
     trainer pairs only, with the lever's overrides."""
@@ -323,7 +351,7 @@ def stage_spec(
         "pairs": spec_pairs(split.trainer),
         "min_pairs": 1,
         "models_dir": str(models_dir),
-        "output_dir": str(work_dir / f"{stage}-version"),
+        "output_dir": str(work_dir / f"{stage}-{label}"),
         "seed": seed,
         "time_budget_s": budget,
     }
@@ -380,8 +408,7 @@ def run_stage(
     stage: str,
     split: Split,
     *,
-    judge: Any,
-    base_side: Sequence[str],
+    ready: Any,
     prompts: Sequence[Sequence[Mapping[str, str]]],
     base: str,
     models_dir: Path,
@@ -390,6 +417,7 @@ def run_stage(
     seed: int,
     max_new_tokens: int,
     overrides: Mapping[str, Mapping[str, Any]],
+    label: str,
 ) -> dict[str, Any]:
     from trainers.wording import dpo, rlhf
 
@@ -402,6 +430,7 @@ def run_stage(
         budget=budget,
         seed=seed,
         overrides=overrides,
+        label=label,
     )
     started = time.perf_counter()
     result = (dpo if stage == DPO else rlhf).run(spec)
@@ -415,6 +444,8 @@ def run_stage(
         max_new_tokens=max_new_tokens,
     )
     written = time.perf_counter() - writing
+    # The judge and the base's replies only now: another run may be writing them meanwhile.
+    judge, base_side = ready()
     contexts = [row["context"] for row in split.held]
     measured = versus(judge, contexts, base_side, replies, seed=seed)
     return {
@@ -427,6 +458,8 @@ def run_stage(
         "stage_seconds": stage_seconds(stage, result),
         "run_wall_seconds": round(wall, 1),
         "replies_seconds": round(written, 1),
+        # Every reply, so a later judge (the base's reader, say) can score the same pair again.
+        "replies": {"base": list(base_side), "version": list(replies)},
         "examples": [
             {
                 "prompt": contexts[i][-1]["text"][:200],
@@ -515,25 +548,31 @@ def main(argv: list[str] | None = None) -> int:
         f"split {split.key()}: {len(split.judge)} judge-fit pairs, {len(split.trainer)} trainer "
         f"pairs, {len(split.held)} held-out prompts (by opening, none in two parts)"
     )
-    judge, report = fitted_judge(
-        split,
-        work_dir=args.work_dir,
-        models_dir=args.models_dir,
-        base=args.judge_base,
-        seed=args.seed,
-    )
-    print(judge_summary(report, judge))  # noqa: T201
-    prompts = held_prompts(split.held)
-    base_side, seconds = base_replies(
-        prompts,
-        split=split,
-        base=args.base,
-        models_dir=args.models_dir,
-        work_dir=args.work_dir,
-        max_new_tokens=args.max_new_tokens,
-    )
-    print(f"the base's replies: {len(base_side)} ({seconds:.0f} s)")  # noqa: T201
+    prompts = held_prompts(split.held, base=args.base, models_dir=args.models_dir)
+
+    def ready() -> tuple[Any, list[str]]:
+        with fitting_lock(args.work_dir):
+            judge, report = fitted_judge(
+                split,
+                work_dir=args.work_dir,
+                models_dir=args.models_dir,
+                base=args.judge_base,
+                seed=args.seed,
+            )
+            print(judge_summary(report, judge), flush=True)  # noqa: T201
+            base_side, seconds = base_replies(
+                prompts,
+                split=split,
+                base=args.base,
+                models_dir=args.models_dir,
+                work_dir=args.work_dir,
+                max_new_tokens=args.max_new_tokens,
+            )
+        print(f"the base's replies: {len(base_side)} ({seconds:.0f} s)", flush=True)  # noqa: T201
+        return judge, base_side
+
     if args.judge_only:
+        ready()
         return 0
     overrides = {DPO: args.dpo, "policy": args.policy, "reward_model": args.reward_model}
     for stage in [s.strip() for s in args.stages.split(",") if s.strip()]:
@@ -542,8 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         row = run_stage(
             stage,
             split,
-            judge=judge,
-            base_side=base_side,
+            ready=ready,
             prompts=prompts,
             base=args.base,
             models_dir=args.models_dir,
@@ -552,6 +590,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             max_new_tokens=args.max_new_tokens,
             overrides=overrides,
+            label=args.label,
         )
         row = {"label": args.label, "split": split.key(), **row}
         args.out.parent.mkdir(parents=True, exist_ok=True)
