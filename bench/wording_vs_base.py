@@ -518,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judge-share", type=float, default=0.4)
     parser.add_argument("--pairs", type=int, default=0, help="at most this many trainer pairs")
     parser.add_argument("--max-new-tokens", type=int, default=AGENT_MAX_TOKENS)
-    parser.add_argument("--base", default=SMOLLM2_BASE)
+    parser.add_argument("--base", default=SMOLLM2_BASE, help='"tiny": a plumbing check')
     parser.add_argument("--judge-base", default=SMOLLM2_BASE, help='"" for the words alone')
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dpo", type=json.loads, default={})
@@ -544,6 +544,12 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         pairs=args.pairs,
     )
+    if args.base == "tiny":  # a plumbing check in minutes: a tiny random model, made here
+        from trainers.bases import TINY_BASE, base_dir, tiny_base
+
+        texts = [row[side] for row in split.trainer for side in ("chosen", "rejected")]
+        tiny_base(base_dir(TINY_BASE, args.models_dir), texts=texts, vocab_size=800)
+        args.base = TINY_BASE
     print(  # noqa: T201
         f"split {split.key()}: {len(split.judge)} judge-fit pairs, {len(split.trainer)} trainer "
         f"pairs, {len(split.held)} held-out prompts (by opening, none in two parts)"
