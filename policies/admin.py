@@ -696,8 +696,8 @@ class ReplyAuthorAdmin(RoleAdminMixin, admin.ModelAdmin):
     """Which version wrote which reply (the arena's Reply admin lists the replies themselves):
     written by the Duel and by evaluations, never by hand."""
 
-    list_display = ["reply", "version", "reply_source"]
-    list_filter = ["version__world", "version"]
+    list_display = ["reply", "version", "untrained_base", "reply_source"]
+    list_filter = ["version__world", "version", "untrained_base"]
     search_fields = ["reply__text"]
     list_select_related = ["reply", "version"]
     raw_id_fields = ["reply"]
@@ -710,4 +710,7 @@ class ReplyAuthorAdmin(RoleAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="Source")
     def reply_source(self, author: ReplyAuthor) -> str:
+        if author.untrained_base:
+            # The base's words in a checkpoint against it: never the trained version's.
+            return f"{author.version.base_model} untrained (base of {author.version.label})"
         return author.reply.get_source_display()
