@@ -53,7 +53,7 @@ def test_ties_and_both_bad_picks_do_not_count_toward_the_minimum(in_workspace):
         )
     version = preference_freeze(world=world, by=reviewer)
     assert version.row_count == 3
-    with pytest.raises(WordingCardError, match=r"has 2 \(1 ties or both-bad"):
+    with pytest.raises(WordingCardError, match=r"has 2 \(1 ties, both-bad picks or held-out pairs"):
         train_wording(choice=_choice(version, min_pairs=3))
     assert Job.objects.count() == 0
 
