@@ -17,6 +17,18 @@ What it does, as a reviewer, a manager and an owner would (every step is an API 
 4. releases the DPO version and checks the Duel's new pairs fall back to the newest version
    that answers; serves it again (a serve job) and finds it answering again.
 
+Every wording version is also checkpointed against its own base untrained (no adapter, the same
+decoding, on the same held-out moments, by the world's judge with the guard on): the table
+prints that measure beside the trainers' own figures, and the did-not-learn mark it gives.
+
+The world where a win is possible: the demo's "Helpful and harmless" world, whose picks are the
+shared human preference pairs (already frozen as its v1, 160 of them held out for Evaluate):
+
+    .venv/bin/python -m bench.wording_demo --pack human-preferences --preference-version 1 \
+        --rlhf-reward picks
+
+(no Duel there: its picks are the imported pairs, so the Duel and release stages are skipped).
+
 Reviewer stand-in: no person sits at the Duel here, so the picks are made by a scripted reviewer
 who prefers the reply the rubric judge scores higher (ties: A) — the point is the pipeline, not
 the taste. Prints a table of wall seconds and figures per stage.
@@ -40,6 +52,9 @@ from trainers.registry import DPO, RLHF
 
 class DemoError(RuntimeError):
     pass
+
+
+CHECKPOINT_PURPOSES = ("checkpoint", "against_base")
 
 
 @dataclass
@@ -181,15 +196,15 @@ def duel_answers(api: Api, pack: str, judge: RubricJudge, label: str, *, pairs: 
 
 
 def checkpoints_done(api: Api, version: dict[str, Any], *, limit_s: float) -> list[dict]:
-    """The version's checkpoints once every one has ended (against its parent; for RLHF also
-    against the DPO version of the same picks and base)."""
+    """The version's checkpoints once every one has ended (against its parent and against its
+    own base untrained; for RLHF also against the DPO version of the same picks and base)."""
     started = time.monotonic()
     while True:
         rows = api.call("GET", "/api/rl/evaluations/?page_size=100")["results"]
         mine = [
             row
             for row in rows
-            if row["candidate"] == version["id"] and row.get("purpose") == "checkpoint"
+            if row["candidate"] == version["id"] and row.get("purpose") in CHECKPOINT_PURPOSES
         ]
         if mine and all(row["state"] in ("done", "failed", "cancelled") for row in mine):
             return [api.call("GET", f"/api/rl/evaluations/{row['id']}/") for row in mine]
@@ -201,8 +216,13 @@ def checkpoints_done(api: Api, version: dict[str, Any], *, limit_s: float) -> li
 def checkpoint_words(evaluation: dict[str, Any]) -> str:
     """One checkpoint as the Train page shows it: win rate [interval], verdict, the judge and
     its held-out agreement, and how many moments each side answered."""
+    against = (
+        "its base untrained"
+        if evaluation.get("purpose") == "against_base"
+        else evaluation["baseline_label"]
+    )
     if evaluation["state"] != "done":
-        return f"vs {evaluation['baseline_label']}: {evaluation['state']} {evaluation['error']}"
+        return f"vs {against}: {evaluation['state']} {evaluation['error']}"
     summary = evaluation.get("summary") or {}
     ci = summary.get("ci")
     agreement = summary.get("judge_agreement") or {}
@@ -220,7 +240,7 @@ def checkpoint_words(evaluation: dict[str, Any]) -> str:
         measured = ", ".join(parts) + (" (at chance)" if agreement.get("at_chance") else "")
     candidate = summary.get("candidate") or {}
     return (
-        f"vs {evaluation['baseline_label']}: won {_figure(summary.get('win_rate'), ci)} of "
+        f"vs {against}: won {_figure(summary.get('win_rate'), ci)} of "
         f"{summary.get('compared')} moments → {summary.get('verdict') or '—'} · judged by "
         f"{summary.get('judge_model')} (held-out agreement: {measured}) · answered "
         f"{candidate.get('answered')} of {summary.get('moments')}"
@@ -272,6 +292,9 @@ def dpo_stage(api: Api, args: argparse.Namespace, judge: RubricJudge, stages) ->
     if args.dpo_job:
         job = wait_job(api, args.dpo_job, limit_s=args.job_limit)
         dpo = version_by_number(api, job["produced_version"], pack=args.pack)
+    elif args.preference_version:
+        body = {"method": DPO, "preference_version": args.preference_version}
+        dpo = train_card(api, args, {**body, "epochs": args.dpo_epochs})
     else:
         frozen = freeze_picks(api, args, judge, args.dpo_picks, stages)
         started = time.monotonic()
@@ -285,6 +308,8 @@ def dpo_stage(api: Api, args: argparse.Namespace, judge: RubricJudge, stages) ->
         + f" · status {dpo['status']}",
     )
     checkpoint_rows(api, args, dpo, stages)
+    if not args.duel:
+        return dpo
 
     started = time.monotonic()
     dpo = wait_answering(api, dpo["number"], pack=args.pack, limit_s=args.job_limit)
@@ -299,6 +324,34 @@ def checkpoint_rows(api: Api, args: argparse.Namespace, version: dict[str, Any],
     started = time.monotonic()
     for evaluation in checkpoints_done(api, version, limit_s=args.job_limit):
         stages.add(f"Checkpoint of {version['label']}", started, checkpoint_words(evaluation))
+    # The version as the registry holds it once its checkpoints ended: the measure against
+    # its base untrained, and the mark that measure gives.
+    version = version_by_number(api, version["number"], pack=args.pack)
+    stages.add(f"{version['label']} against its base", started, against_base_words(version))
+
+
+def against_base_words(version: dict[str, Any]) -> str:
+    """The independent measure as the version's API row gives it: win rate [interval] over
+    held-out calls, each side's guard caps, length and repeat rate, and the mark."""
+    measure = version.get("against_base")
+    if not measure:
+        return "not measured" + marked(version)
+    sides = measure.get("replies") or {}
+    habits = " · ".join(
+        f"{side}: capped {facts.get('capped_share', 0):.0%}, {facts.get('mean_words', 0):.0f} "
+        f"words, repeats {facts.get('repeat_share', 0):.0%}"
+        for side, facts in sides.items()
+        if isinstance(facts, dict)
+    )
+    notes = "; ".join(measure.get("notes") or [])
+    return (
+        f"preferred {_figure(measure.get('win_rate'), measure.get('interval'))} over "
+        f"{measure.get('base')} untrained on {measure.get('calls')} held-out calls "
+        f"({measure.get('verdict') or 'no verdict'})"
+        + (f" · {habits}" if habits else "")
+        + (f" · {notes}" if notes else "")
+        + marked(version)
+    )
 
 
 def marked(version: dict[str, Any]) -> str:
@@ -337,26 +390,27 @@ def release_round_trip(api: Api, args: argparse.Namespace, judge: RubricJudge, d
 def rlhf_on_outcomes(
     api: Api, args: argparse.Namespace, judge: RubricJudge, stages, *, dpo: dict | None
 ) -> None:
-    """RLHF with the outcome reward; on DPO's preference version when DPO ran, so its
-    checkpoint against DPO (same picks, same base) is made too."""
+    """RLHF with the outcome reward (or, with --rlhf-reward picks, the reward model on the
+    picks); on DPO's preference version when DPO ran, so its checkpoint against DPO (same
+    picks, same base) is made too."""
     if dpo is not None:
         frozen = {"number": dpo["learned_from"]["preference_version"]}
+    elif args.preference_version:
+        frozen = {"number": args.preference_version}
     else:
         frozen = freeze_picks(api, args, judge, args.rlhf_picks, stages)
     started = time.monotonic()
-    rlhf = train_card(
-        api,
-        args,
-        {
-            "method": RLHF,
-            "preference_version": frozen["number"],
-            "epochs": args.rlhf_epochs,
-            "reward_source": "outcomes",
-            "outcomes_pack": args.outcomes_pack,
-        },
-    )
+    body = {
+        "method": RLHF,
+        "preference_version": frozen["number"],
+        "epochs": args.rlhf_epochs,
+        "reward_source": args.rlhf_reward,
+    }
+    if args.rlhf_reward == "outcomes":
+        body["outcomes_pack"] = args.outcomes_pack
+    rlhf = train_card(api, args, body)
     stages.add(
-        f"RLHF (outcome reward) → {rlhf['label']}",
+        f"RLHF ({args.rlhf_reward} reward) → {rlhf['label']}",
         started,
         learned(
             rlhf,
@@ -405,8 +459,28 @@ def main(argv: list[str] | None = None) -> list[Row]:
         help="versions whose pairs the picks are made on (comma list; empty: the Duel's own)",
     )
     parser.add_argument("--dpo-job", type=int, help="follow this DPO job instead of starting one")
+    parser.add_argument(
+        "--preference-version",
+        type=int,
+        help="train on this frozen preference version of the pack (no Duel picks, no freeze)",
+    )
+    parser.add_argument(
+        "--rlhf-reward",
+        choices=["outcomes", "picks"],
+        default="outcomes",
+        help="RLHF's reward model: the outcomes pack's call outcomes, or the picks",
+    )
+    parser.add_argument(
+        "--no-duel",
+        dest="duel",
+        action="store_false",
+        help="skip the Duel and release stages (default where --preference-version is given)",
+    )
     parser.add_argument("--job-limit", type=float, default=3600, help="seconds per job")
     args = parser.parse_args(argv)
+    if args.preference_version:
+        # A world whose picks were imported (no Duel of its own to reveal a version in).
+        args.duel = False
 
     token = subprocess.run(  # noqa: S603 - our own manage.py, arguments as a list
         [sys.executable, "manage.py", "api_token", args.workspace, args.email],
@@ -420,7 +494,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     dpo = dpo_stage(api, args, judge, stages) if args.dpo_picks > 0 else None
     if args.rlhf_picks > 0:
         rlhf_on_outcomes(api, args, judge, stages, dpo=dpo)
-    if dpo is not None:
+    if dpo is not None and args.duel:
         release_round_trip(api, args, judge, dpo, stages)
     say("")
     width = max((len(row.stage) for row in stages), default=0)
