@@ -25,6 +25,12 @@ and the figures each trainer reports of itself (DPO's held-out pair accuracy, RL
 model, KL and own reward before → after). Each stage's result is appended as one JSON line to
 `--out`, the lever table.
 
+Read the judge's own held-out accuracy first: a judge at chance can show no win. Measured on
+2 loaded cores (load 5-11): at --judge-share 0.4 (--held-out 100) the judge trained on 342
+pairs chose words + base (out-of-fold 0.626) but scored 0.500 [0.397, 0.603] on its 78
+held-out pairs (the base alone 0.577, the words 0.551); the base read 24 tokens/s, 34 minutes
+for 448 replies. Give the judge more of the pairs before reading any win rate.
+
 The judge and the base's replies are kept in `--work-dir` (keyed by the split and the decoding),
 so levers compare on the same judge and the same base replies. Wall times are on whatever shares
 the machine: pin threads (OMP_NUM_THREADS=2) for every lever so they compare.
