@@ -1,8 +1,9 @@
 """What a world's judge learns from: the reviewers' frozen picks (with the reasons they
 ticked), their overrides of the judge, and the outcome labels of its real calls — never a call
-Evaluate holds out (arena.held_out), so a checkpoint is not scored by a judge that learned
-from the calls it replays. Read by the fit (arena.judge.fit_job) and by the measurement of a
-model judge on the picks a fit holds out (arena.judge.agreement). Workspace schema.
+or an imported pair Evaluate holds out (arena.held_out), so a checkpoint is not scored by a
+judge that learned from the calls or pairs it replays. Read by the fit (arena.judge.fit_job)
+and by the measurement of a model judge on the picks a fit holds out (arena.judge.agreement).
+Workspace schema.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from django.db.models import Max, QuerySet
 
-from arena.held_out import held_out_call_ids
+from arena.held_out import held_out_call_ids, held_out_pair_moment_ids
 from arena.judge.world_dimensions import world_dimensions
 from arena.models import (
     Call,
@@ -49,6 +50,7 @@ def judge_fit_rows(world: World) -> dict[str, list[dict[str, Any]]]:
     numbers on the world's own dimensions."""
     rubric = world_dimensions(world)
     held_out = held_out_call_ids(world=world)
+    held_out_pairs = held_out_pair_moment_ids(world=world)
     picks = list(frozen_picks(world))
     moments_dialogues_load(pick.pair.moment for pick in picks)
     pairs = []
@@ -56,7 +58,11 @@ def judge_fit_rows(world: World) -> dict[str, list[dict[str, Any]]]:
         moment = pick.pair.moment
         # A pair row says the chosen reply beat the rejected one: a tie or both bad says
         # neither did, so the fit (a pairwise loss) leaves them out.
-        if moment.call_id in held_out or pick.kind != Pick.Kind.PREFERENCE:
+        if (
+            moment.call_id in held_out
+            or moment.pk in held_out_pairs
+            or pick.kind != Pick.Kind.PREFERENCE
+        ):
             continue
         pairs.append(
             pair_row(
@@ -71,6 +77,7 @@ def judge_fit_rows(world: World) -> dict[str, list[dict[str, Any]]]:
     overridden = list(
         JudgeOverride.objects.filter(reply__moment__world=world)
         .exclude(reply__moment__call_id__in=held_out)
+        .exclude(reply__moment__in=held_out_pairs)
         .select_related("reply__moment")
         .order_by("pk")
     )

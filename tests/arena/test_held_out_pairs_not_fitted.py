@@ -25,9 +25,6 @@ def pairs_world(in_workspace, settings, tmp_path):
     return world
 
 
-# arena/judge/fit_rows.py is the judge's team's file: the change that makes this pass is in the
-# report of issue 44, point 3. Applying it turns this into an unexpected pass: remove the mark.
-@pytest.mark.xfail(strict=True, reason="judge_fit_rows does not leave held-out pairs out yet")
 def test_the_judge_fit_reads_no_held_out_pair(pairs_world):
     preference_freeze(world=pairs_world)
     held = held_out_pair_moment_ids(world=pairs_world)
