@@ -260,6 +260,8 @@ class Moment(models.Model):
     def __str__(self) -> str:
         if self.kind == self.Kind.REAL:
             return f"{self.call} at turn {self.turn_index}"
+        if self.kind == self.Kind.IMPORTED:
+            return f"imported pair moment {self.pk}"
         return f"{self.scenario} at state {self.simulator_state}"
 
     def dialogue(self) -> list[dict[str, str]]:

@@ -161,6 +161,7 @@ def evaluation_episode(evaluation: Evaluation, position: int) -> dict[str, Any] 
         "label": held_call.label,
         "outcome": held_call.outcome,
         "call": held_call.call_id,
+        "kind": evaluation.call_set.kind,
         "labels": labels,
         "summary": row,
         "regression": position in evaluation_regressions(evaluation)["positions"],

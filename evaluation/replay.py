@@ -253,15 +253,15 @@ def _summary_finish(
     evaluation: Evaluation, held: list[HeldOutMoment], *, judge: Any, progress: Progress
 ) -> dict[str, Any]:
     """The evaluation's summary and what its kind of calls adds: the simulator's returns and
-    its duel on scripted customers, the lens's opening scores on real calls; and what the
-    verdict rests on."""
+    its duel on scripted customers, the lens's opening scores on real calls (held-out pairs
+    add nothing: they have no outcome to place); and what the verdict rests on."""
     summary = evaluation_summary_compute(evaluation)
     held_calls = list(dict.fromkeys(held_moment.held_out_call for held_moment in held))
     if evaluation.against_base:
         pass  # one version's moves on both sides: no returns to compare, no lens to place
     elif evaluation.call_set.kind == EvaluationCallSet.Kind.SCRIPTED:
         summary["returns"] = simulator_returns(evaluation, held_calls)
-    else:
+    elif evaluation.call_set.kind == EvaluationCallSet.Kind.REAL:
         # The lens reads every real call's opening scores: judge the ones not cached yet
         # here, in the worker, so the page never waits for a model judge.
         def lens_progress(done: int, total: int) -> None:

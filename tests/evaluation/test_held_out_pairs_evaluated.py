@@ -146,6 +146,7 @@ def test_two_versions_are_evaluated_on_the_held_out_pairs_with_an_interval_by_pa
     episode = owner_client.get(f"/evaluate/{evaluation.pk}/calls/1/")
     assert episode.status_code == 200
     assert "chosen reply" in episode.content.decode()
+    assert "An imported preference pair, held out" in episode.content.decode()
 
 
 def test_a_version_of_a_pairs_only_world_is_checkpointed_there(
