@@ -13,40 +13,46 @@ import asyncio
 from django.conf import settings
 
 from levers9.channel_layer import ReconnectingPostgresChannelLayer
-from tests.processes import free_port
 
 
-def _layer_on_a_closed_port() -> ReconnectingPostgresChannelLayer:
-    database = {**settings.DATABASES["channels_postgres"], "HOST": "127.0.0.1"}
-    database["PORT"] = str(free_port())  # nothing listens: any round trip would fail
-    return ReconnectingPostgresChannelLayer(
-        **{**database, "TIME_ZONE": settings.TIME_ZONE, "PSYCOPG_OPTIONS": {"timeout": 1.0}}
+class _LockLedger:
+    """Stands in for the layer's database call that takes a lock: records who asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def __call__(self, channel: str) -> bool:
+        self.asked.append(channel)
+        return False  # another process holds it
+
+
+def _layer_with_a_lock_ledger() -> tuple[ReconnectingPostgresChannelLayer, _LockLedger]:
+    # Building the layer opens no connection; only its calls to the database would.
+    layer = ReconnectingPostgresChannelLayer(
+        **{**settings.DATABASES["channels_postgres"], "TIME_ZONE": settings.TIME_ZONE}
     )
+    ledger = _LockLedger()
+    layer.django_db.acquire_advisory_lock = ledger
+    return layer, ledger
 
 
 def test_a_sockets_own_channel_is_kept_without_asking_the_database():
-    layer = _layer_on_a_closed_port()
+    layer, ledger = _layer_with_a_lock_ledger()
 
     async def lock_of_a_new_socket() -> tuple[str, bool]:
         channel = await layer.new_channel()
-        return channel, await asyncio.wait_for(
-            layer._get_or_create_channel_advisory_lock(channel), timeout=5
-        )
+        return channel, await layer._get_or_create_channel_advisory_lock(channel)
 
     channel, locked = asyncio.run(lock_of_a_new_socket())
     assert locked is True
+    assert ledger.asked == []
     # What the listener reads before it queues a message for the channel.
     assert layer._channel_advisory_locks[channel] is True
 
 
 def test_a_channel_of_another_process_still_takes_the_lock():
-    layer = _layer_on_a_closed_port()
+    layer, ledger = _layer_with_a_lock_ledger()
 
-    async def lock_of(channel: str) -> bool:
-        return await layer._get_or_create_channel_advisory_lock(channel)
-
-    try:
-        locked = asyncio.run(asyncio.wait_for(lock_of("specific.other!abc"), timeout=10))
-    except Exception:  # noqa: BLE001 - the closed port refuses, or the pool times out
-        locked = None
-    assert locked is not True
+    locked = asyncio.run(layer._get_or_create_channel_advisory_lock("specific.other!abc"))
+    assert locked is False
+    assert ledger.asked == ["specific.other!abc"]
