@@ -53,22 +53,14 @@ import numpy as np
 
 from levers9.shipped_data import HH_RLHF_PAIRS
 from trainers.bases import SMOLLM2_BASE
+from trainers.judge.rubric import DIMENSIONS
 from trainers.registry import DPO, RLHF
 
 AGENT_MAX_TOKENS = 160
 """policies.agents.AGENT_MAX_TOKENS: what a version may say at a moment (not imported: policies
 needs Django)."""
-JUDGE_DIMENSIONS = (
-    "dialect",
-    "respect",
-    "accuracy",
-    "progress",
-    "family",
-    "timing",
-    "compliance",
-)
-"""The default rubric's dimensions (trainers.judge.rubric.DEFAULT_RUBRIC): an imported world
-that ticks no reasons has these."""
+JUDGE_DIMENSIONS = DIMENSIONS
+"""The default rubric's dimensions: an imported world that ticks no reasons has these."""
 
 
 # --- the data and its split -------------------------------------------------------------------

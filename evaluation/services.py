@@ -21,7 +21,7 @@ from evaluation.errors import EvaluationError
 from evaluation.estimates import evaluation_estimate
 from evaluation.models import Evaluation
 from policies.models import PolicyVersion
-from trainers.registry import DPO, RLHF
+from trainers.registry import DPO, RLHF, Family, trainers_of
 
 # --- starting ------------------------------------------------------------------------------
 
@@ -251,7 +251,7 @@ def evaluation_checkpoint_against_dpo_start(*, version: PolicyVersion, started_b
     return evaluation.job
 
 
-WORDING_ALGORITHMS = (DPO, RLHF)
+WORDING_ALGORITHMS = trainers_of(Family.WORDING)
 
 
 def evaluation_checkpoint_against_base_start(*, version: PolicyVersion, started_by=None):
