@@ -185,19 +185,29 @@ def _checkpoint_world(version: PolicyVersion) -> World:
     return world
 
 
+def _checkpoint_job(version: PolicyVersion, *, baseline: PolicyVersion, purpose: str, started_by):
+    """One of a new version's checkpoints, in its own world on its held-out calls: the job."""
+    evaluation = evaluation_start(
+        world=_checkpoint_world(version),
+        candidate=version,
+        baseline=baseline,
+        started_by=started_by,
+        purpose=purpose,
+    )
+    return evaluation.job
+
+
 def evaluation_checkpoint_start(*, version: PolicyVersion, started_by=None):
     """The checkpoint of a new version: it against its parent on the same held-out calls.
     Called by the job platform's finish once the version is registered; returns the job."""
     if version.parent_id is None:
         raise EvaluationError(f"{version.label} has no parent to be checkpointed against.")
-    evaluation = evaluation_start(
-        world=_checkpoint_world(version),
-        candidate=version,
+    return _checkpoint_job(
+        version,
         baseline=version.parent,
-        started_by=started_by,
         purpose=Evaluation.Purpose.CHECKPOINT,
+        started_by=started_by,
     )
-    return evaluation.job
 
 
 # --- the job platform's hooks ----------------------------------------------------------------
@@ -241,14 +251,9 @@ def evaluation_checkpoint_against_dpo_start(*, version: PolicyVersion, started_b
     benchmark = dpo_benchmark_of(version)
     if benchmark is None:
         return None
-    evaluation = evaluation_start(
-        world=_checkpoint_world(version),
-        candidate=version,
-        baseline=benchmark,
-        started_by=started_by,
-        purpose=Evaluation.Purpose.CHECKPOINT,
+    return _checkpoint_job(
+        version, baseline=benchmark, purpose=Evaluation.Purpose.CHECKPOINT, started_by=started_by
     )
-    return evaluation.job
 
 
 WORDING_ALGORITHMS = trainers_of(Family.WORDING)
@@ -268,14 +273,9 @@ def evaluation_checkpoint_against_base_start(*, version: PolicyVersion, started_
         )
     if not version.base_model:
         raise EvaluationError(f"{version.label} names no base to be compared with.")
-    evaluation = evaluation_start(
-        world=_checkpoint_world(version),
-        candidate=version,
-        baseline=version,
-        started_by=started_by,
-        purpose=Evaluation.Purpose.AGAINST_BASE,
+    return _checkpoint_job(
+        version, baseline=version, purpose=Evaluation.Purpose.AGAINST_BASE, started_by=started_by
     )
-    return evaluation.job
 
 
 def version_checkpoint(job, version: PolicyVersion) -> None:
