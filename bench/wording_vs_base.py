@@ -3,6 +3,7 @@ the run: the trainer-level measure of whether DPO and RLHF learn on this machine
 
     python -m bench.wording_vs_base [--stages dpo,rlhf] [--budget 600] [--held-out 150]
                                    [--judge-share 0.4] [--pairs N] [--max-new-tokens 160]
+                                   [--seed 0] [--train-seed S]
                                    [--dpo '{"learning_rate": 5e-4}'] [--policy '{...}']
                                    [--reward-model '{...}'] [--label lever] [--out table.jsonl]
 
@@ -349,7 +350,7 @@ def stage_spec(
         "pairs": spec_pairs(split.trainer),
         "min_pairs": 1,
         "models_dir": str(models_dir),
-        "output_dir": str(work_dir / f"{stage}-{label}"),
+        "output_dir": str(work_dir / f"{stage}-{label}-s{seed}"),
         "seed": seed,
         "time_budget_s": budget,
     }
@@ -367,6 +368,8 @@ def own_figures(stage: str, result: Mapping[str, Any]) -> dict[str, Any]:
             "held_out_accuracy_ci",
             "base_held_out_accuracy",
             "base_held_out_accuracy_ci",
+            "policy_held_out_accuracy",
+            "policy_held_out_accuracy_ci",
             "policy_gain_over_base",
             "policy_gain_over_base_ci",
             "steps",
@@ -386,6 +389,7 @@ def own_figures(stage: str, result: Mapping[str, Any]) -> dict[str, Any]:
         "reward_after": metrics.get("reward_after"),
         "reward_gain_ci": metrics.get("reward_gain_ci"),
         "policy_steps": metrics.get("policy_steps"),
+        "within_opening_share": metrics.get("within_opening_share"),
         "did_not_learn": metrics.get("did_not_learn"),
     }
 
@@ -450,6 +454,7 @@ def run_stage(
         "stage": stage,
         "overrides": {k: v for k, v in overrides.items() if v},
         "budget_s": budget,
+        "train_seed": seed,
         "trainer_pairs": len(split.trainer),
         **measured,
         "own": own_figures(stage, result),
@@ -484,17 +489,24 @@ def described(row: Mapping[str, Any]) -> str:
     if row["stage"] == DPO:
         accuracy = _interval(own["held_out_accuracy"], own["held_out_accuracy_ci"])
         base_accuracy = _interval(own["base_held_out_accuracy"], own["base_held_out_accuracy_ci"])
+        served = _interval(
+            own.get("policy_held_out_accuracy"), own.get("policy_held_out_accuracy_ci")
+        )
+        # The paired change counts pairs whose ranking flipped; 0.0 [0.0, 0.0] means no
+        # held-out pair flipped, the usual case when a few dozen steps move summed
+        # log-probabilities less than the gap between the two replies.
         old = (
-            f"own held-out pair accuracy {accuracy} (base's log-probabilities {base_accuracy}, "
-            f"paired change {own['policy_gain_over_base']} {own['policy_gain_over_base_ci']}), "
-            f"{own['steps']} steps"
+            f"own held-out pair accuracy {accuracy} (the version's log-probabilities {served}, "
+            f"the base's {base_accuracy}, paired change {own['policy_gain_over_base']} "
+            f"{own['policy_gain_over_base_ci']}), {own['steps']} steps"
         )
     else:
         accuracy = _interval(own["reward_model_accuracy"], own["reward_model_accuracy_ci"])
         old = (
             f"reward model accuracy {accuracy} ({own['reward_model_steps']} steps) · KL "
             f"{own['kl']} · own reward {own['reward_before']} → {own['reward_after']} (gain "
-            f"{own['reward_gain_ci']}) · {own['policy_steps']} policy steps"
+            f"{own['reward_gain_ci']}) · {own['policy_steps']} policy steps · share of the "
+            f"reward's spread within an opening {own.get('within_opening_share')}"
         )
     base, version = row["base"], row["version"]
     return (
@@ -518,7 +530,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=AGENT_MAX_TOKENS)
     parser.add_argument("--base", default=SMOLLM2_BASE, help='"tiny": a plumbing check')
     parser.add_argument("--judge-base", default=SMOLLM2_BASE, help='"" for the words alone')
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="the split's and the judge's seed")
+    parser.add_argument(
+        "--train-seed", type=int, default=None, help="the trainers' seed (default: --seed)"
+    )
     parser.add_argument("--dpo", type=json.loads, default={})
     parser.add_argument("--policy", type=json.loads, default={})
     parser.add_argument("--reward-model", type=json.loads, default={})
@@ -591,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
             models_dir=args.models_dir,
             work_dir=args.work_dir,
             budget=args.budget,
-            seed=args.seed,
+            seed=args.seed if args.train_seed is None else args.train_seed,
             max_new_tokens=args.max_new_tokens,
             overrides=overrides,
             label=args.label,

@@ -333,9 +333,31 @@ def test_it_normalises_advantages_over_the_whole_batch():
     advantages = ppo_update.batch_normalised(rewards)
     assert abs(advantages.mean().item()) < 1e-6
     assert abs(advantages.std().item() - 1) < 1e-3
-    # A group baseline would give the first prompt's replies 0; the batch one does not.
+    # The batch's baseline marks down both replies to the opening the reward model scores low.
     assert advantages[0].item() < 0
     assert advantages[1].item() < 0
+
+
+def test_an_openings_own_replies_are_its_baseline():
+    """A value head would expect each opening's own level: an opening the reward model likes
+    must not lift every reply to it. The same within-opening ranking gives the same advantages
+    whatever each opening's level, over the batch's spread."""
+    rewards = torch.tensor([1.0, 1.0, 5.0, 3.0])
+    advantages = ppo_update.batch_normalised(rewards, group_size=2)
+    assert advantages[0].item() == advantages[1].item() == 0
+    assert advantages[2].item() > 0 > advantages[3].item()
+    assert abs(advantages.std().item() - 1) < 1e-3
+    lifted = rewards + torch.tensor([9.0, 9.0, 0.0, 0.0])
+    shifted = ppo_update.batch_normalised(lifted, group_size=2)
+    assert torch.allclose(advantages, shifted)
+    # The share of the spread between replies to one opening: what the update learns from.
+    assert ppo_update.within_opening_share(rewards, group_size=2) == pytest.approx(2 / 11)
+    assert ppo_update.within_opening_share(torch.tensor([1.0, 2.0, 1.0, 2.0]), group_size=2) == 1
+
+
+def test_the_policy_refuses_an_unknown_baseline():
+    with pytest.raises(ValueError, match="advantage_baseline"):
+        ppo_update.PolicyConfig(advantage_baseline="value head")
 
 
 @pytest.mark.parametrize("bf16", ["1", "0"])

@@ -2,7 +2,9 @@
 fitted reward model (`trainers.wording.reward_model`) scores them, and PPO's clipped per-token
 update moves the policy toward higher scores with a KL penalty to the base (the reference is the
 base with the adapter disabled, no second copy). Advantages are normalised within each batch in
-place of a learned value head.
+place of a learned value head: a reply's reward less the mean reward of the replies sampled to
+the same opening in that batch (what a value head would learn to expect there), divided by the
+batch's spread of those differences.
 
 TRL 1.16 has no PPOTrainer: the update is TRL's `GRPOTrainer` with `beta > 0` (the KL),
 `num_iterations > 1` (several updates per batch of samples, so the ratio moves and the clip
@@ -38,6 +40,8 @@ from trainers.wording.fused_head import fused_head_for_the_cpu
 from trainers.wording.reward_model import RewardModelFit, score
 from trainers.wording.spec import Message, WordingSpec
 
+ADVANTAGE_BASELINES = ("opening", "batch")
+
 
 @dataclass(frozen=True)
 class PolicyConfig(FitSettings):
@@ -53,7 +57,13 @@ class PolicyConfig(FitSettings):
     """Optimizer passes over each batch of sampled replies (PPO epochs); above 1, or the
     ratio stays 1 and the clip never bites."""
     replies_per_prompt: int = 4
-    """Replies sampled per opening (TRL samples in groups; the advantage ignores them)."""
+    """Replies sampled per opening (TRL samples in groups)."""
+    advantage_baseline: str = "opening"
+    """What a reply's reward is measured against: "opening", the mean of the replies sampled
+    to the same opening in the batch (a value head's job: the reward model reads the whole
+    call, so most of a batch's spread is between openings, not between replies); "batch", the
+    whole batch's mean, which rewards every reply to an opening the reward model happens to
+    like. Measured on the shared hh-rlhf pairs, bench.wording_vs_base: see CPU_POLICY_DEFAULTS."""
     batch_size: int = 8
     """Replies per card per optimizer step."""
     max_prompt_length: int = 768
@@ -85,6 +95,11 @@ class PolicyConfig(FitSettings):
             raise ValueError(
                 f"batch_size ({self.batch_size}) must be a multiple of replies_per_prompt "
                 f"({self.replies_per_prompt}): replies are sampled in whole groups."
+            )
+        if self.advantage_baseline not in ADVANTAGE_BASELINES:
+            raise ValueError(
+                f"advantage_baseline must be one of {', '.join(ADVANTAGE_BASELINES)}, "
+                f"not {self.advantage_baseline!r}."
             )
         if self.updates_per_batch < 2:
             raise ValueError(
@@ -206,20 +221,39 @@ def _now(device: Any) -> float:
 # --- the update -------------------------------------------------------------------------------
 
 
-def batch_normalised(rewards: Any) -> Any:
-    """PPO-style advantages: (reward - batch mean) / batch spread, one per reply."""
-    return (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+def batch_normalised(rewards: Any, *, group_size: int = 1) -> Any:
+    """PPO-style advantages, one per reply: the reward less its baseline, over the batch's
+    spread of the same differences. The baseline is the mean of each run of `group_size`
+    replies (those sampled to one opening; 1 takes the whole batch's mean instead)."""
+    if group_size > 1:
+        centred = rewards - rewards.view(-1, group_size).mean(dim=1).repeat_interleave(group_size)
+    else:
+        centred = rewards - rewards.mean()
+    return centred / (centred.std() + 1e-4)
 
 
-def policy_trainer_class() -> type:
+def within_opening_share(rewards: Any, *, group_size: int) -> float:
+    """The share of a batch's reward variance that lies between replies to the same opening
+    (1: the openings all score alike; near 0: the opening, not the reply, sets the reward)."""
+    total = float(((rewards - rewards.mean()) ** 2).sum())
+    if total <= 0:
+        return 0.0
+    grouped = rewards.view(-1, group_size)
+    within = float(((grouped - grouped.mean(dim=1, keepdim=True)) ** 2).sum())
+    return within / total
+
+
+def policy_trainer_class(advantage_baseline: str = "opening") -> type:
     """TRL's GRPOTrainer with batch-normalised advantages (built lazily: TRL imports slowly)."""
     from trl import GRPOTrainer
 
     class BatchNormalisedGRPOTrainer(GRPOTrainer):
         """Why a subclass: the description asks for advantages normalised within each batch in
-        place of a learned value head, and GRPO always subtracts the mean of the replies to
-        the same prompt (`scale_rewards="batch"` changes only the divisor). Sampling, the
-        clipped per-token ratio and the KL to the adapter-disabled base stay TRL's own."""
+        place of a learned value head. GRPO divides by the spread of the raw rewards (a group's
+        or the batch's), which between-opening differences inflate; here the divisor is the
+        batch's spread of the rewards less their baseline, and the baseline can be the whole
+        batch's mean (`advantage_baseline`). Sampling, the clipped per-token ratio and the KL
+        to the adapter-disabled base stay TRL's own."""
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
             # TRL returns the rewards of the whole batch, gathered from every process.
@@ -273,15 +307,20 @@ def policy_trainer_class() -> type:
             output = super()._generate_and_score_completions(inputs)
             weights = self.reward_weights.to(self._batch_rewards.device)
             rewards = (self._batch_rewards * weights.unsqueeze(0)).nansum(dim=1)
-            advantages = batch_normalised(rewards)
+            group_size = self.num_generations if self.advantage_baseline == "opening" else 1
+            advantages = batch_normalised(rewards, group_size=group_size)
             local = len(output["advantages"])
             start = self.accelerator.process_index * local
             output["advantages"] = advantages[start : start + local].to(output["advantages"])
             mode = "train" if self.model.training else "eval"
             self._metrics[mode]["advantages/mean"].append(advantages.mean().item())
             self._metrics[mode]["advantages/std"].append(advantages.std().item())
+            self._metrics[mode]["rewards/within_opening_share"].append(
+                within_opening_share(rewards, group_size=self.num_generations)
+            )
             return output
 
+    BatchNormalisedGRPOTrainer.advantage_baseline = advantage_baseline
     BatchNormalisedGRPOTrainer.__module__ = __name__
     return BatchNormalisedGRPOTrainer
 
@@ -324,7 +363,7 @@ def ppo_update(
     from datasets import Dataset
     from trl import GRPOConfig
 
-    trainer_type = policy_trainer_class()
+    trainer_type = policy_trainer_class(config.advantage_baseline)
     fused_head_for_the_cpu()
     return train_in_scratch(
         trainer_type,

@@ -335,6 +335,9 @@ def policy_metrics(
         "train_reward_last": last_value(history, "reward"),
         "advantage_mean": mean_value(history, "advantages/mean"),
         "advantage_std": mean_value(history, "advantages/std"),
+        # How much of the reward's spread was between replies to the same opening: the part
+        # the update learns from (the rest is which opening the reward model likes).
+        "within_opening_share": mean_value(history, "rewards/within_opening_share"),
         "policy_steps": int(trainer.state.global_step),
         "policy_data_seen": policy.data_seen,
         # Sampling and updating apart: generation bounds the stage on a card.
