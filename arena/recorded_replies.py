@@ -7,10 +7,15 @@ call that is not held out is an entry, keyed by the call so far before it; a mom
 by TF-IDF cosine over its own call so far (and, with the same weight, over its last few turns,
 where what the customer just said lives), and the entry's real reply is the answer.
 
-Never the same call (its own next turns would be the answer key) and never a held-out call
-(the calls Evaluate replays, arena.held_out): those stay out of the index or are masked at
-query time. The index is built lazily per world and kept until the world's calls change (a
-stamp of count, newest id and held-out count), so a batch of pairs costs one build.
+A world of imported preference pairs (no calls, or beside them) answers the same way from its
+pairs: each pair's conversation is an entry, and the reply people chose there is its answer,
+as a recorded call's agent turn is.
+
+Never the same call (its own next turns would be the answer key) and never a held-out call or
+held-out pair (what Evaluate replays, arena.held_out): those stay out of the index or are
+masked at query time. The index is built lazily per world and kept until the world's calls or
+pairs change (a stamp of counts, newest ids and held-out counts), so a batch of pairs costs one
+build.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import numpy as np
 from django.db import connection
 from django.db.models import Count, Max, Q
 
-from arena.models import Call, Turn, World
+from arena.models import Call, Moment, Pick, Turn, World
 
 # The last few turns weigh as much as the whole call so far: two turns is the customer's
 # last line and the agent's before it.
@@ -44,7 +49,7 @@ CACHED_WORLDS = 8
 class RecordedReply:
     text: str
     move: str
-    call_id: int
+    call_id: int | None  # None: the chosen reply of an imported pair
     turn_index: int
     similarity: float
 
@@ -60,19 +65,25 @@ class _Index:
     moves: list[str]
 
 
-_indexes: OrderedDict[tuple[str, int], tuple[tuple[int, int, int], _Index | None]] = OrderedDict()
+_indexes: OrderedDict[tuple[str, int], tuple[Stamp, _Index | None]] = OrderedDict()
 _lock = threading.Lock()
 # Indexes held for a block (recorded_replies_pinned): (holders, index) by schema and world.
 _pinned: dict[tuple[str, int], tuple[int, _Index | None]] = {}
 
 
-def _stamp(world: World) -> tuple[int, int, int]:
-    """Changes whenever the calls an index would hold change: an import adds calls (count and
-    newest id), choosing the held-out calls flags some."""
-    row = Call.objects.filter(world=world).aggregate(
+Stamp = tuple[int, ...]
+
+
+def _stamp(world: World) -> Stamp:
+    """Changes whenever the calls or pairs an index would hold change: an import adds calls or
+    pairs (count and newest id), choosing the held-out calls or pairs flags some."""
+    calls = Call.objects.filter(world=world).aggregate(
         count=Count("id"), newest=Max("id"), held=Count("id", filter=Q(held_out=True))
     )
-    return (row["count"], row["newest"] or 0, row["held"])
+    pairs = Moment.objects.filter(world=world, kind=Moment.Kind.IMPORTED).aggregate(
+        count=Count("id"), newest=Max("id"), held=Count("id", filter=Q(held_out=True))
+    )
+    return tuple(row[key] or 0 for row in (calls, pairs) for key in ("count", "newest", "held"))
 
 
 def _normalised(matrix: Any) -> Any:
@@ -81,45 +92,86 @@ def _normalised(matrix: Any) -> Any:
     return normalize(matrix, norm="l2", copy=False)
 
 
-def _build(world: World) -> _Index | None:
-    from scipy import sparse
-    from sklearn.feature_extraction.text import TfidfVectorizer
+@dataclass(frozen=True)
+class _Entry:
+    """One answer the index can give: the turns before it (rows of the index's turn texts),
+    who said it and where."""
 
+    earlier: list[int]
+    call_id: int  # an imported pair's entry: minus its moment's id (no call has it)
+    position: int
+    reply: str
+    move: str
+
+
+def _call_entries(world: World, texts: list[str]) -> list[_Entry]:
+    """Every agent turn of the world's calls that are not held out; their turns' texts are
+    appended to `texts`."""
     turns = list(
         Turn.objects.filter(call__world=world, call__held_out=False)
         .order_by("call_id", "index")
         .values_list("call_id", "index", "speaker", "text", "move_label")
     )
-    if not turns:
+    first = len(texts)
+    texts.extend(text for _c, _i, _s, text, _m in turns)
+    rows_by_call: dict[int, list[int]] = defaultdict(list)
+    for row, (call_id, *_rest) in enumerate(turns, start=first):
+        rows_by_call[call_id].append(row)
+    known_moves = set(world.move_names)
+    entries = []
+    for row, (call_id, index, speaker, text, move) in enumerate(turns, start=first):
+        if speaker != Turn.Speaker.AGENT or not text.strip():
+            continue
+        earlier = [other for other in rows_by_call[call_id] if other < row]
+        # A label from another world's move set would mean nothing on this world's map.
+        move = move if move in known_moves else ""
+        entries.append(_Entry(earlier, call_id, index, text, move))
+    return entries
+
+
+def _pair_entries(world: World, texts: list[str]) -> list[_Entry]:
+    """The chosen reply of every imported pair that is not held out, after its conversation;
+    the conversations' texts are appended to `texts`."""
+    picks = (
+        Pick.objects.filter(
+            world=world, pair__moment__kind=Moment.Kind.IMPORTED, pair__moment__held_out=False
+        )
+        .order_by("pair__moment_id", "pk")
+        .values_list("pair__moment_id", "pair__moment__context", "chosen_reply__text")
+    )
+    entries, seen = [], set()
+    for moment_id, context, chosen in picks:
+        if moment_id in seen or not chosen.strip():
+            continue
+        seen.add(moment_id)
+        first = len(texts)
+        texts.extend(turn.get("text", "") for turn in context or [])
+        entries.append(
+            _Entry(list(range(first, len(texts))), -moment_id, len(context or []), chosen, "")
+        )
+    return entries
+
+
+def _build(world: World) -> _Index | None:
+    from scipy import sparse
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    texts: list[str] = []
+    entries = _call_entries(world, texts) + _pair_entries(world, texts)
+    if not entries:
         return None
     # Linear term weights (no sublinear tf), so the sum of a context's turn rows is exactly
     # the vector of the context as one text: each context is a sum, not a re-read.
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), max_features=50_000, norm=None)
-    turn_vectors = vectorizer.fit_transform([text for _c, _i, _s, text, _m in turns])
-    rows_by_call: dict[int, list[int]] = defaultdict(list)
-    for row, (call_id, *_rest) in enumerate(turns):
-        rows_by_call[call_id].append(row)
+    turn_vectors = vectorizer.fit_transform(texts or [""])
     whole_rows, whole_cols, recent_rows, recent_cols = [], [], [], []
-    call_ids, positions, replies, moves = [], [], [], []
-    known_moves = set(world.move_names)
-    for row, (call_id, index, speaker, text, move) in enumerate(turns):
-        if speaker != Turn.Speaker.AGENT or not text.strip():
-            continue
-        entry = len(replies)
-        earlier = [other for other in rows_by_call[call_id] if other < row]
-        whole_rows += [entry] * len(earlier)
-        whole_cols += earlier
-        last = earlier[-RECENT_TURNS:]
-        recent_rows += [entry] * len(last)
+    for number, entry in enumerate(entries):
+        whole_rows += [number] * len(entry.earlier)
+        whole_cols += entry.earlier
+        last = entry.earlier[-RECENT_TURNS:]
+        recent_rows += [number] * len(last)
         recent_cols += last
-        call_ids.append(call_id)
-        positions.append(index)
-        replies.append(text)
-        # A label from another world's move set would mean nothing on this world's map.
-        moves.append(move if move in known_moves else "")
-    if not replies:
-        return None
-    shape = (len(replies), len(turns))
+    shape = (len(entries), turn_vectors.shape[0])
 
     def context(rows: list[int], cols: list[int]) -> Any:
         pick = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=shape)
@@ -129,10 +181,10 @@ def _build(world: World) -> _Index | None:
         vectorizer=vectorizer,
         whole=context(whole_rows, whole_cols),
         recent=context(recent_rows, recent_cols),
-        call_ids=np.asarray(call_ids),
-        positions=np.asarray(positions),
-        replies=replies,
-        moves=moves,
+        call_ids=np.asarray([entry.call_id for entry in entries]),
+        positions=np.asarray([entry.position for entry in entries]),
+        replies=[entry.reply for entry in entries],
+        moves=[entry.move for entry in entries],
     )
 
 
@@ -214,10 +266,11 @@ def recorded_reply(
     best = int(np.argmax(scores))
     if not np.isfinite(scores[best]):
         return None
+    call_id = int(index.call_ids[best])
     return RecordedReply(
         text=index.replies[best],
         move=index.moves[best],
-        call_id=int(index.call_ids[best]),
+        call_id=call_id if call_id > 0 else None,
         turn_index=int(index.positions[best]),
         similarity=float(scores[best]),
     )

@@ -159,3 +159,34 @@ def test_a_version_of_a_pairs_only_world_is_checkpointed_there(
         evaluation_checkpoint_start(version=wordy)
     checkpoint = Evaluation.objects.get(candidate=wordy, purpose=Evaluation.Purpose.CHECKPOINT)
     assert checkpoint.call_set.kind == EvaluationCallSet.Kind.PAIRS
+
+
+def test_the_baseline_answers_a_held_out_pair_with_another_pairs_chosen_reply(pairs_world):
+    """`v1 · baseline` has no simulator here: it answers as in a world of recorded calls, from
+    the most similar moment the world holds, here a pair not held out, with the reply people
+    chose there."""
+    from arena.models import Pick
+    from policies.agents import version_reply
+    from policies.models import PolicyVersion
+
+    baseline = PolicyVersion.objects.get(world=pairs_world, number=1)
+    held = held_out_pairs_ensure(world=pairs_world)
+    kept = Pick.objects.filter(world=pairs_world, pair__moment__held_out=False)
+    chosen = set(kept.values_list("chosen_reply__text", flat=True))
+    rejected_only = set(kept.values_list("rejected_reply__text", flat=True)) - chosen
+    held_only = {pick.chosen_reply.text for pick in held} - chosen
+    answers = [version_reply(baseline, pick.pair.moment).text for pick in held[:12]]
+    assert all(answer in chosen for answer in answers)
+    assert not set(answers) & (rejected_only | held_only)
+
+
+def test_a_version_is_evaluated_against_the_baseline_of_a_pairs_only_world(
+    pairs_world, two_versions, stubbed, evaluate
+):
+    from policies.models import PolicyVersion
+
+    wordy, _plain = two_versions
+    baseline = PolicyVersion.objects.get(world=pairs_world, number=1)
+    evaluation = evaluate(pairs_world, wordy, baseline)
+    assert evaluation.state == Evaluation.State.DONE, evaluation.error
+    assert evaluation.summary["compared"] == HELD_OUT_PAIRS
