@@ -774,6 +774,8 @@ def test_a_cpu_stage_on_its_budget_takes_the_cpu_defaults_unless_the_spec_sets_t
         == ppo_update.CPU_POLICY_DEFAULTS["learning_rate"]
     )
     assert dpo.dpo_settings(cpu).max_length == dpo.CPU_DPO_DEFAULTS["max_length"]
+    assert dpo.dpo_settings(cpu).learning_rate == dpo.CPU_DPO_DEFAULTS["learning_rate"]
+    assert dpo.CPU_DPO_DEFAULTS["learning_rate"] != dpo.DpoSettings().learning_rate
     own = parse_wording_spec(
         base_spec(models_dir, policy={"learning_rate": 1e-5}, dpo={"max_length": 900}),
         trainer="rlhf",
