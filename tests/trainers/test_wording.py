@@ -355,6 +355,17 @@ def test_an_openings_own_replies_are_its_baseline():
     assert ppo_update.within_opening_share(torch.tensor([1.0, 2.0, 1.0, 2.0]), group_size=2) == 1
 
 
+def test_best_of_group_pushes_up_only_each_openings_best_reply():
+    rewards = torch.tensor([1.0, 4.0, 2.0, 4.0, 0.0, 0.0, 0.0, 0.0])  # two openings of four
+    advantages = ppo_update.batch_normalised(rewards, group_size=4)
+    kept = ppo_update.best_of_group(advantages, rewards, group_size=4)
+    # The first opening's first best reply keeps its advantage; nothing else moves, and no
+    # reply is pushed down (the second opening's replies all score alike).
+    assert kept[1].item() == advantages[1].item() > 0
+    assert [i for i, value in enumerate(kept.tolist()) if value != 0] == [1]
+    assert (kept >= 0).all()
+
+
 def test_the_policy_refuses_an_unknown_baseline():
     with pytest.raises(ValueError, match="advantage_baseline"):
         ppo_update.PolicyConfig(advantage_baseline="value head")

@@ -64,6 +64,11 @@ class PolicyConfig(FitSettings):
     call, so most of a batch's spread is between openings, not between replies); "batch", the
     whole batch's mean, which rewards every reply to an opening the reward model happens to
     like. Measured on the shared hh-rlhf pairs, bench.wording_vs_base: see CPU_POLICY_DEFAULTS."""
+    best_of_group: bool = False
+    """Push up only each opening's best-scored reply (its advantage kept, the others' set to
+    0): the reward model's best of `replies_per_prompt` samples, inside the clipped update.
+    Nothing is pushed down, and pushing sampled replies down moves their probability onto the
+    replies the policy already likes most, which greedy decoding then repeats."""
     batch_size: int = 8
     """Replies per card per optimizer step."""
     max_prompt_length: int = 768
@@ -232,6 +237,16 @@ def batch_normalised(rewards: Any, *, group_size: int = 1) -> Any:
     return centred / (centred.std() + 1e-4)
 
 
+def best_of_group(advantages: Any, rewards: Any, *, group_size: int) -> Any:
+    """`advantages` with only each run of `group_size` replies' best-rewarded one kept (where
+    it is above 0); every other reply's set to 0."""
+    grouped = rewards.view(-1, group_size)
+    best = grouped == grouped.max(dim=1, keepdim=True).values
+    # A tie keeps the first best only: one reply per opening is pushed up.
+    first = best & (best.cumsum(dim=1) == 1)
+    return (advantages * first.reshape(-1)).clamp(min=0)
+
+
 def within_opening_share(rewards: Any, *, group_size: int) -> float:
     """The share of a batch's reward variance that lies between replies to the same opening
     (1: the openings all score alike; near 0: the opening, not the reply, sets the reward)."""
@@ -243,7 +258,7 @@ def within_opening_share(rewards: Any, *, group_size: int) -> float:
     return within / total
 
 
-def policy_trainer_class(advantage_baseline: str = "opening") -> type:
+def policy_trainer_class(advantage_baseline: str = "opening", *, best: bool = False) -> type:
     """TRL's GRPOTrainer with batch-normalised advantages (built lazily: TRL imports slowly)."""
     from trl import GRPOTrainer
 
@@ -309,6 +324,8 @@ def policy_trainer_class(advantage_baseline: str = "opening") -> type:
             rewards = (self._batch_rewards * weights.unsqueeze(0)).nansum(dim=1)
             group_size = self.num_generations if self.advantage_baseline == "opening" else 1
             advantages = batch_normalised(rewards, group_size=group_size)
+            if self.best_of_group:
+                advantages = best_of_group(advantages, rewards, group_size=self.num_generations)
             local = len(output["advantages"])
             start = self.accelerator.process_index * local
             output["advantages"] = advantages[start : start + local].to(output["advantages"])
@@ -321,6 +338,7 @@ def policy_trainer_class(advantage_baseline: str = "opening") -> type:
             return output
 
     BatchNormalisedGRPOTrainer.advantage_baseline = advantage_baseline
+    BatchNormalisedGRPOTrainer.best_of_group = best
     BatchNormalisedGRPOTrainer.__module__ = __name__
     return BatchNormalisedGRPOTrainer
 
@@ -363,7 +381,7 @@ def ppo_update(
     from datasets import Dataset
     from trl import GRPOConfig
 
-    trainer_type = policy_trainer_class(config.advantage_baseline)
+    trainer_type = policy_trainer_class(config.advantage_baseline, best=config.best_of_group)
     fused_head_for_the_cpu()
     return train_in_scratch(
         trainer_type,
