@@ -320,6 +320,7 @@ def test_it_runs_rlhf_with_an_active_clip_and_a_kl_to_the_base(rlhf_result):
     assert metrics["reference"] == "base with the adapter disabled"
     assert abs(metrics["advantage_mean"]) < 1e-4
     assert abs(metrics["advantage_std"] - 1) < 1e-2
+    assert 0 <= metrics["within_opening_share"] <= 1
     assert metrics["reward_model"]["held_out_accuracy"] >= 0.8
     # Sampling and updating timed apart: the replies of each generation, and the updates.
     rollouts = metrics["policy_rollouts"]
@@ -364,6 +365,18 @@ def test_best_of_group_pushes_up_only_each_openings_best_reply():
     assert kept[1].item() == advantages[1].item() > 0
     assert [i for i, value in enumerate(kept.tolist()) if value != 0] == [1]
     assert (kept >= 0).all()
+
+
+def test_the_update_reads_the_advantages_its_settings_name():
+    rewards = torch.tensor([1.0, 3.0, 5.0, 9.0])
+    by_opening = ppo_update.reply_advantages(rewards, group_size=2, baseline="opening", best=False)
+    assert torch.allclose(by_opening, ppo_update.batch_normalised(rewards, group_size=2))
+    by_batch = ppo_update.reply_advantages(rewards, group_size=2, baseline="batch", best=False)
+    assert torch.allclose(by_batch, ppo_update.batch_normalised(rewards))
+    best = ppo_update.reply_advantages(rewards, group_size=2, baseline="opening", best=True)
+    assert best[0] == best[2] == 0
+    assert best[1] > 0
+    assert best[3] > 0
 
 
 def test_the_policy_refuses_an_unknown_baseline():

@@ -247,6 +247,16 @@ def best_of_group(advantages: Any, rewards: Any, *, group_size: int) -> Any:
     return (advantages * first.reshape(-1)).clamp(min=0)
 
 
+def reply_advantages(rewards: Any, *, group_size: int, baseline: str, best: bool) -> Any:
+    """The advantages the clipped update reads, one per reply of a batch sampled in runs of
+    `group_size` replies per opening: `batch_normalised` against the `baseline` the policy's
+    settings name, then, where `best`, only each opening's best reply kept."""
+    advantages = batch_normalised(rewards, group_size=group_size if baseline == "opening" else 1)
+    if best:
+        advantages = best_of_group(advantages, rewards, group_size=group_size)
+    return advantages
+
+
 def within_opening_share(rewards: Any, *, group_size: int) -> float:
     """The share of a batch's reward variance that lies between replies to the same opening
     (1: the openings all score alike; near 0: the opening, not the reply, sets the reward)."""
@@ -256,6 +266,15 @@ def within_opening_share(rewards: Any, *, group_size: int) -> float:
     grouped = rewards.view(-1, group_size)
     within = float(((grouped - grouped.mean(dim=1, keepdim=True)) ** 2).sum())
     return within / total
+
+
+def advantage_figures(advantages: Any, rewards: Any, group_size: int) -> dict[str, float]:
+    """What the record logs of a batch's advantages and rewards."""
+    return {
+        "advantages/mean": advantages.mean().item(),
+        "advantages/std": advantages.std().item(),
+        "rewards/within_opening_share": within_opening_share(rewards, group_size=group_size),
+    }
 
 
 def policy_trainer_class(advantage_baseline: str = "opening", *, best: bool = False) -> type:
@@ -322,23 +341,17 @@ def policy_trainer_class(advantage_baseline: str = "opening", *, best: bool = Fa
             output = super()._generate_and_score_completions(inputs)
             weights = self.reward_weights.to(self._batch_rewards.device)
             rewards = (self._batch_rewards * weights.unsqueeze(0)).nansum(dim=1)
-            group_size = self.num_generations if self.advantage_baseline == "opening" else 1
-            advantages = batch_normalised(rewards, group_size=group_size)
-            if self.best_of_group:
-                advantages = best_of_group(advantages, rewards, group_size=self.num_generations)
+            group_size = self.num_generations
+            advantages = reply_advantages(rewards, group_size=group_size, **self.advantage_kind)
             local = len(output["advantages"])
             start = self.accelerator.process_index * local
             output["advantages"] = advantages[start : start + local].to(output["advantages"])
             mode = "train" if self.model.training else "eval"
-            self._metrics[mode]["advantages/mean"].append(advantages.mean().item())
-            self._metrics[mode]["advantages/std"].append(advantages.std().item())
-            self._metrics[mode]["rewards/within_opening_share"].append(
-                within_opening_share(rewards, group_size=self.num_generations)
-            )
+            for name, value in advantage_figures(advantages, rewards, group_size).items():
+                self._metrics[mode][name].append(value)
             return output
 
-    BatchNormalisedGRPOTrainer.advantage_baseline = advantage_baseline
-    BatchNormalisedGRPOTrainer.best_of_group = best
+    BatchNormalisedGRPOTrainer.advantage_kind = {"baseline": advantage_baseline, "best": best}
     BatchNormalisedGRPOTrainer.__module__ = __name__
     return BatchNormalisedGRPOTrainer
 
