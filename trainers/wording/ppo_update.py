@@ -63,7 +63,9 @@ class PolicyConfig(FitSettings):
     to the same opening in the batch (a value head's job: the reward model reads the whole
     call, so most of a batch's spread is between openings, not between replies); "batch", the
     whole batch's mean, which rewards every reply to an opening the reward model happens to
-    like. Measured on the shared hh-rlhf pairs, bench.wording_vs_base: see CPU_POLICY_DEFAULTS."""
+    like. Measured on the shared hh-rlhf pairs (bench.wording_vs_base, 10 minutes at lr 1e-3):
+    the policy's own held-out reward stayed put with "batch" and rose beyond its interval with
+    "opening"; about half of a batch's spread was between openings."""
     best_of_group: bool = False
     """Push up only each opening's best-scored reply (its advantage kept, the others' set to
     0): the reward model's best of `replies_per_prompt` samples, inside the clipped update.
@@ -230,11 +232,14 @@ def batch_normalised(rewards: Any, *, group_size: int = 1) -> Any:
     """PPO-style advantages, one per reply: the reward less its baseline, over the batch's
     spread of the same differences. The baseline is the mean of each run of `group_size`
     replies (those sampled to one opening; 1 takes the whole batch's mean instead)."""
-    if group_size > 1:
-        centred = rewards - rewards.view(-1, group_size).mean(dim=1).repeat_interleave(group_size)
-    else:
-        centred = rewards - rewards.mean()
+    centred = opening_centred(rewards, group_size) if group_size > 1 else rewards - rewards.mean()
     return centred / (centred.std() + 1e-4)
+
+
+def opening_centred(rewards: Any, group_size: int) -> Any:
+    """Each reward less the mean of its run of `group_size` (the replies to one opening)."""
+    grouped = rewards.view(-1, group_size)
+    return (grouped - grouped.mean(dim=1, keepdim=True)).reshape(-1)
 
 
 def best_of_group(advantages: Any, rewards: Any, *, group_size: int) -> Any:
@@ -263,9 +268,7 @@ def within_opening_share(rewards: Any, *, group_size: int) -> float:
     total = float(((rewards - rewards.mean()) ** 2).sum())
     if total <= 0:
         return 0.0
-    grouped = rewards.view(-1, group_size)
-    within = float(((grouped - grouped.mean(dim=1, keepdim=True)) ** 2).sum())
-    return within / total
+    return float((opening_centred(rewards, group_size) ** 2).sum()) / total
 
 
 def advantage_figures(advantages: Any, rewards: Any, group_size: int) -> dict[str, float]:
