@@ -47,7 +47,7 @@ def _not_better(outcome: dict[str, Any], decided: Any) -> str:
     opening = (
         f"Against its base untrained ({outcome['base']}, no adapter), the world's judge prefers "
         f"it {_rate(outcome['win_rate'], outcome['interval'])} of the time on "
-        f"{outcome['calls']} held-out calls"
+        f"{outcome['calls']} {outcome.get('unit') or 'held-out calls'}"
     )
     if outcome["win_rate"] is None:
         return f"{opening}: it was not compared with its base at all."
@@ -116,6 +116,8 @@ def against_base_outcome(evaluation: Evaluation) -> dict[str, Any]:
         "interval": decided.judge_ci,
         "ci_level": summary.get("ci_level", scoring.CONFIDENCE),
         "calls": summary.get("calls"),
+        # What a counted call is ("held-out pairs" in a world of imported pairs).
+        "unit": evaluation.call_set.held_out_unit,
         "moments": summary.get("moments"),
         "compared": summary.get("compared"),
         "judge": evaluation.judge_model,

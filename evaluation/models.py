@@ -47,6 +47,12 @@ class EvaluationCallSet(models.Model):
             self.kind, "scripted agent"
         )
 
+    @property
+    def held_out_unit(self) -> str:
+        """What one of the set's calls is, in the plural, for a sentence that counts them: a
+        pairs world holds out pairs, not calls."""
+        return "held-out pairs" if self.kind == self.Kind.PAIRS else "held-out calls"
+
 
 class HeldOutCall(models.Model):
     """One call of the set: a real recorded call, or a scenario played on a fixed seed."""

@@ -216,7 +216,8 @@ def against_base_words(against: dict[str, Any] | None) -> str:
     words = (
         f"Against its base untrained ({against.get('base')}, no adapter): preferred "
         f"{_figure('', against['win_rate'], against.get('interval')).strip()} of the time on "
-        f"{against.get('calls')} held-out calls by {against.get('judge') or 'the judge'}, "
+        f"{against.get('calls')} {against.get('unit') or 'held-out calls'} "
+        f"by {against.get('judge') or 'the judge'}, "
         + ("beyond its interval" if against.get("beats_base") else "not beyond its interval")
     )
     notes = [str(note) for note in against.get("notes") or []]

@@ -190,3 +190,19 @@ def test_a_version_is_evaluated_against_the_baseline_of_a_pairs_only_world(
     evaluation = evaluate(pairs_world, wordy, baseline)
     assert evaluation.state == Evaluation.State.DONE, evaluation.error
     assert evaluation.summary["compared"] == HELD_OUT_PAIRS
+
+
+def test_a_pairs_worlds_measure_against_a_base_counts_pairs_not_calls(
+    pairs_world, two_versions, stubbed, evaluate
+):
+    """The sentence a version's record and the Policies page give of its checkpoint says what
+    was held out: pairs, in a world of imported pairs."""
+    from evaluation.against_base import against_base_outcome
+    from policies.selectors import against_base_words
+
+    wordy, plain = two_versions
+    evaluation = evaluate(pairs_world, wordy, plain)
+    outcome = against_base_outcome(evaluation)
+    assert outcome["unit"] == "held-out pairs"
+    assert f"on {HELD_OUT_PAIRS} held-out pairs by" in against_base_words(outcome)
+    assert "held-out calls" not in " ".join([against_base_words(outcome), *outcome["reasons"]])
