@@ -797,6 +797,12 @@ def test_a_cpu_stage_on_its_budget_takes_the_cpu_defaults_unless_the_spec_sets_t
         ppo_update.policy_config(cpu).learning_rate
         == ppo_update.CPU_POLICY_DEFAULTS["learning_rate"]
     )
+    # The CPU's policy samples replies as long as a served version's (a shorter sample left
+    # the reward model reading cut-off replies: the version lost to its base untrained).
+    from policies.agents import AGENT_MAX_TOKENS
+
+    assert ppo_update.policy_config(cpu).max_reply_tokens == AGENT_MAX_TOKENS
+    assert ppo_update.CPU_POLICY_DEFAULTS["max_reply_tokens"] == AGENT_MAX_TOKENS
     assert dpo.dpo_settings(cpu).max_length == dpo.CPU_DPO_DEFAULTS["max_length"]
     assert dpo.dpo_settings(cpu).learning_rate == dpo.CPU_DPO_DEFAULTS["learning_rate"]
     assert dpo.CPU_DPO_DEFAULTS["learning_rate"] != dpo.DpoSettings().learning_rate
