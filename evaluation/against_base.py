@@ -47,7 +47,7 @@ def _not_better(outcome: dict[str, Any], decided: Any) -> str:
     opening = (
         f"Against its base untrained ({outcome['base']}, no adapter), the world's judge prefers "
         f"it {_rate(outcome['win_rate'], outcome['interval'])} of the time on "
-        f"{outcome['calls']} {outcome.get('unit') or 'held-out calls'}"
+        f"{outcome['calls']} {outcome['unit']}"
     )
     if outcome["win_rate"] is None:
         return f"{opening}: it was not compared with its base at all."
