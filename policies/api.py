@@ -164,7 +164,15 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
         child=serializers.CharField(),
         read_only=True,
         help_text="Why a trained version learned nothing (reward model at chance on held-out "
-        "data, or a policy that did not move); empty when it learned.",
+        "data, a policy that did not move, no better than its base untrained); empty when it "
+        "learned. A wording version that beats its base untrained is not marked for what its "
+        "trainer's own figures said: those reasons move to own_figures_overruled.",
+    )
+    own_figures_overruled = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Its trainer's own did-not-learn reasons that its win against its base "
+        "untrained (against_base.beats_base) overrules; empty otherwise.",
     )
     lineage = serializers.SerializerMethodField(help_text="Labels from this version to v1.")
     endpoint = serializers.SerializerMethodField()
@@ -194,6 +202,7 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
             "status",
             "can_answer",
             "did_not_learn",
+            "own_figures_overruled",
             "against_base",
             "endpoint",
             "created_at",

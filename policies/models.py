@@ -137,8 +137,15 @@ class PolicyVersion(models.Model):
     @property
     def did_not_learn(self) -> list[str]:
         """Why a trained version learned nothing (its reward model held out at chance, its
-        policy did not move), as its trainer measured; [] when it learned or was not trained."""
-        return [str(reason) for reason in self.learned.did_not_learn or []]
+        policy did not move, no better than its base untrained); [] when it learned or was not
+        trained. A wording version that beat its base untrained is not marked for what its
+        trainer's own figures said (`own_figures_overruled`)."""
+        return self.learned.marks
+
+    @property
+    def own_figures_overruled(self) -> list[str]:
+        """Its trainer's own did-not-learn reasons, overruled by its win against its base."""
+        return self.learned.overruled
 
 
 class Endpoint(models.Model):

@@ -104,6 +104,17 @@ class VersionRecord(Record):
     def is_hand_written(self) -> bool:
         return self.kind == "hand-written"
 
+    @property
+    def marks(self) -> list[str]:
+        """The did-not-learn reasons that stand (a wording version's win against its base
+        overrules its trainer's own)."""
+        return [str(reason) for reason in self.did_not_learn or []]
+
+    @property
+    def overruled(self) -> list[str]:
+        """Reasons its trainer's own figures gave that a stronger measure overrules."""
+        return []
+
 
 @dataclass(frozen=True, kw_only=True)
 class NotTrained(VersionRecord):
@@ -184,6 +195,28 @@ class WordingResult(VersionRecord):
     def pairs_total(self) -> int | None:
         pairs = self.pairs.get("total") if isinstance(self.pairs, dict) else self.pairs
         return pairs if isinstance(pairs, int) and not isinstance(pairs, bool) else None
+
+    @property
+    def beats_its_base(self) -> bool:
+        return bool((self.against_base or {}).get("beats_base"))
+
+    @property
+    def marks(self) -> list[str]:
+        """Once the version beat its base untrained, by the world's judge on held-out data
+        neither trainer read, its trainer's own figures no longer mark it: they are read on
+        its own few held-out rows (DPO's log-probabilities, RLHF's own reward model), and
+        the independent measure is the one a policy cannot talk itself into. The measure's
+        own reasons (capped by the guard more often than its base) still stand."""
+        reasons = super().marks
+        if not self.beats_its_base:
+            return reasons
+        measured = {str(reason) for reason in (self.against_base or {}).get("reasons") or []}
+        return [reason for reason in reasons if reason in measured]
+
+    @property
+    def overruled(self) -> list[str]:
+        standing = set(self.marks)
+        return [reason for reason in super().marks if reason not in standing]
 
 
 @dataclass(frozen=True, kw_only=True)

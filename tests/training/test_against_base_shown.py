@@ -101,14 +101,17 @@ def test_the_record_keeps_it_once_and_a_newer_measure_replaces_its_reasons(measu
     )
     dpo.refresh_from_db()
     assert dpo.did_not_learn == [NOT_BETTER]
-    # Its trainer's own reasons stay; a newer measure that beats the base takes its away.
+    # A newer measure that beats the base takes its own reason away, and overrules what its
+    # trainer's own figures said (kept, and shown as overruled, not as the mark).
     dpo.learned_set(dpo.learned.with_changes(did_not_learn=["its trainer's reason", NOT_BETTER]))
     dpo.save(update_fields=["learned_from"])
     assert version_against_base_record(
         version=dpo, against_base=_against(13, 0.64, [0.56, 0.71], beats=True)
     )
     dpo.refresh_from_db()
-    assert dpo.did_not_learn == ["its trainer's reason"]
+    assert dpo.learned.did_not_learn == ["its trainer's reason"]
+    assert dpo.did_not_learn == []
+    assert dpo.own_figures_overruled == ["its trainer's reason"]
     assert dpo.learned.against_base["evaluation"] == 13
     # An older row, written before the field, reads as "not measured" and writes back as was.
     old = _wording("dpo", "older")
@@ -156,3 +159,56 @@ def test_the_api_gives_it_with_its_interval_to_this_workspace_only(
     baseline = PolicyVersion.objects.get(world__slug="lettings", number=1)
     assert owner_client.get(f"/api/rl/policies/{baseline.pk}/").json()["against_base"] is None
     assert outsider_client.get(f"/api/rl/policies/{dpo.pk}/").status_code in (401, 403, 404)
+
+
+CAPPED = "capped by the on-topic guard on 30% of its replies against 5% of its base's"
+
+
+def test_a_win_against_its_base_overrules_its_trainers_own_figures_but_not_the_guard(
+    measured, owner_client
+):
+    """The independent measure is the arbiter: a version that beats its base untrained is
+    not marked "did not learn" for its trainer's own held-out figures (shown, as overruled),
+    while a reason of the measure itself (capped more often than its base) still marks it;
+    the same on the Policies page, in the API and in Make live's warnings."""
+    from policies.live import make_live_warnings
+
+    _dpo, rlhf = measured
+    own = "Its reward model held out at chance: 0.52 [0.40, 0.63] on 30 pairs."
+    rlhf.learned_set(rlhf.learned.with_changes(did_not_learn=[own]))
+    rlhf.save(update_fields=["learned_from"])
+    rlhf.refresh_from_db()
+    assert rlhf.did_not_learn == []
+    assert rlhf.own_figures_overruled == [own]
+    warnings = make_live_warnings(version=rlhf, evaluation=None)
+    assert "did-not-learn" not in [warning.kind for warning in warnings]
+
+    html = owner_client.get("/policies/?world=lettings").content.decode()
+    row = html.split('data-version="3"')[1].split("</tr>")[0]
+    assert 'data-mark="beats-its-base"' in row
+    assert 'data-mark="did-not-learn"' not in row
+    assert 'data-field="own-figures-overruled"' in row
+    body = owner_client.get(f"/api/rl/policies/{rlhf.pk}/").json()
+    assert body["did_not_learn"] == []
+    assert body["own_figures_overruled"] == [own]
+
+    # A newer win that the guard capped more often than the base: that reason stands.
+    assert version_against_base_record(
+        version=rlhf,
+        against_base=_against(14, 0.66, [0.58, 0.74], beats=True, reasons=[CAPPED]),
+    )
+    rlhf.refresh_from_db()
+    assert rlhf.did_not_learn == [CAPPED]
+    assert rlhf.own_figures_overruled == [own]
+    row = owner_client.get("/policies/?world=lettings").content.decode()
+    row = row.split('data-version="3"')[1].split("</tr>")[0]
+    assert 'data-mark="did-not-learn"' in row
+    assert "capped by the on-topic guard" in row
+
+    # Lost again: every reason marks it, its trainer's own included.
+    assert version_against_base_record(
+        version=rlhf, against_base=_against(15, 0.48, [0.39, 0.57], beats=False)
+    )
+    rlhf.refresh_from_db()
+    assert rlhf.did_not_learn == [own, NOT_BETTER]
+    assert rlhf.own_figures_overruled == []
