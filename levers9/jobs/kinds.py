@@ -104,26 +104,20 @@ def job_kind_register(kind: JobKind) -> None:
     _KINDS[kind.name] = kind
 
 
-def trainer_register(name: str, *, module: str = "", function: InWorker | None = None) -> None:
-    """A trainer of the catalogue runs the module the catalogue names (a `module` given must
-    be that one); any other name is work done in the worker, by its `function`."""
+def trainer_register(name: str, *, function: InWorker | None = None) -> None:
+    """A trainer of the catalogue runs the module the catalogue names; any other name is work
+    done in the worker, by its `function`."""
     if function is not None:
-        if module:
-            raise ValueError(f"Trainer '{name}' runs a module or a function, not both.")
         if name in CATALOGUE:
             raise ValueError(f"Trainer '{name}' is in trainers.registry: it runs its module.")
-    elif name not in CATALOGUE:
+        TRAINERS[name] = Trainer(name, module="", function=function)
+        return
+    if name not in CATALOGUE:
         raise ValueError(
             f"Trainer '{name}' is not in trainers.registry: give the function it runs in the "
             "worker."
         )
-    elif module and module != CATALOGUE[name].module:
-        raise ValueError(
-            f"Trainer '{name}' runs {CATALOGUE[name].module} (trainers.registry), not {module}."
-        )
-    else:
-        module = CATALOGUE[name].module
-    TRAINERS[name] = Trainer(name, module=module, function=function)
+    TRAINERS[name] = Trainer(name, module=CATALOGUE[name].module, function=None)
 
 
 def job_produced_listen(listener: Callable[[Any, Any], None]) -> None:
