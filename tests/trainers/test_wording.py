@@ -582,13 +582,17 @@ def test_a_cpu_stage_without_steps_stops_at_its_budget_and_says_how_much_it_saw(
         output_dir=str(tmp_path / "budget"),
         epochs=3,  # 30 training pairs / 4 a step × 3: far more steps than the budget allows
         time_budget_s=0.01,
-        dpo={"batch_size": 4},
+        dpo={"batch_size": 4, "score_batch_size": 1},
     )
     assert parse_wording_spec(spec, trainer="dpo").stage_budget_seconds == 0.01
-    seen = dpo.run(spec)["metrics"]["data_seen"]
+    metrics = dpo.run(spec)["metrics"]
+    seen = metrics["data_seen"]
     assert seen["stopped_by_budget"] is True
     assert seen["steps"] < seen["planned_steps"]
     assert seen["share_of_planned"] < 1.0
+    # Its own measuring took its share of the budget too: one held-out pair (a chunk), not all.
+    assert metrics["held_out_pairs"] > 1
+    assert metrics["held_out_measured"] == 1
 
 
 def test_the_cpu_budget_applies_only_when_no_steps_are_set_and_not_on_a_gpu(models_dir):

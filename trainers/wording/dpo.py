@@ -36,6 +36,8 @@ from trainers.wording.common import (
     Stopwatch,
     as_reply,
     keep_time_to_measure,
+    measured_within,
+    measuring_seconds,
     preference_rows,
     report_done,
     run_result,
@@ -132,7 +134,9 @@ def run(spec: Mapping[str, Any], progress: Progress = silent_progress) -> dict[s
     )
     callback = stages.callback(DPO)
     clock.lap()  # reading the pairs: in the total only
-    base_logps = measure_the_base(model, tokenizer, pairs, settings, stages)
+    pairs, base_logps = measure_the_base(
+        model, tokenizer, pairs, settings, stages, seconds=measuring_seconds(stages.budget_seconds)
+    )
     # On a budget the Trainer gets what is left less as long again as the base's half took,
     # for the trained policy's half after it.
     reserved = clock.lap("base_held_out")
@@ -173,16 +177,19 @@ class DpoPairs:
     """Tokens of the longest training conversation (prompt and its longer reply)."""
     lengths: dict[int, int]
     """Each training pair's tokens (prompt and its longer reply, within the window)."""
+    measured: list[int] | None = None
+    """The held-out pairs the base's half measured in its share of a budget (None: all)."""
 
     @property
     def split(self) -> tuple[list[int], list[int]]:
         return self.train, self.held
 
     def held_out(self, settings: DpoSettings) -> dict[str, Any]:
-        """The held-out pairs and their prompts, measured in the training's window."""
+        """The held-out pairs measured and their prompts, in the training's window."""
+        held = self.held if self.measured is None else self.measured
         return {
-            "prompts": [self.prompts[index] for index in self.held],
-            "pairs": [self.pairs[index] for index in self.held],
+            "prompts": [self.prompts[index] for index in held],
+            "pairs": [self.pairs[index] for index in held],
             "batch_size": settings.score_batch_size,
             "max_length": settings.max_length,
         }
@@ -233,12 +240,31 @@ def read_the_pairs(pairs: Sequence[Pair], tokenizer: Any, settings: DpoSettings)
 
 
 def measure_the_base(
-    model: Any, tokenizer: Any, pairs: DpoPairs, settings: DpoSettings, stages: StageProgress
-) -> tuple[np.ndarray, np.ndarray]:
-    """The base's half of the held-out measuring, before the adapter exists: its (chosen,
+    model: Any,
+    tokenizer: Any,
+    pairs: DpoPairs,
+    settings: DpoSettings,
+    stages: StageProgress,
+    *,
+    seconds: float | None,
+) -> tuple[DpoPairs, tuple[np.ndarray, np.ndarray]]:
+    """The base's half of the held-out measuring, before the adapter exists: the pairs with
+    those it measured within `seconds` (a seeded sample; None: all), and their (chosen,
     rejected) log-probabilities."""
     stages.step(DPO, 0, phase="measuring the base on the held-out pairs")
-    return pair_logps(model, tokenizer, **pairs.held_out(settings))
+
+    def measure(indices: Sequence[int]) -> list[tuple[float, float]]:
+        part = dataclasses.replace(pairs, measured=list(indices))
+        chosen, rejected = pair_logps(model, tokenizer, **part.held_out(settings))
+        return list(zip(chosen.tolist(), rejected.tolist(), strict=True))
+
+    positions, logps = measured_within(
+        pairs.held, measure, seconds=seconds, chunk=settings.score_batch_size, seed=settings.seed
+    )
+    measured = dataclasses.replace(pairs, measured=[pairs.held[position] for position in positions])
+    chosen = np.asarray([pair[0] for pair in logps], dtype=float)
+    rejected = np.asarray([pair[1] for pair in logps], dtype=float)
+    return measured, (chosen, rejected)
 
 
 def measure_the_policy(
@@ -342,6 +368,8 @@ def dpo_metrics(
         "held_out_accuracy": measured["accuracy"],
         "held_out_accuracy_ci": measured["accuracy_ci"],
         "held_out_pairs": len(pairs.held),
+        # Within a budget, the seeded share of them the stage had time to measure.
+        "held_out_measured": len(pairs.held if pairs.measured is None else pairs.measured),
         "held_out_margin": measured["margin"],
         # What the untrained base's log-probabilities already rank right on the same pairs.
         "base_held_out_accuracy": measured["base_accuracy"],

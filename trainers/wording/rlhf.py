@@ -33,6 +33,8 @@ from trainers.runtime import Progress, silent_progress, trainer_main
 from trainers.wording.common import (
     Stopwatch,
     keep_time_to_measure,
+    measured_within,
+    measuring_seconds,
     report_done,
     run_result,
     save_version,
@@ -40,7 +42,7 @@ from trainers.wording.common import (
     trimmed,
 )
 from trainers.wording.measures import did_not_learn
-from trainers.wording.policy_measures import greedy_replies, held_out_reward
+from trainers.wording.policy_measures import GENERATION_BATCH, greedy_replies, held_out_reward
 from trainers.wording.ppo_update import PolicyConfig, policy_config, ppo_update
 from trainers.wording.reward_model import (
     RewardModelConfig,
@@ -275,9 +277,15 @@ def train_the_policy(
     prompts = openings(split.prompts, tokenizer, max_tokens=config.max_prompt_length)
     writing = time.monotonic()
     stages.step("policy", 0, phase="the base answers the held-out openings")
-    base_replies = greedy_replies(
-        model, tokenizer, held_openings, max_new_tokens=config.max_reply_tokens
+    # Within a budget, a seeded sample of them, as many as its measuring share allows.
+    positions, base_replies = measured_within(
+        held_openings,
+        lambda part: greedy_replies(model, tokenizer, part, max_new_tokens=config.max_reply_tokens),
+        seconds=measuring_seconds(stages.budget_seconds),
+        chunk=GENERATION_BATCH,
+        seed=wording.seed,
     )
+    held_openings = [held_openings[position] for position in positions]
     written = time.monotonic()
     config, checkpointing = size_the_steps(
         config,

@@ -1,0 +1,44 @@
+"""A budgeted stage's own held-out measuring (trainers.wording.common.measured_within): a
+seeded sample of the held-out rows, as many chunks as its share of the budget allows, and
+every row in one call without a budget."""
+
+from __future__ import annotations
+
+from trainers.wording.common import MEASURING_SHARE, measured_within, measuring_seconds
+
+
+def _recording():
+    calls: list[list[int]] = []
+
+    def measure(part):
+        calls.append(list(part))
+        return [item * 10 for item in part]
+
+    return calls, measure
+
+
+def test_without_a_budget_every_row_is_measured_in_one_call():
+    calls, measure = _recording()
+    items = list(range(40))
+    positions, results = measured_within(items, measure, seconds=None, chunk=8, seed=3)
+    assert len(calls) == 1
+    assert sorted(positions) == items
+    assert results == [items[position] * 10 for position in positions]
+
+
+def test_past_its_seconds_it_stops_after_the_chunk_and_keeps_results_by_position():
+    calls, measure = _recording()
+    items = list(range(100, 140))
+    positions, results = measured_within(items, measure, seconds=0.0, chunk=8, seed=3)
+    assert len(calls) == 1
+    assert len(positions) == 8
+    assert results == [items[position] * 10 for position in positions]
+    # A seeded sample of the held-out rows, not the file's first eight.
+    assert positions != list(range(8))
+    again, _ = measured_within(items, _recording()[1], seconds=0.0, chunk=8, seed=3)
+    assert again == positions
+
+
+def test_the_share_follows_the_budget():
+    assert measuring_seconds(None) is None
+    assert measuring_seconds(600.0) == MEASURING_SHARE * 600.0
