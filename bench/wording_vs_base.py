@@ -390,6 +390,8 @@ def own_figures(stage: str, result: Mapping[str, Any]) -> dict[str, Any]:
         "reward_gain_ci": metrics.get("reward_gain_ci"),
         "policy_steps": metrics.get("policy_steps"),
         "within_opening_share": metrics.get("within_opening_share"),
+        # Where the policy's time went: sampling the replies against updating on them.
+        "rollouts": metrics.get("policy_rollouts"),
         "did_not_learn": metrics.get("did_not_learn"),
     }
 
