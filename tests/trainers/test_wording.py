@@ -569,7 +569,7 @@ def test_rlhf_measures_its_reward_on_held_out_openings_and_says_if_it_learned(rl
     assert metrics["reward_before"] is not None
     assert metrics["reward_after"] is not None
     assert metrics["did_not_learn"] == did_not_learn(
-        reward_model=metrics["reward_model"], policy=metrics
+        reward_model=metrics["reward_model"], policy=metrics, seen=metrics["policy_data_seen"]
     )
     assert metrics["reward_model"]["held_out_accuracy_ci"] is not None
 

@@ -90,6 +90,21 @@ def test_dpo_is_marked_when_its_held_out_accuracy_is_chance():
     assert at_chance(None)
 
 
+def test_a_stage_its_budget_cut_short_says_how_far_it_got_only_when_it_did_not_learn():
+    cut = {"steps": 5, "planned_steps": 112, "stopped_by_budget": True, "budget_seconds": 600.0}
+    flat = {**MOVED, "reward_after": -0.1}
+    reasons = did_not_learn(reward_model=LEARNED_REWARD, policy=flat, seen=cut)
+    assert reasons[-1] == (
+        "Its time budget (600 s) stopped it after 5 of 112 planned steps on this machine: a "
+        "longer time budget (time_budget_s) or a GPU lets it take more."
+    )
+    assert len(reasons) == 2
+    # Learned: nothing to explain. Ran its planned steps: the budget is not why.
+    assert did_not_learn(reward_model=LEARNED_REWARD, policy=MOVED, seen=cut) == []
+    whole = {**cut, "stopped_by_budget": False}
+    assert len(did_not_learn(reward_model=LEARNED_REWARD, policy=flat, seen=whole)) == 1
+
+
 def test_trimming_drops_old_turns_by_tokens_and_never_cuts_the_reply():
     prompt = [
         {"role": "system", "content": "be kind"},

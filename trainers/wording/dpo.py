@@ -389,7 +389,7 @@ def dpo_metrics(
         "gradient_checkpointing": checkpointing,
         "curve": curve(history, ("loss", "rewards/accuracies", "rewards/margins")),
     }
-    metrics["did_not_learn"] = did_not_learn(preference=metrics)
+    metrics["did_not_learn"] = did_not_learn(preference=metrics, seen=metrics.get("data_seen"))
     return metrics
 
 

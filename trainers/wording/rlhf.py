@@ -355,7 +355,9 @@ def policy_metrics(
         "reference": reference_kind(trainer),
         "curve": curve(history, ("loss", "reward", "kl", "clip_ratio/region_mean")),
     }
-    metrics["did_not_learn"] = did_not_learn(reward_model=metrics["reward_model"], policy=metrics)
+    metrics["did_not_learn"] = did_not_learn(
+        reward_model=metrics["reward_model"], policy=metrics, seen=policy.data_seen
+    )
     return metrics
 
 
