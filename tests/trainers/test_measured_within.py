@@ -26,7 +26,7 @@ def test_without_a_budget_every_row_is_measured_in_one_call():
     assert results == [items[position] * 10 for position in positions]
 
 
-def test_past_its_seconds_it_stops_after_the_chunk_and_keeps_results_by_position():
+def test_it_starts_no_chunk_the_chunks_so_far_say_ends_past_its_seconds():
     calls, measure = _recording()
     items = list(range(100, 140))
     positions, results = measured_within(items, measure, seconds=0.0, chunk=8, seed=3)
@@ -42,3 +42,18 @@ def test_past_its_seconds_it_stops_after_the_chunk_and_keeps_results_by_position
 def test_the_share_follows_the_budget():
     assert measuring_seconds(None) is None
     assert measuring_seconds(600.0) == MEASURING_SHARE * 600.0
+
+
+def test_it_measures_on_while_the_chunks_so_far_say_the_next_one_fits():
+    now = [0.0]
+
+    def ten_seconds_a_chunk(part):
+        now[0] += 10.0
+        return list(part)
+
+    items = list(range(80))
+    # After three chunks (30 s) a fourth ends at 40 s, within 45; a fifth would end at 50.
+    positions, _ = measured_within(
+        items, ten_seconds_a_chunk, seconds=45.0, chunk=8, seed=0, clock=lambda: now[0]
+    )
+    assert len(positions) == 32

@@ -337,25 +337,29 @@ def measured_within(
     seconds: float | None,
     chunk: int,
     seed: int,
+    clock: Any = time.monotonic,
 ) -> tuple[list[int], list[Any]]:
     """(positions, results): `measure` (a list of items -> one result each) over `items` in a
-    seeded order, `chunk` at a time, stopping after the chunk that passes `seconds` (None: all
-    of them), so the rows measured are a fair sample of the held-out ones and not the file's
-    first. The positions index `items`; the same positions are measured again after training.
+    seeded order, `chunk` at a time, the first chunk always and each next one only while the
+    chunks so far say it ends within `seconds` (None: all of them), so the rows measured are a
+    fair sample of the held-out ones and not the file's first. The positions index `items`;
+    the same positions are measured again after training.
     """
     import numpy as np
 
     order = [int(position) for position in np.random.default_rng(seed).permutation(len(items))]
     # Without a time limit, one call: the measure batches as it likes.
     chunk = len(order) if seconds is None else max(1, chunk)
-    started = time.monotonic()
+    started = clock()
     positions: list[int] = []
     results: list[Any] = []
     for start in range(0, len(order), max(1, chunk)):
         part = order[start : start + max(1, chunk)]
         results.extend(measure([items[position] for position in part]))
         positions.extend(part)
-        if seconds is not None and time.monotonic() - started >= seconds:
+        spent = clock() - started
+        chunks = start // chunk + 1
+        if seconds is not None and spent + spent / chunks > seconds:
             break
     return positions, results
 
