@@ -129,6 +129,9 @@ class PolicyConfig(FitSettings):
 # model read only cut-off replies, and what it favoured there did not carry to whole ones);
 # 160-token samples, 17-18 steps instead of 38, came out above it on two training seeds, 0.610
 # [0.537, 0.687] (85 words, repeat 0.42) and 0.553 [0.473, 0.630] (87 words, 0.53).
+# Those ran on a 2-core CPU with bf16 units. On a 2-core AVX2 CPU without them (float32, about
+# a third of the rate) the same 600 s took 5 policy steps and lost, 0.370 [0.297, 0.447] (train
+# seed 2; 103 words, repeat 0.50): the stage then says how far its budget let it get.
 # The spec's own "policy" settings still win.
 SERVED_REPLY_TOKENS = 160
 """policies.agents.AGENT_MAX_TOKENS, the most a served version says at a moment (not imported:
