@@ -29,13 +29,20 @@ def test_without_a_budget_every_row_is_measured_in_one_call():
 def test_it_starts_no_chunk_the_chunks_so_far_say_ends_past_its_seconds():
     calls, measure = _recording()
     items = list(range(100, 140))
-    positions, results = measured_within(items, measure, seconds=0.0, chunk=8, seed=3)
+    ticks = iter(range(100))  # each reading of the clock one second later
+
+    def clock() -> float:
+        return float(next(ticks))
+
+    # One chunk took a second: a second would end at 2 s, past the 1.5 s share.
+    positions, results = measured_within(items, measure, seconds=1.5, chunk=8, seed=3, clock=clock)
     assert len(calls) == 1
     assert len(positions) == 8
     assert results == [items[position] * 10 for position in positions]
     # A seeded sample of the held-out rows, not the file's first eight.
     assert positions != list(range(8))
-    again, _ = measured_within(items, _recording()[1], seconds=0.0, chunk=8, seed=3)
+    ticks = iter(range(100))
+    again, _ = measured_within(items, _recording()[1], seconds=1.5, chunk=8, seed=3, clock=clock)
     assert again == positions
 
 
