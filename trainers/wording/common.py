@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self
 
+import numpy as np
+
 from trainers.bases import (
     ACTIVATION_SHARE_OF_FREE_MEMORY,
     CHAT_TEMPLATE_KWARGS,
@@ -345,21 +347,18 @@ def measured_within(
     fair sample of the held-out ones and not the file's first. The positions index `items`;
     the same positions are measured again after training.
     """
-    import numpy as np
-
     order = [int(position) for position in np.random.default_rng(seed).permutation(len(items))]
     # Without a time limit, one call: the measure batches as it likes.
-    chunk = len(order) if seconds is None else max(1, chunk)
+    size = max(1, len(order) if seconds is None else chunk)
     started = clock()
     positions: list[int] = []
     results: list[Any] = []
-    for start in range(0, len(order), max(1, chunk)):
-        part = order[start : start + max(1, chunk)]
+    for done, start in enumerate(range(0, len(order), size), start=1):
+        part = order[start : start + size]
         results.extend(measure([items[position] for position in part]))
         positions.extend(part)
         spent = clock() - started
-        chunks = start // chunk + 1
-        if seconds is not None and spent + spent / chunks > seconds:
+        if seconds is not None and spent + spent / done > seconds:
             break
     return positions, results
 

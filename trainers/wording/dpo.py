@@ -184,12 +184,15 @@ class DpoPairs:
     def split(self) -> tuple[list[int], list[int]]:
         return self.train, self.held
 
+    @property
+    def held_measured(self) -> list[int]:
+        return self.held if self.measured is None else self.measured
+
     def held_out(self, settings: DpoSettings) -> dict[str, Any]:
         """The held-out pairs measured and their prompts, in the training's window."""
-        held = self.held if self.measured is None else self.measured
         return {
-            "prompts": [self.prompts[index] for index in held],
-            "pairs": [self.pairs[index] for index in held],
+            "prompts": [self.prompts[index] for index in self.held_measured],
+            "pairs": [self.pairs[index] for index in self.held_measured],
             "batch_size": settings.score_batch_size,
             "max_length": settings.max_length,
         }
@@ -262,8 +265,7 @@ def measure_the_base(
         pairs.held, measure, seconds=seconds, chunk=settings.score_batch_size, seed=settings.seed
     )
     measured = dataclasses.replace(pairs, measured=[pairs.held[position] for position in positions])
-    chosen = np.asarray([pair[0] for pair in logps], dtype=float)
-    rejected = np.asarray([pair[1] for pair in logps], dtype=float)
+    chosen, rejected = np.asarray(logps, dtype=float).reshape(-1, 2).T
     return measured, (chosen, rejected)
 
 
@@ -369,7 +371,7 @@ def dpo_metrics(
         "held_out_accuracy_ci": measured["accuracy_ci"],
         "held_out_pairs": len(pairs.held),
         # Within a budget, the seeded share of them the stage had time to measure.
-        "held_out_measured": len(pairs.held if pairs.measured is None else pairs.measured),
+        "held_out_measured": len(pairs.held_measured),
         "held_out_margin": measured["margin"],
         # What the untrained base's log-probabilities already rank right on the same pairs.
         "base_held_out_accuracy": measured["base_accuracy"],
